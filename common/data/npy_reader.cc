@@ -1,0 +1,216 @@
+#include "common/data/npy_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status Problem(const std::string& path, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("NPY file ", path, ": ", message));
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+bool ReadExact(std::FILE* file, void* buffer, size_t n) {
+  return std::fread(buffer, 1, n, file) == n;
+}
+
+// Value of `key` in the header dict, up to the next top-level ',' or '}' (a tuple's
+// commas are inside parentheses).
+absl::StatusOr<std::string> DictValue(absl::string_view header, absl::string_view key,
+                                      const std::string& path) {
+  for (const char quote : {'\'', '"'}) {
+    const std::string quoted = absl::StrCat(std::string(1, quote), key, std::string(1, quote));
+    size_t at = header.find(quoted);
+    if (at == absl::string_view::npos) continue;
+    at = header.find(':', at + quoted.size());
+    if (at == absl::string_view::npos) break;
+    size_t end = at + 1;
+    int depth = 0;
+    while (end < header.size()) {
+      const char c = header[end];
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (depth == 0 && (c == ',' || c == '}')) break;
+      ++end;
+    }
+    return std::string(absl::StripAsciiWhitespace(header.substr(at + 1, end - at - 1)));
+  }
+  return Problem(path, absl::StrCat("header has no '", key, "'"));
+}
+
+template <typename T>
+void Convert(const char* bytes, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+    out[i] = static_cast<float>(v);
+  }
+}
+
+// The values as float32 and the shape; ReadNpyDataset reshapes without a second copy.
+absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
+                                                 std::vector<int64_t>* shape_out) {
+  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (file == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("NPY file ", path, ": cannot open: ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fileno(file.get()), &st) != 0) return Problem(path, "cannot stat");
+  const int64_t file_size = st.st_size;
+
+  unsigned char preamble[8];
+  if (!ReadExact(file.get(), preamble, 8) || std::memcmp(preamble, "\x93NUMPY", 6) != 0) {
+    return Problem(path, "not a .npy file (bad magic)");
+  }
+  const int major = preamble[6];
+  int64_t header_len = 0;
+  int64_t prefix = 0;
+  if (major == 1) {
+    unsigned char len[2];
+    if (!ReadExact(file.get(), len, 2)) return Problem(path, "truncated header");
+    header_len = len[0] | (len[1] << 8);
+    prefix = 10;
+  } else if (major == 2 || major == 3) {
+    unsigned char len[4];
+    if (!ReadExact(file.get(), len, 4)) return Problem(path, "truncated header");
+    header_len = int64_t{len[0]} | (int64_t{len[1]} << 8) | (int64_t{len[2]} << 16) |
+                 (int64_t{len[3]} << 24);
+    prefix = 12;
+  } else {
+    return Problem(path, absl::StrCat("unsupported .npy format version ", major));
+  }
+  if (header_len > (1 << 20) || prefix + header_len > file_size) {
+    return Problem(path, absl::StrCat("header length ", header_len, " does not fit the file"));
+  }
+  std::string header(header_len, '\0');
+  if (!ReadExact(file.get(), header.data(), header.size())) {
+    return Problem(path, "truncated header");
+  }
+
+  PS_ASSIGN_OR_RETURN(std::string descr, DictValue(header, "descr", path));
+  PS_ASSIGN_OR_RETURN(std::string order, DictValue(header, "fortran_order", path));
+  PS_ASSIGN_OR_RETURN(std::string shape_text, DictValue(header, "shape", path));
+  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
+  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "\""), "\""));
+  if (order != "False") {
+    return Problem(path, "is in Fortran order; save it with C order (np.ascontiguousarray)");
+  }
+  size_t item_size = 0;
+  if (descr == "<f4") {
+    item_size = 4;
+  } else if (descr == "<f8" || descr == "<i8") {
+    item_size = 8;
+  } else if (descr == "|u1" || descr == "<u1" || descr == "u1") {
+    descr = "|u1";
+    item_size = 1;
+  } else {
+    return Problem(path, absl::StrCat("unsupported dtype '", descr,
+                                      "' (want little-endian float32, float64, uint8 or int64)"));
+  }
+
+  absl::string_view inner = absl::StripAsciiWhitespace(shape_text);
+  if (!absl::ConsumePrefix(&inner, "(") || !absl::ConsumeSuffix(&inner, ")")) {
+    return Problem(path, absl::StrCat("bad shape ", shape_text));
+  }
+  std::vector<int64_t> shape;
+  int64_t total = 1;
+  for (absl::string_view part : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
+    int64_t dim;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || dim < 0 ||
+        dim > kMaxNpyValues || (dim > 0 && total > kMaxNpyValues / dim)) {
+      return Problem(path, absl::StrCat("bad or too large shape ", shape_text));
+    }
+    shape.push_back(dim);
+    total *= dim;
+  }
+  if (shape.empty()) shape.push_back(1);  // a 0-d array holds one value
+
+  const int64_t data_offset = prefix + header_len;
+  if (file_size != data_offset + total * static_cast<int64_t>(item_size)) {
+    return Problem(
+        path,
+        absl::StrCat("size ", file_size, " does not match shape ", shape_text, " of ", descr,
+                     " (want ", data_offset + total * static_cast<int64_t>(item_size), " bytes)"));
+  }
+  *shape_out = shape;
+  std::vector<float> out(total);
+  if (item_size == 4) {
+    // float32 on a little-endian host: read straight into place.
+    if (!ReadExact(file.get(), out.data(), total * 4)) return Problem(path, "truncated data");
+    return out;
+  }
+  std::vector<char> bytes(total * item_size);
+  if (!ReadExact(file.get(), bytes.data(), bytes.size())) return Problem(path, "truncated data");
+  if (descr == "<f8") {
+    Convert<double>(bytes.data(), total, out.data());
+  } else if (descr == "<i8") {
+    Convert<int64_t>(bytes.data(), total, out.data());
+  } else {
+    Convert<uint8_t>(bytes.data(), total, out.data());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
+  std::vector<int64_t> shape;
+  PS_ASSIGN_OR_RETURN(std::vector<float> values, ReadNpyValues(path, &shape));
+  return Tensor(std::move(shape), std::move(values));
+}
+
+absl::StatusOr<Dataset> ReadNpyDataset(const std::string& x_path, const std::string& y_path,
+                                       float scale, int64_t num_classes) {
+  std::vector<int64_t> x_shape;
+  PS_ASSIGN_OR_RETURN(std::vector<float> values, ReadNpyValues(x_path, &x_shape));
+  PS_ASSIGN_OR_RETURN(Tensor y, ReadNpy(y_path));
+  const int64_t n = x_shape[0];
+  if (y.shape()[0] != n) {
+    return absl::InvalidArgumentError(absl::StrCat("NPY files disagree: ", x_path, " has ", n,
+                                                   " rows but ", y_path, " has ", y.shape()[0]));
+  }
+  if (y.shape().size() > 2) {
+    return Problem(y_path, absl::StrCat("labels must be [N] or [N, K], got ", y.ShapeString()));
+  }
+  int64_t features = 1;
+  for (size_t d = 1; d < x_shape.size(); ++d) features *= x_shape[d];
+  if (scale != 1.0f) {
+    for (float& v : values) v *= scale;
+  }
+  if (num_classes == 0) {
+    if (y.shape().size() == 2) {
+      num_classes = y.shape()[1];
+    } else {
+      float max_label = 0.0f;
+      bool integral = true;
+      for (float v : y.values()) {
+        integral = integral && v >= 0.0f && std::floor(v) == v && v < 16777216.0f;
+        if (integral) max_label = std::max(max_label, v);
+      }
+      num_classes = integral && n > 0 ? static_cast<int64_t>(max_label) + 1 : 0;
+    }
+  }
+  return MakeDataset(Tensor({n, features}, std::move(values)), std::move(y), num_classes);
+}
+
+}  // namespace pstrain
