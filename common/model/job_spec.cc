@@ -1,0 +1,188 @@
+#include "common/model/job_spec.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/model/model.h"
+#include "common/model/optimizer.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+using json = nlohmann::json;
+
+namespace {
+
+absl::Status Bad(const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat("job spec: ", msg));
+}
+
+absl::StatusOr<int64_t> GetInt(const json& obj, const char* section, const char* key,
+                               int64_t def, int64_t min, int64_t max) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return def;
+  if (!it->is_number_integer()) {
+    return Bad(absl::StrCat(section, key, " must be an integer, got ", it->dump()));
+  }
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max)) {
+    return Bad(absl::StrCat(section, key, " ", it->dump(), " is out of range"));
+  }
+  const int64_t v = it->get<int64_t>();
+  if (v < min || v > max) {
+    return Bad(absl::StrCat(section, key, " ", v, " is out of range [", min, ", ", max, "]"));
+  }
+  return v;
+}
+
+absl::StatusOr<json> ReadModelFile(const std::string& path, const std::string& base_dir) {
+  const std::string full =
+      (!path.empty() && path[0] == '/') || base_dir.empty() ? path : base_dir + "/" + path;
+  std::ifstream in(full, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("job spec: cannot read model file ", full));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Bad(absl::StrCat("model file ", full, " is not valid JSON"));
+  return j;
+}
+
+bool KnownMetric(const std::string& m) {
+  return m == "accuracy" || m == "acc" || m == "sparse_categorical_accuracy" ||
+         m == "categorical_accuracy" || m == "binary_accuracy";
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Bad("malformed JSON");
+  if (!root.is_object()) return Bad("top level must be an object");
+  JobSpec spec;
+
+  auto model = root.find("model");
+  if (model == root.end() || model->is_null()) return Bad("missing \"model\"");
+  if (model->is_string()) {
+    PS_ASSIGN_OR_RETURN(spec.model, ReadModelFile(model->get<std::string>(), base_dir));
+  } else if (model->is_object()) {
+    spec.model = *model;
+  } else {
+    return Bad("\"model\" must be a Keras model object or a file path");
+  }
+  {
+    auto built = Model::FromKerasJson(spec.model, /*backend=*/nullptr);
+    if (!built.ok()) return Bad(std::string(built.status().message()));
+  }
+
+  json compile = json::object();
+  auto c = root.find("compile");
+  if (c != root.end() && !c->is_null()) {
+    if (!c->is_object()) return Bad("\"compile\" must be an object");
+    compile = *c;
+  }
+  for (auto it = compile.begin(); it != compile.end(); ++it) {
+    if (it.key() != "optimizer" && it.key() != "loss" && it.key() != "metrics") {
+      return Bad(absl::StrCat("unknown key compile.", it.key()));
+    }
+  }
+  {
+    auto o = compile.find("optimizer");
+    auto opt = OptimizerConfigFromKeras(o == compile.end() || o->is_null() ? json("rmsprop") : *o);
+    if (!opt.ok()) return Bad(absl::StrCat("compile.optimizer: ", opt.status().message()));
+    spec.optimizer = *opt;
+  }
+  {
+    auto l = compile.find("loss");
+    if (l == compile.end() || l->is_null()) return Bad("missing \"compile.loss\"");
+    auto loss = LossConfigFromKeras(*l);
+    if (!loss.ok()) return Bad(absl::StrCat("compile.loss: ", loss.status().message()));
+    spec.loss = *loss;
+  }
+  {
+    auto m = compile.find("metrics");
+    if (m != compile.end() && !m->is_null()) {
+      if (!m->is_array()) return Bad("compile.metrics must be a list of strings");
+      for (const json& e : *m) {
+        if (!e.is_string()) return Bad(absl::StrCat("compile.metrics entry ", e.dump(),
+                                                    " is not a string"));
+        if (!KnownMetric(e.get<std::string>())) {
+          return Bad(absl::StrCat("unsupported metric \"", e.get<std::string>(), "\""));
+        }
+        spec.metrics.push_back(e.get<std::string>());
+      }
+    }
+  }
+
+  json fit = json::object();
+  auto f = root.find("fit");
+  if (f != root.end() && !f->is_null()) {
+    if (!f->is_object()) return Bad("\"fit\" must be an object");
+    fit = *f;
+  }
+  for (auto it = fit.begin(); it != fit.end(); ++it) {
+    const std::string& k = it.key();
+    if (k != "epochs" && k != "batch_size" && k != "steps_per_epoch" && k != "shuffle" &&
+        k != "verbose") {
+      return Bad(absl::StrCat("unknown key fit.", k));
+    }
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  int64_t v;
+  PS_ASSIGN_OR_RETURN(v, GetInt(fit, "fit.", "epochs", 1, 1, kIntMax));
+  spec.epochs = static_cast<int>(v);
+  PS_ASSIGN_OR_RETURN(v, GetInt(fit, "fit.", "batch_size", 32, 1, kIntMax));
+  spec.batch_size = static_cast<int>(v);
+  PS_ASSIGN_OR_RETURN(spec.steps_per_epoch,
+                      GetInt(fit, "fit.", "steps_per_epoch", 0, 0,
+                             std::numeric_limits<int64_t>::max()));
+  auto sh = fit.find("shuffle");
+  if (sh != fit.end() && !sh->is_null()) {
+    if (!sh->is_boolean()) return Bad(absl::StrCat("fit.shuffle must be a bool, got ", sh->dump()));
+    spec.shuffle = sh->get<bool>();
+  }
+
+  auto seed = root.find("seed");
+  if (seed != root.end() && !seed->is_null()) {
+    if (!seed->is_number_integer() || (!seed->is_number_unsigned() && seed->get<int64_t>() < 0)) {
+      return Bad(absl::StrCat("seed must be a non-negative integer, got ", seed->dump()));
+    }
+    spec.seed = seed->get<uint64_t>();
+  }
+  auto strategy = root.find("strategy");
+  if (strategy != root.end() && !strategy->is_null()) {
+    if (!strategy->is_string()) {
+      return Bad(absl::StrCat("strategy must be a string, got ", strategy->dump()));
+    }
+    spec.strategy = strategy->get<std::string>();
+  }
+  auto data = root.find("data");
+  if (data != root.end()) spec.data = *data;
+
+  spec.raw = root;
+  spec.raw["model"] = spec.model;
+  return spec;
+}
+
+std::string SerializeJobSpec(const JobSpec& spec) {
+  json out = spec.raw.is_object() ? spec.raw : json::object();
+  out["model"] = spec.model;
+  out["compile"] = json{{"optimizer", OptimizerConfigToKeras(spec.optimizer)},
+                        {"loss", LossConfigToKeras(spec.loss)},
+                        {"metrics", spec.metrics}};
+  out["fit"] = json{{"epochs", spec.epochs},
+                    {"batch_size", spec.batch_size},
+                    {"steps_per_epoch", spec.steps_per_epoch},
+                    {"shuffle", spec.shuffle}};
+  out["seed"] = spec.seed;
+  out["strategy"] = spec.strategy;
+  if (spec.data.is_null()) {
+    out.erase("data");
+  } else {
+    out["data"] = spec.data;
+  }
+  return out.dump();
+}
+
+}  // namespace pstrain

@@ -1,0 +1,62 @@
+#ifndef PSTRAIN_COMMON_MODEL_JOB_SPEC_H_
+#define PSTRAIN_COMMON_MODEL_JOB_SPEC_H_
+
+// A training job as a user writes it, in Keras's vocabulary:
+//
+//   {
+//     "model": {...Keras model.to_json() object...} | "model.json" (path, relative to the
+//              job file's folder),
+//     "compile": {"optimizer": "adam" | {"class_name": "Adam", "config": {...}},
+//                 "loss": "sparse_categorical_crossentropy" | {"class_name": ..., ...},
+//                 "metrics": ["accuracy"]},
+//     "fit": {"epochs": 5, "batch_size": 64, "steps_per_epoch": 0, "shuffle": true},
+//     "data": {...opaque here, read by common/data...},
+//     "strategy": "parameter_server",
+//     "seed": 42
+//   }
+//
+// Required: "model" and "compile.loss". Defaults: optimizer "rmsprop" (Keras's default),
+// metrics [], epochs 1, batch_size 32, steps_per_epoch 0 (the whole data set), shuffle
+// true, seed 0, strategy "" (the caller's default), data null. Other top-level keys (e.g.
+// "checkpoint") are kept in `raw` for the packages that own them; unknown keys inside
+// "compile" and "fit" are errors, so a typo is never silently ignored.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/loss.h"
+#include "nlohmann/json.hpp"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+struct JobSpec {
+  nlohmann::json model;  // Keras to_json() object, always inline
+  OptimizerConfig optimizer;
+  LossConfig loss;
+  std::vector<std::string> metrics;  // "accuracy", ...
+  int epochs = 1;
+  int batch_size = 32;
+  int64_t steps_per_epoch = 0;  // 0 = the whole data set per epoch
+  bool shuffle = true;
+  uint64_t seed = 0;
+  nlohmann::json data;  // opaque, parsed by common/data
+  std::string strategy;
+  nlohmann::json raw;  // the whole job as given, with "model" inlined
+};
+
+// Parses and validates a job spec (the model is checked by building it without a backend).
+// Errors: INVALID_ARGUMENT (one line naming the key) for malformed JSON, a missing "model"
+// or "compile.loss", a wrong type or range, an unknown optimizer/loss/metric, or an
+// unsupported model; NOT_FOUND when the model file cannot be read.
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir);
+
+// JSON text that ParseJobSpec reads back to an equal JobSpec (the model inlined, the
+// optimizer and loss as Keras config dicts), so a chief can send a worker its job.
+std::string SerializeJobSpec(const JobSpec& spec);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_MODEL_JOB_SPEC_H_

@@ -1,0 +1,113 @@
+#include "common/model/job_spec.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using json = nlohmann::json;
+
+const char kModel[] = R"({"class_name":"Sequential","config":{"name":"mlp","layers":[{"class_name":"InputLayer","config":{"batch_input_shape":[null,4]}},{"class_name":"Dense","config":{"name":"dense","units":3,"activation":"softmax"}}]}})";
+
+std::string Job(const std::string& model, const std::string& compile,
+                const std::string& extra = "") {
+  return std::string(R"({"model":)") + model + R"(,"compile":)" + compile + extra + "}";
+}
+
+void ExpectInvalid(const absl::StatusOr<JobSpec>& s, const std::string& needle) {
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status();
+  EXPECT_EQ(s.status().message().find('\n'), std::string::npos) << "one line";
+}
+
+TEST(JobSpecTest, ParsesFullSpec) {
+  auto spec = ParseJobSpec(
+      Job(kModel,
+          R"({"optimizer":{"class_name":"Adam","config":{"learning_rate":0.01}},"loss":"sparse_categorical_crossentropy","metrics":["accuracy"]})",
+          R"(,"fit":{"epochs":3,"batch_size":64,"steps_per_epoch":10,"shuffle":false},"data":{"kind":"synthetic"},"strategy":"parameter_server","seed":7,"checkpoint":{"dir":"/tmp/x"})"),
+      "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer.name(), "adam");
+  EXPECT_FLOAT_EQ(spec->optimizer.learning_rate(), 0.01f);
+  EXPECT_EQ(spec->loss.kind, LossConfig::Kind::kSparseCategoricalCrossentropy);
+  EXPECT_EQ(spec->metrics, std::vector<std::string>{"accuracy"});
+  EXPECT_EQ(spec->epochs, 3);
+  EXPECT_EQ(spec->batch_size, 64);
+  EXPECT_EQ(spec->steps_per_epoch, 10);
+  EXPECT_FALSE(spec->shuffle);
+  EXPECT_EQ(spec->seed, 7u);
+  EXPECT_EQ(spec->strategy, "parameter_server");
+  EXPECT_EQ(spec->data["kind"], "synthetic");
+  EXPECT_EQ(spec->raw["checkpoint"]["dir"], "/tmp/x");
+  EXPECT_EQ(spec->model["config"]["name"], "mlp");
+}
+
+TEST(JobSpecTest, DefaultsAndModelFromFile) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream out(dir + "/model.json");
+    out << kModel;
+  }
+  auto spec = ParseJobSpec(Job(R"("model.json")", R"({"loss":"categorical_crossentropy"})"), dir);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer.name(), "rmsprop");
+  EXPECT_FLOAT_EQ(spec->optimizer.learning_rate(), 0.001f);
+  EXPECT_EQ(spec->epochs, 1);
+  EXPECT_EQ(spec->batch_size, 32);
+  EXPECT_TRUE(spec->shuffle);
+  EXPECT_EQ(spec->model["class_name"], "Sequential");
+  EXPECT_EQ(ParseJobSpec(Job(R"("missing.json")", R"({"loss":"mse"})"), dir).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(JobSpecTest, RejectsBadSpecs) {
+  ExpectInvalid(ParseJobSpec("{\"model\": ", ""), "malformed JSON");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"optimizer":"adam"})"), ""), "compile.loss");
+  ExpectInvalid(ParseJobSpec(R"({"compile":{"loss":"mse"}})", ""), "model");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"fit":{"epochs":"3"})"), ""),
+                "fit.epochs");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"fit":{"batch_size":0})"), ""),
+                "fit.batch_size");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"fit":{"epoch":3})"), ""),
+                "fit.epoch");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse","optimizer":"lbfgs"})"), ""), "lbfgs");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":42})"), ""), "compile.loss");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse","metrics":["auc"]})"), ""), "auc");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"seed":-1)"), ""), "seed");
+  ExpectInvalid(
+      ParseJobSpec(Job(R"({"class_name":"Sequential","config":{"layers":[{"class_name":"InputLayer","config":{"batch_input_shape":[null,4]}},{"class_name":"LSTM","config":{}}]}})",
+                       R"({"loss":"mse"})"),
+                   ""),
+      "LSTM");
+}
+
+TEST(JobSpecTest, SerializeRoundTrips) {
+  auto spec = ParseJobSpec(
+      Job(kModel,
+          R"({"optimizer":{"class_name":"SGD","config":{"learning_rate":0.05,"momentum":0.9,"nesterov":true}},"loss":{"class_name":"CategoricalCrossentropy","config":{"from_logits":true}},"metrics":["acc"]})",
+          R"(,"fit":{"epochs":2,"batch_size":16},"data":{"path":"x.idx"},"strategy":"mirrored","seed":123,"checkpoint":{"every_steps":5})"),
+      "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto back = ParseJobSpec(SerializeJobSpec(*spec), "/nonexistent");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model, spec->model);
+  EXPECT_EQ(back->optimizer.SerializeAsString(), spec->optimizer.SerializeAsString());
+  EXPECT_TRUE(back->loss == spec->loss);
+  EXPECT_EQ(back->metrics, spec->metrics);
+  EXPECT_EQ(back->epochs, spec->epochs);
+  EXPECT_EQ(back->batch_size, spec->batch_size);
+  EXPECT_EQ(back->steps_per_epoch, spec->steps_per_epoch);
+  EXPECT_EQ(back->shuffle, spec->shuffle);
+  EXPECT_EQ(back->seed, spec->seed);
+  EXPECT_EQ(back->data, spec->data);
+  EXPECT_EQ(back->strategy, spec->strategy);
+  EXPECT_EQ(back->raw["checkpoint"], spec->raw["checkpoint"]);
+  EXPECT_EQ(SerializeJobSpec(*back), SerializeJobSpec(*spec));
+}
+
+}  // namespace
+}  // namespace pstrain

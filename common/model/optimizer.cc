@@ -1,0 +1,333 @@
+#include "common/model/optimizer.h"
+
+#include <cctype>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+using json = nlohmann::json;
+
+std::vector<float>* OptimizerState::AddSlot(const std::string& name, float initial_value) {
+  slots_.emplace_back(name, std::vector<float>(num_elements_, initial_value));
+  return &slots_.back().second;
+}
+
+std::vector<float>* OptimizerState::slot(const std::string& name) {
+  for (auto& s : slots_) {
+    if (s.first == name) return &s.second;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, std::vector<float>*>> OptimizerState::slots() {
+  std::vector<std::pair<std::string, std::vector<float>*>> out;
+  for (auto& s : slots_) out.emplace_back(s.first, &s.second);
+  return out;
+}
+
+namespace {
+
+std::string Lower(const std::string& s) {
+  std::string out;
+  for (char c : s) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+// Fills Keras's defaults into zero fields (proto3 cannot tell 0 from unset).
+absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
+  OptimizerConfig c = in;
+  c.set_name(Lower(in.name()));
+  auto def = [](float v, float d) { return v == 0.0f ? d : v; };
+  const std::string& n = c.name();
+  if (n == "sgd") {
+    c.set_learning_rate(def(c.learning_rate(), 0.01f));
+  } else if (n == "adam") {
+    c.set_learning_rate(def(c.learning_rate(), 0.001f));
+    c.set_beta_1(def(c.beta_1(), 0.9f));
+    c.set_beta_2(def(c.beta_2(), 0.999f));
+    c.set_epsilon(def(c.epsilon(), 1e-7f));
+  } else if (n == "adagrad") {
+    c.set_learning_rate(def(c.learning_rate(), 0.001f));
+    c.set_initial_accumulator_value(def(c.initial_accumulator_value(), 0.1f));
+    c.set_epsilon(def(c.epsilon(), 1e-7f));
+  } else if (n == "rmsprop") {
+    c.set_learning_rate(def(c.learning_rate(), 0.001f));
+    c.set_rho(def(c.rho(), 0.9f));
+    c.set_epsilon(def(c.epsilon(), 1e-7f));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown optimizer \"", in.name(), "\" (supported: sgd, adam, adagrad, rmsprop)"));
+  }
+  auto bad = [&n](const char* field, float v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer ", n, ": ", field, " ", v, " is out of range"));
+  };
+  if (!(c.learning_rate() > 0.0f) || !std::isfinite(c.learning_rate())) {
+    return bad("learning_rate", c.learning_rate());
+  }
+  if (!(c.momentum() >= 0.0f && c.momentum() <= 1.0f)) return bad("momentum", c.momentum());
+  if (!(c.beta_1() >= 0.0f && c.beta_1() < 1.0f)) return bad("beta_1", c.beta_1());
+  if (!(c.beta_2() >= 0.0f && c.beta_2() < 1.0f)) return bad("beta_2", c.beta_2());
+  if (!(c.rho() >= 0.0f && c.rho() < 1.0f)) return bad("rho", c.rho());
+  if (!(c.epsilon() >= 0.0f)) return bad("epsilon", c.epsilon());
+  if (!(c.initial_accumulator_value() >= 0.0f)) {
+    return bad("initial_accumulator_value", c.initial_accumulator_value());
+  }
+  return c;
+}
+
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(OptimizerConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "sgd"; }
+  const OptimizerConfig& config() const override { return c_; }
+  std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
+    auto s = std::make_unique<OptimizerState>(n);
+    if (c_.momentum() > 0.0f) s->AddSlot("momentum", 0.0f);
+    return s;
+  }
+  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    const float lr = c_.learning_rate();
+    const float mu = c_.momentum();
+    const size_t n = w.size();
+    if (mu > 0.0f) {
+      float* m = s->slot("momentum")->data();
+      for (size_t i = 0; i < n; ++i) {
+        m[i] = mu * m[i] - lr * g[i];
+        w[i] += c_.nesterov() ? mu * m[i] - lr * g[i] : m[i];
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    }
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(OptimizerConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "adam"; }
+  const OptimizerConfig& config() const override { return c_; }
+  std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
+    auto s = std::make_unique<OptimizerState>(n);
+    s->AddSlot("momentum", 0.0f);
+    s->AddSlot("velocity", 0.0f);
+    return s;
+  }
+  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    const double t = static_cast<double>(s->iterations() + 1);
+    const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
+    // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
+    const float alpha = static_cast<float>(c_.learning_rate() * std::sqrt(1.0 - std::pow(b2, t)) /
+                                           (1.0 - std::pow(b1, t)));
+    float* m = s->slot("momentum")->data();
+    float* v = s->slot("velocity")->data();
+    for (size_t i = 0; i < w.size(); ++i) {
+      m[i] += (g[i] - m[i]) * (1.0f - b1);
+      v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
+      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+    }
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+class Adagrad : public Optimizer {
+ public:
+  explicit Adagrad(OptimizerConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "adagrad"; }
+  const OptimizerConfig& config() const override { return c_; }
+  std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
+    auto s = std::make_unique<OptimizerState>(n);
+    s->AddSlot("accumulator", c_.initial_accumulator_value());
+    return s;
+  }
+  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    const float lr = c_.learning_rate(), eps = c_.epsilon();
+    float* acc = s->slot("accumulator")->data();
+    for (size_t i = 0; i < w.size(); ++i) {
+      acc[i] += g[i] * g[i];
+      // Keras 3: epsilon inside the square root.
+      w[i] -= lr * g[i] / std::sqrt(acc[i] + eps);
+    }
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+class RmsProp : public Optimizer {
+ public:
+  explicit RmsProp(OptimizerConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "rmsprop"; }
+  const OptimizerConfig& config() const override { return c_; }
+  std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
+    auto s = std::make_unique<OptimizerState>(n);
+    s->AddSlot("velocity", 0.0f);
+    if (c_.momentum() > 0.0f) s->AddSlot("momentum", 0.0f);
+    return s;
+  }
+  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    const float lr = c_.learning_rate(), rho = c_.rho(), eps = c_.epsilon();
+    const float mu = c_.momentum();
+    float* v = s->slot("velocity")->data();
+    float* m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
+    for (size_t i = 0; i < w.size(); ++i) {
+      v[i] = rho * v[i] + (1.0f - rho) * g[i] * g[i];
+      const float inc = lr * g[i] / std::sqrt(v[i] + eps);
+      if (m != nullptr) {
+        m[i] = mu * m[i] + inc;
+        w[i] -= m[i];
+      } else {
+        w[i] -= inc;
+      }
+    }
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ private:
+  OptimizerConfig c_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
+  auto resolved = Resolve(config);
+  if (!resolved.ok()) return resolved.status();
+  const std::string& n = resolved->name();
+  if (n == "sgd") return std::unique_ptr<Optimizer>(new Sgd(*resolved));
+  if (n == "adam") return std::unique_ptr<Optimizer>(new Adam(*resolved));
+  if (n == "adagrad") return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
+  return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
+}
+
+absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
+  OptimizerConfig c;
+  if (value.is_string()) {
+    c.set_name(value.get<std::string>());
+    return Resolve(c);
+  }
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer must be a string or a Keras config object, got ", value.dump()));
+  }
+  auto cn = value.find("class_name");
+  if (cn == value.end() || !cn->is_string()) {
+    return absl::InvalidArgumentError("optimizer config has no string \"class_name\"");
+  }
+  c.set_name(cn->get<std::string>());
+  {
+    // Reject an unknown optimizer before looking at its fields.
+    auto probe = Resolve(c);
+    if (!probe.ok()) return probe.status();
+  }
+  const std::string name = Lower(c.name());
+  auto cfg = value.find("config");
+  if (cfg != value.end() && !cfg->is_null()) {
+    if (!cfg->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer ", name, ": \"config\" must be an object"));
+    }
+    for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+      const std::string& key = it.key();
+      const json& v = it.value();
+      auto number = [&](float* out) -> absl::Status {
+        if (!v.is_number()) {
+          return absl::InvalidArgumentError(absl::StrCat("optimizer ", name, ": ", key,
+                                                         " must be a number, got ", v.dump()));
+        }
+        *out = v.get<float>();
+        return absl::OkStatus();
+      };
+      auto unsupported = [&]() {
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer ", name, ": ", key, " ", v.dump(), " is unsupported"));
+      };
+      float f = 0.0f;
+      absl::Status st;
+      if (key == "learning_rate" || key == "lr") {
+        st = number(&f);
+        c.set_learning_rate(f);
+      } else if (key == "momentum" && (name == "sgd" || name == "rmsprop")) {
+        st = number(&f);
+        c.set_momentum(f);
+      } else if (key == "nesterov" && name == "sgd") {
+        if (!v.is_boolean()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("optimizer ", name, ": nesterov must be a bool, got ", v.dump()));
+        }
+        c.set_nesterov(v.get<bool>());
+      } else if (key == "beta_1" && name == "adam") {
+        st = number(&f);
+        c.set_beta_1(f);
+      } else if (key == "beta_2" && name == "adam") {
+        st = number(&f);
+        c.set_beta_2(f);
+      } else if (key == "epsilon" && name != "sgd") {
+        st = number(&f);
+        c.set_epsilon(f);
+      } else if (key == "rho" && name == "rmsprop") {
+        st = number(&f);
+        c.set_rho(f);
+      } else if (key == "initial_accumulator_value" && name == "adagrad") {
+        st = number(&f);
+        c.set_initial_accumulator_value(f);
+      } else if (key == "name" || key == "is_legacy_optimizer" || key == "jit_compile" ||
+                 key == "ema_momentum" || key == "ema_overwrite_frequency") {
+        // Labels and compilation hints, or EMA settings that only matter with use_ema.
+      } else if (key == "amsgrad" || key == "centered" || key == "use_ema") {
+        if (!(v.is_null() || (v.is_boolean() && !v.get<bool>()))) return unsupported();
+      } else if (key == "weight_decay" || key == "decay") {
+        if (!(v.is_null() || (v.is_number() && v.get<double>() == 0.0))) return unsupported();
+      } else if (key == "clipnorm" || key == "clipvalue" || key == "global_clipnorm" ||
+                 key == "loss_scale_factor" || key == "gradient_accumulation_steps") {
+        if (!v.is_null()) return unsupported();
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer ", name, ": unsupported field \"", key, "\""));
+      }
+      if (!st.ok()) return st;
+    }
+  }
+  return Resolve(c);
+}
+
+json OptimizerConfigToKeras(const OptimizerConfig& config) {
+  OptimizerConfig c = config;
+  auto resolved = Resolve(config);
+  if (resolved.ok()) c = *resolved;
+  json cfg = json::object();
+  std::string class_name = c.name();
+  cfg["learning_rate"] = c.learning_rate();
+  if (c.name() == "sgd") {
+    class_name = "SGD";
+    cfg["momentum"] = c.momentum();
+    cfg["nesterov"] = c.nesterov();
+  } else if (c.name() == "adam") {
+    class_name = "Adam";
+    cfg["beta_1"] = c.beta_1();
+    cfg["beta_2"] = c.beta_2();
+    cfg["epsilon"] = c.epsilon();
+  } else if (c.name() == "adagrad") {
+    class_name = "Adagrad";
+    cfg["initial_accumulator_value"] = c.initial_accumulator_value();
+    cfg["epsilon"] = c.epsilon();
+  } else if (c.name() == "rmsprop") {
+    class_name = "RMSprop";
+    cfg["rho"] = c.rho();
+    cfg["momentum"] = c.momentum();
+    cfg["epsilon"] = c.epsilon();
+  }
+  return json{{"class_name", class_name}, {"config", cfg}};
+}
+
+}  // namespace pstrain

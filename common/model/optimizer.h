@@ -1,0 +1,88 @@
+#ifndef PSTRAIN_COMMON_MODEL_OPTIMIZER_H_
+#define PSTRAIN_COMMON_MODEL_OPTIMIZER_H_
+
+// Server-side optimizers with Keras's names, parameters, defaults and update formulas
+// (Keras 3 / tf.keras >= 2.11): SGD, Adam, Adagrad, RMSprop.
+//
+// OptimizerConfig (proto/ps.proto) is proto3 and has no field presence, so a field equal to
+// 0 means "Keras's default" for learning_rate, beta_1, beta_2, epsilon, rho and
+// initial_accumulator_value. momentum's default is 0 anyway, so 0 means no momentum.
+// (Consequence: an explicit 0 for e.g. epsilon cannot be expressed; Keras users never
+// want one.) OptimizerConfigFromKeras returns configs with every field resolved.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+// Per-variable optimizer state: the number of updates applied and named slot vectors
+// (Keras 3's names: "momentum", "velocity", "accumulator"), each as long as the variable.
+// Not thread-safe: guarded by the variable's lock, like the variable itself.
+class OptimizerState {
+ public:
+  explicit OptimizerState(int64_t num_elements) : num_elements_(num_elements) {}
+
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t n) { iterations_ = n; }  // for checkpoint restore
+  int64_t num_elements() const { return num_elements_; }
+
+  // Adds a slot filled with `initial_value`; returns it. Called by optimizers.
+  std::vector<float>* AddSlot(const std::string& name, float initial_value);
+  // The slot named `name`, or null.
+  std::vector<float>* slot(const std::string& name);
+  // Every slot, in creation order, for checkpointing (write and restore in place).
+  std::vector<std::pair<std::string, std::vector<float>*>> slots();
+
+ private:
+  friend class Optimizer;
+  int64_t num_elements_;
+  int64_t iterations_ = 0;
+  std::vector<std::pair<std::string, std::vector<float>>> slots_;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // Errors: INVALID_ARGUMENT for an unknown name (case-insensitive "sgd", "adam", "adagrad",
+  // "rmsprop") or an out-of-range parameter (negative learning rate, beta outside [0,1),
+  // momentum outside [0,1], ...), named in the message.
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerConfig& config);
+
+  // "sgd", "adam", "adagrad", "rmsprop".
+  virtual std::string name() const = 0;
+  // The config with defaults resolved (no zeros standing for defaults).
+  virtual const OptimizerConfig& config() const = 0;
+
+  virtual std::unique_ptr<OptimizerState> NewState(int64_t num_elements) const = 0;
+
+  // variable -= update(gradient, state); increments state->iterations(). The caller
+  // guarantees gradient.size() == variable.size() == state->num_elements() and holds the
+  // variable's lock. Never fails.
+  virtual void Apply(absl::Span<const float> gradient, absl::Span<float> variable,
+                     OptimizerState* state) const = 0;
+};
+
+// Reads Keras's compile(optimizer=...) value: a string ("adam", "sgd", "SGD", "rmsprop",
+// "adagrad") or a config dict {"class_name": "Adam", "config": {"learning_rate": 0.01, ...}}
+// (Keras 3's "module"/"registered_name" accepted). Every field of the result is resolved.
+// Errors: INVALID_ARGUMENT for an unknown optimizer, a non-number (or non-bool) field, a
+// learning-rate schedule, or a field we do not implement that changes the update
+// (amsgrad, centered, weight_decay, clipnorm, clipvalue, global_clipnorm, use_ema, decay).
+absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const nlohmann::json& value);
+
+// Keras config dict for `config` (defaults resolved); OptimizerConfigFromKeras reads it
+// back to an equal config.
+nlohmann::json OptimizerConfigToKeras(const OptimizerConfig& config);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_MODEL_OPTIMIZER_H_

@@ -1,0 +1,170 @@
+#include "common/model/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using json = nlohmann::json;
+
+// Applies `steps` updates with a constant gradient 0.5 to w = 1 and returns each new w.
+std::vector<float> RunSteps(const OptimizerConfig& config, int steps) {
+  auto opt = Optimizer::Create(config);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  auto state = (*opt)->NewState(1);
+  std::vector<float> w = {1.0f};
+  const std::vector<float> g = {0.5f};
+  std::vector<float> out;
+  for (int i = 0; i < steps; ++i) {
+    (*opt)->Apply(g, absl::MakeSpan(w), state.get());
+    out.push_back(w[0]);
+  }
+  EXPECT_EQ(state->iterations(), steps);
+  return out;
+}
+
+OptimizerConfig Config(const std::string& name) {
+  OptimizerConfig c;
+  c.set_name(name);
+  return c;
+}
+
+TEST(OptimizerTest, SgdPlainMomentumNesterov) {
+  auto plain = RunSteps(Config("sgd"), 2);  // lr 0.01 default
+  EXPECT_NEAR(plain[0], 0.995f, 1e-6);
+  EXPECT_NEAR(plain[1], 0.990f, 1e-6);
+  OptimizerConfig c = Config("SGD");
+  c.set_learning_rate(0.1f);
+  c.set_momentum(0.9f);
+  auto mom = RunSteps(c, 3);
+  // m1 = -0.05, w = 0.95; m2 = -0.095, w = 0.855; m3 = -0.1355, w = 0.7195.
+  EXPECT_NEAR(mom[0], 0.95f, 1e-6);
+  EXPECT_NEAR(mom[1], 0.855f, 1e-6);
+  EXPECT_NEAR(mom[2], 0.7195f, 1e-6);
+  c.set_nesterov(true);
+  auto nes = RunSteps(c, 2);
+  // w += mu*m - lr*g: 1 - 0.045 - 0.05 = 0.905; m2 = -0.095: 0.905 - 0.0855 - 0.05.
+  EXPECT_NEAR(nes[0], 0.905f, 1e-6);
+  EXPECT_NEAR(nes[1], 0.7695f, 1e-6);
+}
+
+TEST(OptimizerTest, AdamMatchesKerasFormula) {
+  auto w = RunSteps(Config("adam"), 3);
+  // Constant gradient: m_t = 0.5 (1 - 0.9^t), v_t = 0.25 (1 - 0.999^t), so
+  // alpha_t * m_t / sqrt(v_t) = lr exactly, up to epsilon: each step moves ~0.001.
+  EXPECT_NEAR(w[0], 1.0f - 0.001f, 1e-6);
+  EXPECT_NEAR(w[1], 1.0f - 0.002f, 1e-6);
+  EXPECT_NEAR(w[2], 1.0f - 0.003f, 1e-6);
+  // A changing gradient, by hand: g1 = 1, g2 = -1, lr 0.1.
+  OptimizerConfig c = Config("adam");
+  c.set_learning_rate(0.1f);
+  auto opt = Optimizer::Create(c);
+  ASSERT_TRUE(opt.ok());
+  auto state = (*opt)->NewState(1);
+  std::vector<float> v = {0.0f};
+  (*opt)->Apply(std::vector<float>{1.0f}, absl::MakeSpan(v), state.get());
+  EXPECT_NEAR(v[0], -0.1f, 1e-5);  // m=0.1, v=0.001, alpha=0.1*sqrt(.001)/.1
+  (*opt)->Apply(std::vector<float>{-1.0f}, absl::MakeSpan(v), state.get());
+  // m = 0.09 - 0.1 = -0.01, v = 0.000999 + 0.001 = 0.001999,
+  // alpha = 0.1 * sqrt(1 - 0.998001) / (1 - 0.81) = 0.1 * 0.04471018 / 0.19 = 0.02353168,
+  // step = 0.02353168 * -0.01 / 0.04471018 = -0.00526316 -> w = -0.1 + 0.00526316.
+  EXPECT_NEAR(v[0], -0.09473684f, 1e-5);
+}
+
+TEST(OptimizerTest, Adagrad) {
+  OptimizerConfig c = Config("adagrad");
+  c.set_learning_rate(0.1f);
+  auto w = RunSteps(c, 2);
+  // acc = 0.1 + 0.25 = 0.35: w -= 0.1 * 0.5 / sqrt(0.35); acc = 0.6: w -= 0.05 / sqrt(0.6).
+  EXPECT_NEAR(w[0], 0.9154846f, 1e-6);
+  EXPECT_NEAR(w[1], 0.8509349f, 1e-6);
+}
+
+TEST(OptimizerTest, RmsProp) {
+  OptimizerConfig c = Config("rmsprop");
+  c.set_learning_rate(0.01f);
+  auto w = RunSteps(c, 2);
+  // v = 0.025: w -= 0.005 / sqrt(0.025); v = 0.0475: w -= 0.005 / sqrt(0.0475).
+  EXPECT_NEAR(w[0], 0.9683772f, 1e-6);
+  EXPECT_NEAR(w[1], 0.9454356f, 1e-6);
+  c.set_momentum(0.5f);
+  auto m = RunSteps(c, 2);
+  // m1 = 0.0316228; m2 = 0.0158114 + 0.0229416 = 0.0387530.
+  EXPECT_NEAR(m[0], 0.9683772f, 1e-6);
+  EXPECT_NEAR(m[1], 0.9296242f, 1e-6);
+}
+
+TEST(OptimizerTest, StateExposesSlotsByName) {
+  auto opt = Optimizer::Create(Config("adam"));
+  ASSERT_TRUE(opt.ok());
+  auto state = (*opt)->NewState(4);
+  auto slots = state->slots();
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0].first, "momentum");
+  EXPECT_EQ(slots[1].first, "velocity");
+  EXPECT_EQ(slots[0].second->size(), 4u);
+  auto ada = Optimizer::Create(Config("adagrad"));
+  auto s2 = (*ada)->NewState(3);
+  EXPECT_FLOAT_EQ((*s2->slots()[0].second)[0], 0.1f);
+}
+
+TEST(OptimizerTest, ZeroFieldsMeanKerasDefaults) {
+  auto opt = Optimizer::Create(Config("adam"));
+  ASSERT_TRUE(opt.ok());
+  EXPECT_FLOAT_EQ((*opt)->config().learning_rate(), 0.001f);
+  EXPECT_FLOAT_EQ((*opt)->config().beta_2(), 0.999f);
+  EXPECT_FLOAT_EQ((*opt)->config().epsilon(), 1e-7f);
+  EXPECT_EQ(Optimizer::Create(Config("lamb")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  OptimizerConfig bad = Config("sgd");
+  bad.set_learning_rate(-1.0f);
+  EXPECT_EQ(Optimizer::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OptimizerTest, FromKeras) {
+  for (const char* s : {"adam", "sgd", "SGD", "rmsprop", "adagrad", "Adam", "RMSprop"}) {
+    EXPECT_TRUE(OptimizerConfigFromKeras(json(s)).ok()) << s;
+  }
+  auto k2 = OptimizerConfigFromKeras(json::parse(
+      R"({"class_name":"Adam","config":{"name":"Adam","learning_rate":0.01,"decay":0.0,"beta_1":0.8,"beta_2":0.99,"epsilon":1e-07,"amsgrad":false}})"));
+  ASSERT_TRUE(k2.ok()) << k2.status();
+  EXPECT_EQ(k2->name(), "adam");
+  EXPECT_FLOAT_EQ(k2->learning_rate(), 0.01f);
+  EXPECT_FLOAT_EQ(k2->beta_1(), 0.8f);
+  auto k3 = OptimizerConfigFromKeras(json::parse(
+      R"({"module":"keras.optimizers","class_name":"SGD","config":{"name":"SGD","learning_rate":0.05,"weight_decay":null,"clipnorm":null,"global_clipnorm":null,"clipvalue":null,"use_ema":false,"ema_momentum":0.99,"ema_overwrite_frequency":null,"loss_scale_factor":null,"gradient_accumulation_steps":null,"momentum":0.9,"nesterov":true},"registered_name":null})"));
+  ASSERT_TRUE(k3.ok()) << k3.status();
+  EXPECT_EQ(k3->name(), "sgd");
+  EXPECT_FLOAT_EQ(k3->momentum(), 0.9f);
+  EXPECT_TRUE(k3->nesterov());
+
+  auto unknown = OptimizerConfigFromKeras(json("nadam"));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("nadam"), std::string::npos);
+  auto not_number = OptimizerConfigFromKeras(
+      json::parse(R"({"class_name":"Adam","config":{"learning_rate":"fast"}})"));
+  EXPECT_EQ(not_number.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(not_number.status().message().find("learning_rate"), std::string::npos);
+  auto schedule = OptimizerConfigFromKeras(json::parse(
+      R"({"class_name":"Adam","config":{"learning_rate":{"class_name":"ExponentialDecay"}}})"));
+  EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
+  auto clip = OptimizerConfigFromKeras(
+      json::parse(R"({"class_name":"Adam","config":{"clipnorm":1.0}})"));
+  EXPECT_NE(clip.status().message().find("clipnorm"), std::string::npos);
+}
+
+TEST(OptimizerTest, KerasRoundTrip) {
+  for (const char* s : {"adam", "sgd", "rmsprop", "adagrad"}) {
+    auto c = OptimizerConfigFromKeras(json(s));
+    ASSERT_TRUE(c.ok());
+    auto back = OptimizerConfigFromKeras(OptimizerConfigToKeras(*c));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->SerializeAsString(), c->SerializeAsString()) << s;
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
