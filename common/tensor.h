@@ -43,6 +43,12 @@ class Tensor {
   std::vector<float> values_;
 };
 
+// A tensor with the variable name it belongs to (a value or a gradient).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
 // Product of the dimensions; -1 when a dimension is negative or the product overflows.
 int64_t NumElements(absl::Span<const int64_t> shape);
 

@@ -1,0 +1,28 @@
+#ifndef PSTRAIN_CHIEF_CHIEF_CLIENT_H_
+#define PSTRAIN_CHIEF_CHIEF_CLIENT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/chief.pb.h"
+
+namespace pstrain {
+
+// A connection to the chief, as ps and worker tasks see it. Implementation: gRPC
+// (chief/rpc/grpc_chief_client.h). Every call has a deadline; errors start with name().
+// Thread-safe.
+class ChiefClient {
+ public:
+  virtual ~ChiefClient() = default;
+  // "chief (host:port)".
+  virtual std::string name() const = 0;
+  virtual absl::StatusOr<RegisterTaskResponse> RegisterTask(const RegisterTaskRequest& request) = 0;
+  virtual absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request) = 0;
+  virtual absl::Status Report(const ReportRequest& request) = 0;
+  virtual absl::StatusOr<ChiefStatusResponse> GetStatus() = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CHIEF_CHIEF_CLIENT_H_

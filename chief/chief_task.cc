@@ -1,0 +1,165 @@
+#include "chief/chief_task.h"
+
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "chief/coordinator.h"
+#include "chief/membership.h"
+#include "chief/rpc/chief_service.h"
+#include "common/data/data_spec.h"
+#include "common/logging.h"
+#include "common/math/cpu_backend.h"
+#include "common/model/job_spec.h"
+#include "common/parallel.h"
+#include "common/rpc/grpc_util.h"
+#include "common/status_macros.h"
+#include "ps_server/rpc/grpc_ps_client.h"
+#include "worker/rpc/grpc_worker_client.h"
+
+namespace pstrain {
+namespace {
+
+// The job file's folder as an absolute path: workers may run from another directory.
+std::string DirectoryOf(const std::string& path) {
+  char resolved[PATH_MAX];
+  std::string absolute = realpath(path.c_str(), resolved) != nullptr ? resolved : path;
+  const size_t slash = absolute.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : absolute.substr(0, slash);
+}
+
+absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
+  if (options.job_path.empty()) return absl::InvalidArgumentError("--job is required");
+  std::ifstream file(options.job_path);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read job spec ", options.job_path));
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<JobSpec> job = ParseJobSpec(text.str(), DirectoryOf(options.job_path));
+  if (!job.ok()) {
+    return absl::Status(job.status().code(),
+                        absl::StrCat(options.job_path, ": ", job.status().message()));
+  }
+  if (options.epochs_override > 0) job->epochs = options.epochs_override;
+  return job;
+}
+
+// Tells every task the job is over. Best effort: a task that does not answer still
+// learns it from its next heartbeat, or exits when the chief is gone.
+void ShutdownTasks(const std::vector<PsClient*>& ps, const std::vector<WorkerClient*>& workers,
+                   const std::string& reason) {
+  std::vector<std::function<absl::Status()>> calls;
+  for (WorkerClient* w : workers) calls.push_back([w, &reason] { return w->Shutdown(reason); });
+  for (PsClient* p : ps) calls.push_back([p, &reason] { return p->Shutdown(reason); });
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::function<absl::Status()> call = calls[i];
+    calls[i] = [call] {
+      absl::Status s = call();
+      if (!s.ok()) LogInfo(absl::StrCat("shutdown not delivered: ", s.message()));
+      return absl::OkStatus();
+    };
+  }
+  (void)RunConcurrently(calls);
+}
+
+}  // namespace
+
+int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ostream& out) {
+  const ClusterSpec& cluster = options.daemon.config.cluster;
+  absl::StatusOr<JobSpec> job = LoadJob(options);
+  if (!job.ok()) {
+    LogError(job.status().message());
+    return 2;
+  }
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
+  absl::Status loss_set = model.ok() ? (*model)->SetLoss(job->loss) : model.status();
+  if (!loss_set.ok()) {
+    LogError(absl::StrCat(options.job_path, ": ", loss_set.message()));
+    return 2;
+  }
+  std::unique_ptr<Dataset> validation;
+  if (job->data.is_object() && job->data.contains("validation")) {
+    absl::StatusOr<Dataset> loaded = LoadDataset(job->data["validation"], DirectoryOf(options.job_path));
+    if (!loaded.ok()) {
+      LogError(absl::StrCat(options.job_path, ": validation data: ", loaded.status().message()));
+      return 2;
+    }
+    validation = std::make_unique<Dataset>(*std::move(loaded));
+  }
+  if (cluster.num_tasks("ps") == 0 || cluster.num_tasks("worker") == 0) {
+    LogError("parameter-server training needs at least one ps and one worker task");
+    return 2;
+  }
+  absl::StatusOr<std::string> listen = ResolveListenAddress(options.daemon);
+  if (!listen.ok()) {
+    LogError(listen.status().message());
+    return 1;
+  }
+
+  Membership membership(cluster);
+  std::unique_ptr<Coordinator> coordinator;
+  absl::Mutex coordinator_mu;
+  ChiefServiceImpl service(&membership, SerializeJobSpec(*job), DirectoryOf(options.job_path),
+                           [&](ChiefStatusResponse* response) {
+                             absl::MutexLock lock(&coordinator_mu);
+                             if (coordinator != nullptr) coordinator->Describe(response);
+                           });
+  absl::StatusOr<RunningServer> server = StartServer({*listen, {&service}});
+  if (!server.ok()) {
+    LogError(server.status().message());
+    return 1;
+  }
+  LogInfo(absl::StrCat("chief serving on port ", server->port, "; waiting for ",
+                       cluster.num_tasks("ps"), " ps and ", cluster.num_tasks("worker"),
+                       " worker tasks"));
+
+  std::vector<std::unique_ptr<PsClient>> ps_clients;
+  std::vector<PsClient*> ps;
+  for (int i = 0; i < cluster.num_tasks("ps"); ++i) {
+    ps_clients.push_back(CreateGrpcPsClient(i, cluster.tasks("ps")[i], options.daemon.rpc_timeout));
+    ps.push_back(ps_clients.back().get());
+  }
+  std::vector<std::unique_ptr<WorkerClient>> worker_clients;
+  std::vector<WorkerClient*> workers;
+  for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
+    worker_clients.push_back(CreateGrpcWorkerClient(i, cluster.tasks("worker")[i],
+                                                    options.daemon.rpc_timeout,
+                                                    options.run_steps_timeout));
+    workers.push_back(worker_clients.back().get());
+  }
+
+  Coordinator::Options coordinator_options;
+  coordinator_options.register_timeout = options.daemon.register_timeout;
+  coordinator_options.steps_per_call = options.steps_per_call;
+  coordinator_options.ps_addresses = cluster.tasks("ps");
+  {
+    absl::MutexLock lock(&coordinator_mu);
+    coordinator = std::make_unique<Coordinator>(
+        coordinator_options, &*job, model->get(), &membership, ps, workers, validation.get(),
+        shutdown, [&out](const EpochSummary& summary) {
+          out << FormatEpochLine(summary) << std::endl;
+          LogInfo(absl::StrCat("epoch ", summary.epoch, ": ", summary.samples, " samples in ",
+                               absl::FormatDuration(summary.elapsed)));
+        });
+  }
+  const absl::Status result = coordinator->Run();
+  int exit_code = 0;
+  if (result.ok()) {
+    LogInfo("training finished; shutting down every task");
+  } else {
+    LogError(absl::StrCat("job failed: ", result.message()));
+    exit_code = 1;
+  }
+  membership.EndJob();
+  ShutdownTasks(ps, workers, result.ok() ? "job finished" : "job failed");
+  SetServing(server->server.get(), false);
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return exit_code;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,98 @@
+#ifndef PSTRAIN_CHIEF_COORDINATOR_H_
+#define PSTRAIN_CHIEF_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "chief/membership.h"
+#include "common/data/dataset.h"
+#include "common/model/job_spec.h"
+#include "common/model/model.h"
+#include "common/shutdown_signal.h"
+#include "proto/chief.pb.h"
+#include "ps_server/ps_client.h"
+#include "worker/worker_client.h"
+
+namespace pstrain {
+
+// Figures of one finished epoch, as Keras prints them.
+struct EpochSummary {
+  int epoch = 0;  // 1-based
+  int epochs = 0;
+  double loss = 0;
+  double accuracy = 0;
+  bool has_validation = false;
+  double val_loss = 0;
+  double val_accuracy = 0;
+  int64_t samples = 0;
+  absl::Duration elapsed;
+};
+
+// "Epoch 3/10 - loss: 2.2871 - accuracy: 0.1420[ - val_loss: ... - val_accuracy: ...]".
+std::string FormatEpochLine(const EpochSummary& summary);
+
+// Runs a parameter-server job from the chief (TensorFlow's ClusterCoordinator): waits for
+// every task, creates the variables on the ps tasks, gives each worker its data shard
+// epoch by epoch in chunks of steps, aggregates the workers' figures weighted by samples,
+// evaluates on the validation data and reports each epoch. Knows nothing of gRPC: peers
+// are PsClient and WorkerClient. Run() is called once; Describe() from any thread.
+class Coordinator {
+ public:
+  struct Options {
+    absl::Duration register_timeout = absl::Seconds(60);
+    // Steps per RunSteps call: smaller chunks mean finer progress and shorter deadlines.
+    int64_t steps_per_call = 100;
+    // Where workers reach each ps (the cluster spec's addresses), in ps order.
+    std::vector<std::string> ps_addresses;
+  };
+
+  // Pointers are not owned and must outlive the coordinator. `model` gives the variables
+  // and their initial values, and evaluates on `validation` (may be null).
+  Coordinator(Options options, const JobSpec* job, Model* model, Membership* membership,
+              std::vector<PsClient*> ps, std::vector<WorkerClient*> workers,
+              const Dataset* validation, const ShutdownSignal* abort,
+              std::function<void(const EpochSummary&)> on_epoch);
+
+  // Errors: DEADLINE_EXCEEDED tasks never registered (named); the first error of a ps or
+  //         worker call (naming the task); CANCELLED when `abort` was requested.
+  absl::Status Run();
+
+  // Phase, epoch, step and placement for the chief's GetStatus.
+  void Describe(ChiefStatusResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Registration comes before a worker has built its job: wait until each says ready.
+  absl::Status WaitForWorkersReady();
+  absl::Status CreateVariables();
+  absl::Status RunEpoch(int epoch, EpochSummary* summary);
+  absl::Status Validate(EpochSummary* summary);
+  void SetPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Options options_;
+  const JobSpec* const job_;               // Not owned.
+  Model* const model_;                     // Not owned.
+  Membership* const membership_;           // Not owned.
+  const std::vector<PsClient*> ps_;        // Not owned.
+  const std::vector<WorkerClient*> workers_;  // Not owned.
+  const Dataset* const validation_;        // Not owned; may be null.
+  const ShutdownSignal* const abort_;      // Not owned.
+  const std::function<void(const EpochSummary&)> on_epoch_;
+
+  // State below is protected by mu_ (read by Describe from RPC threads).
+  mutable absl::Mutex mu_;
+  std::string phase_ ABSL_GUARDED_BY(mu_) = "waiting_for_tasks";
+  int epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t global_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CHIEF_COORDINATOR_H_

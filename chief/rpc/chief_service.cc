@@ -1,0 +1,58 @@
+#include "chief/rpc/chief_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_util.h"
+
+namespace pstrain {
+
+ChiefServiceImpl::ChiefServiceImpl(Membership* membership, std::string job_json,
+                                   std::string job_base_dir,
+                                   std::function<void(ChiefStatusResponse*)> describe)
+    : membership_(membership),
+      job_json_(std::move(job_json)),
+      job_base_dir_(std::move(job_base_dir)),
+      describe_(std::move(describe)) {}
+
+grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext*,
+                                            const RegisterTaskRequest* request,
+                                            RegisterTaskResponse* response) {
+  absl::Status status = membership_->Register(request->task_type(), request->task_index(),
+                                              request->address(), request->incarnation());
+  if (!status.ok()) return ToGrpcStatus(status);
+  LogInfo(absl::StrCat(request->task_type(), " ", request->task_index(), " registered from ",
+                       request->address()));
+  response->set_job_json(job_json_);
+  response->set_job_base_dir(job_base_dir_);
+  return grpc::Status::OK;
+}
+
+grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext*, const HeartbeatRequest* request,
+                                         HeartbeatResponse* response) {
+  absl::StatusOr<bool> over = membership_->Heartbeat(request->task_type(), request->task_index(),
+                                                     request->incarnation());
+  if (!over.ok()) return ToGrpcStatus(over.status());
+  response->set_shutdown(*over);
+  return grpc::Status::OK;
+}
+
+grpc::Status ChiefServiceImpl::Report(grpc::ServerContext*, const ReportRequest* request,
+                                      ReportResponse*) {
+  // Only members may write to the chief's log, and only one line each.
+  std::string message = request->message().substr(0, 1000);
+  for (char& c : message) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  LogInfo(absl::StrCat(request->task_type(), " ", request->task_index(), " reports: ", message));
+  return grpc::Status::OK;
+}
+
+grpc::Status ChiefServiceImpl::GetStatus(grpc::ServerContext*, const ChiefStatusRequest*,
+                                         ChiefStatusResponse* response) {
+  describe_(response);
+  for (TaskState& state : membership_->Snapshot()) *response->add_tasks() = std::move(state);
+  return grpc::Status::OK;
+}
+
+}  // namespace pstrain

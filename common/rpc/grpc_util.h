@@ -1,0 +1,62 @@
+#ifndef PSTRAIN_COMMON_RPC_GRPC_UTIL_H_
+#define PSTRAIN_COMMON_RPC_GRPC_UTIL_H_
+
+// The one place where gRPC servers and channels are configured, so that message-size
+// limits, health, reflection and (later) TLS and auth are set the same way everywhere.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace pstrain {
+
+// Largest message a server or channel accepts. Tensors bigger than this are partitioned
+// by the caller; gRPC's default of 4 MiB is too small for a dense layer's kernel.
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+// absl::Status <-> grpc::Status, keeping the code and the message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+// `peer` names the task that answered (e.g. `ps task 1 (localhost:4001)`): it starts the
+// message, so an error read far away still says who failed.
+absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view peer);
+
+struct ServerOptions {
+  // "host:port" to listen on; port 0 picks a free port.
+  std::string listen_address;
+  // Services to register. Not owned; must outlive the server.
+  std::vector<grpc::Service*> services;
+};
+
+struct RunningServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;  // the port actually bound
+};
+
+// Builds and starts a server with the default health service (status SERVING for "" and
+// every registered service) and server reflection.
+// Errors: UNAVAILABLE when the address cannot be bound (named in the message).
+absl::StatusOr<RunningServer> StartServer(const ServerOptions& options);
+
+// Marks the health service NOT_SERVING, e.g. while a task shuts down.
+void SetServing(grpc::Server* server, bool serving);
+
+// A channel with pstrain's message-size limits. Connects lazily.
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
+
+// Sets `context`'s deadline to now + timeout.
+void SetTimeout(grpc::ClientContext* context, absl::Duration timeout);
+
+// "0.0.0.0:PORT" for an address "host:PORT": a task listens on every interface, as
+// Kubernetes pods are reached through a service name that resolves to the pod's IP.
+// Errors: INVALID_ARGUMENT when the address has no numeric port.
+absl::StatusOr<std::string> ListenAddressFor(absl::string_view address);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_RPC_GRPC_UTIL_H_

@@ -1,0 +1,134 @@
+// launcher: starts a pstrain cluster on loopback (what ./demo.sh runs) and watches it as
+// an orchestrator would: every task in its own process, configured only by TF_CONFIG;
+// the chief's epoch lines on stdout; each task's log in a file; exit 0 only when every
+// process has exited cleanly.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "common/shutdown_signal.h"
+#include "deploy/local/local_cluster.h"
+#include "deploy/local/process_group.h"
+
+ABSL_FLAG(std::string, strategy, "parameter_server",
+          "parameter_server (more strategies are on the way)");
+ABSL_FLAG(std::string, job, "examples/seed_synthetic.json", "Job spec (JSON)");
+ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job when > 0");
+ABSL_FLAG(int, workers, 2, "Worker processes");
+ABSL_FLAG(int, ps, 2, "Parameter-server processes");
+ABSL_FLAG(std::string, device, "cpu", "cpu (or auto, which means cpu in this build)");
+ABSL_FLAG(std::string, bin_dir, "",
+          "Folder with ps_server/, worker/ and chief/ binaries (default: next to this one)");
+ABSL_FLAG(std::string, log_dir, "", "Where each task's log goes (default: a new temp folder)");
+ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
+ABSL_FLAG(absl::Duration, timeout, absl::Hours(1), "Stop every task after this long");
+ABSL_FLAG(absl::Duration, grace, absl::Seconds(15),
+          "After a task fails, how long the others get to stop by themselves");
+
+namespace {
+
+// bazel-bin/deploy/local/launcher -> bazel-bin.
+std::string DefaultBinDir() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "bazel-bin";
+  std::string path(exe, n);
+  for (int i = 0; i < 3; ++i) path = path.substr(0, path.rfind('/'));
+  return path;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "launcher: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
+  absl::ParseCommandLine(argc, argv);
+  const std::string strategy = absl::GetFlag(FLAGS_strategy);
+  if (strategy != "parameter_server") {
+    return Fail(absl::StrCat("--strategy=", strategy,
+                             " is not available yet; use --strategy=parameter_server"));
+  }
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "auto") {
+    return Fail(absl::StrCat("--device=", device, " is not available yet; use cpu or auto"));
+  }
+  if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
+    return Fail(absl::StrCat("cannot read job spec ", absl::GetFlag(FLAGS_job)));
+  }
+  std::string log_dir = absl::GetFlag(FLAGS_log_dir);
+  if (log_dir.empty()) {
+    char pattern[] = "/tmp/pstrain-logs-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) return Fail("cannot create a log folder in /tmp");
+    log_dir = pattern;
+  }
+
+  pstrain::ShutdownSignal interrupted;
+  pstrain::ShutdownSignal::InstallHandlers(&interrupted);
+
+  pstrain::LocalClusterOptions options;
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
+                                                         : absl::GetFlag(FLAGS_bin_dir);
+  options.num_ps = absl::GetFlag(FLAGS_ps);
+  options.num_workers = absl::GetFlag(FLAGS_workers);
+  options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
+  if (absl::GetFlag(FLAGS_epochs) > 0) {
+    options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
+  }
+  std::printf("pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s\n",
+              strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str());
+  std::fflush(stdout);
+
+  pstrain::ProcessGroup group;
+  if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
+    return Fail(std::string(started.message()));
+  }
+  std::map<std::string, std::unique_ptr<std::ofstream>> logs;
+  const bool verbose = absl::GetFlag(FLAGS_verbose);
+  auto on_line = [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+    if (!is_stderr && name == "chief") {
+      std::cout << line << std::endl;
+      return;
+    }
+    auto& log = logs[name];
+    if (log == nullptr) log = std::make_unique<std::ofstream>(log_dir + "/" + name + ".log");
+    *log << line << '\n';
+    log->flush();
+    // Errors always reach the user; the rest only with --verbose.
+    if (verbose || absl::StartsWith(line, "E ") || !absl::StartsWith(line, "I ")) {
+      std::cerr << "[" << name << "] " << line << std::endl;
+    }
+  };
+  const std::vector<pstrain::ProcessGroup::Exit> exits =
+      group.Wait(absl::GetFlag(FLAGS_timeout), absl::GetFlag(FLAGS_grace), on_line,
+                 [&] { return interrupted.requested(); });
+
+  int failures = 0;
+  for (const auto& exit : exits) {
+    if (exit.exit_code != 0 || exit.signal != 0) {
+      ++failures;
+      std::fprintf(stderr, "launcher: %s %s (log: %s/%s.log)\n", exit.name.c_str(),
+                   pstrain::DescribeExit(exit).c_str(), log_dir.c_str(), exit.name.c_str());
+    }
+  }
+  if (failures == 0) {
+    std::printf("pstrain: all %zu processes exited cleanly\n", exits.size());
+    return 0;
+  }
+  return 1;
+}

@@ -1,0 +1,54 @@
+#include "deploy/local/local_cluster.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "deploy/local/free_port.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+
+std::string MakeTfConfig(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& cluster,
+    const std::string& type, int index) {
+  nlohmann::json config;
+  for (const auto& [job, addresses] : cluster) config["cluster"][job] = addresses;
+  config["task"] = {{"type", type}, {"index", index}};
+  return config.dump();
+}
+
+absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup* group) {
+  if (options.num_ps < 1 || options.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a cluster needs at least one ps and one worker (got ",
+                                                   options.num_ps, " ps, ", options.num_workers,
+                                                   " workers)"));
+  }
+  PS_ASSIGN_OR_RETURN(std::vector<int> ports,
+                      PickFreePorts(1 + options.num_ps + options.num_workers));
+  auto address = [&](int port) { return absl::StrCat(options.host, ":", port); };
+  std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(ports[0])}}, {"ps", {}}, {"worker", {}}};
+  for (int i = 0; i < options.num_ps; ++i) cluster[1].second.push_back(address(ports[1 + i]));
+  for (int i = 0; i < options.num_workers; ++i) {
+    cluster[2].second.push_back(address(ports[1 + options.num_ps + i]));
+  }
+
+  auto start = [&](const std::string& type, int index, const std::string& binary,
+                   std::vector<std::string> args) {
+    ProcessGroup::Spec spec;
+    spec.name = type == "chief" ? "chief" : absl::StrCat(type, index);
+    spec.binary = absl::StrCat(options.bin_dir, "/", binary);
+    spec.args = std::move(args);
+    spec.args.insert(spec.args.end(), options.task_args.begin(), options.task_args.end());
+    spec.env["TF_CONFIG"] = MakeTfConfig(cluster, type, index);
+    return group->Start(spec);
+  };
+  for (int i = 0; i < options.num_ps; ++i) {
+    PS_RETURN_IF_ERROR(start("ps", i, "ps_server/ps_server", {}));
+  }
+  for (int i = 0; i < options.num_workers; ++i) {
+    PS_RETURN_IF_ERROR(start("worker", i, "worker/worker", {}));
+  }
+  return start("chief", 0, "chief/chief", options.chief_args);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,207 @@
+#include "deploy/local/process_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace pstrain {
+
+std::string DescribeExit(const ProcessGroup::Exit& exit) {
+  if (exit.signal != 0) return absl::StrCat("killed by signal ", exit.signal);
+  return absl::StrCat("exited with code ", exit.exit_code);
+}
+
+ProcessGroup::~ProcessGroup() {
+  SignalAll(SIGKILL);
+  for (Child& c : children_) {
+    if (c.running) waitpid(c.pid, nullptr, 0);
+    if (c.out_fd >= 0) close(c.out_fd);
+    if (c.err_fd >= 0) close(c.err_fd);
+  }
+}
+
+absl::Status ProcessGroup::Start(const Spec& spec) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  // Everything the child needs is prepared before fork(): after it, only
+  // async-signal-safe calls are allowed.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    if (spec.env.count(key) == 0) env_strings.push_back(entry);
+  }
+  for (const auto& [key, value] : spec.env) env_strings.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_strings = {spec.binary};
+  arg_strings.insert(arg_strings.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (std::string& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  const pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // A child never outlives the launcher, even when the launcher is SIGKILLed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    // The launcher blocks SIGINT/SIGTERM for its own sigwait thread; children get
+    // default dispositions back.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    execve(argv[0], argv.data(), envp.data());
+    const char* msg = "cannot execute the binary\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, strlen(msg));
+    (void)ignored;
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  Child child;
+  child.spec = spec;
+  child.pid = pid;
+  child.out_fd = out_pipe[0];
+  child.err_fd = err_pipe[0];
+  child.exit.name = spec.name;
+  children_.push_back(std::move(child));
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
+  for (Child& c : children_) {
+    if (c.spec.name == name && c.running) {
+      kill(c.pid, signal);
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no running process ", name));
+}
+
+void ProcessGroup::SignalAll(int signal) {
+  for (Child& c : children_) {
+    if (c.running) kill(c.pid, signal);
+  }
+}
+
+void ProcessGroup::Drain(int index, bool is_stderr, const LineCallback& on_line, bool flush) {
+  Child& c = children_[index];
+  std::string& buffer = is_stderr ? c.err_buffer : c.out_buffer;
+  size_t start = 0;
+  size_t newline;
+  while ((newline = buffer.find('\n', start)) != std::string::npos) {
+    on_line(index, c.spec.name, is_stderr, buffer.substr(start, newline - start));
+    start = newline + 1;
+  }
+  buffer.erase(0, start);
+  if (flush && !buffer.empty()) {
+    on_line(index, c.spec.name, is_stderr, buffer);
+    buffer.clear();
+  }
+}
+
+std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl::Duration grace,
+                                                   const LineCallback& on_line,
+                                                   const std::function<bool()>& interrupted) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Time term_at = absl::InfiniteFuture();
+  absl::Time kill_at = absl::InfiniteFuture();
+  bool term_sent = false;
+  auto schedule_stop = [&](absl::Time term) {
+    if (!term_sent && term < term_at) {
+      term_at = term;
+      kill_at = term + absl::Seconds(5);
+    }
+  };
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, bool>> owners;
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (children_[i].out_fd >= 0) {
+        fds.push_back({children_[i].out_fd, POLLIN, 0});
+        owners.push_back({static_cast<int>(i), false});
+      }
+      if (children_[i].err_fd >= 0) {
+        fds.push_back({children_[i].err_fd, POLLIN, 0});
+        owners.push_back({static_cast<int>(i), true});
+      }
+    }
+    bool any_running = false;
+    for (const Child& c : children_) any_running |= c.running;
+    if (fds.empty() && !any_running) break;
+
+    poll(fds.data(), fds.size(), 100);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      auto [index, is_stderr] = owners[k];
+      Child& c = children_[index];
+      int& fd = is_stderr ? c.err_fd : c.out_fd;
+      char chunk[4096];
+      const ssize_t n = read(fd, chunk, sizeof(chunk));
+      if (n > 0) {
+        (is_stderr ? c.err_buffer : c.out_buffer).append(chunk, n);
+        Drain(index, is_stderr, on_line, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        Drain(index, is_stderr, on_line, true);
+        close(fd);
+        fd = -1;
+      }
+    }
+    for (Child& c : children_) {
+      if (!c.running) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      if (WIFEXITED(status)) {
+        c.exit.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        c.exit.signal = WTERMSIG(status);
+      }
+      if (c.exit.exit_code != 0 || c.exit.signal != 0) schedule_stop(absl::Now() + grace);
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) schedule_stop(now);
+    if (interrupted && interrupted()) schedule_stop(now);
+    if (now >= term_at) {
+      SignalAll(SIGTERM);
+      term_sent = true;
+      term_at = absl::InfiniteFuture();
+    }
+    if (now >= kill_at) {
+      SignalAll(SIGKILL);
+      kill_at = absl::InfiniteFuture();
+    }
+  }
+  std::vector<Exit> exits;
+  for (const Child& c : children_) exits.push_back(c.exit);
+  return exits;
+}
+
+}  // namespace pstrain

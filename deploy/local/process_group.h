@@ -1,0 +1,80 @@
+#ifndef PSTRAIN_DEPLOY_LOCAL_PROCESS_GROUP_H_
+#define PSTRAIN_DEPLOY_LOCAL_PROCESS_GROUP_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pstrain {
+
+// Child processes started together and watched together, as an orchestrator watches a
+// job's pods: their stdout and stderr are read line by line, and none outlives the group
+// (each child gets SIGKILL if the parent dies, and the destructor kills survivors).
+// Not thread-safe: one thread drives a group.
+class ProcessGroup {
+ public:
+  struct Spec {
+    std::string name;                         // "worker1": used in messages
+    std::string binary;                       // path to execute
+    std::vector<std::string> args;            // without argv[0]
+    std::map<std::string, std::string> env;   // added to the parent's environment
+  };
+  struct Exit {
+    std::string name;
+    int exit_code = -1;   // when it exited normally
+    int signal = 0;       // when a signal ended it
+  };
+  // Called for every line a child writes (without the newline).
+  using LineCallback =
+      std::function<void(int index, const std::string& name, bool is_stderr, const std::string& line)>;
+
+  ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  ~ProcessGroup();
+
+  // Starts a child. Errors: INTERNAL when fork or pipe fails; a binary that cannot be
+  // executed shows as an exit with code 127 and a line on its stderr.
+  absl::Status Start(const Spec& spec);
+
+  // Runs until every child has exited. When one exits with a failure, the others get
+  // `grace` to finish by themselves, then SIGTERM, then SIGKILL 5 s later; when
+  // `timeout` passes, every child is stopped the same way. `interrupted` (may be null) is
+  // polled: when it returns true the children get SIGTERM at once.
+  // Returns each child's exit, in start order.
+  std::vector<Exit> Wait(absl::Duration timeout, absl::Duration grace, const LineCallback& on_line,
+                         const std::function<bool()>& interrupted);
+
+  // Sends `signal` to the child named `name` if it still runs. Errors: NOT_FOUND.
+  absl::Status Signal(const std::string& name, int signal);
+
+ private:
+  struct Child {
+    Spec spec;
+    pid_t pid = -1;
+    int out_fd = -1;
+    int err_fd = -1;
+    std::string out_buffer;
+    std::string err_buffer;
+    bool running = true;
+    Exit exit;
+  };
+  void SignalAll(int signal);
+  void Drain(int index, bool is_stderr, const LineCallback& on_line, bool flush);
+
+  std::vector<Child> children_;
+};
+
+// "exited with code 1", "killed by signal 9".
+std::string DescribeExit(const ProcessGroup::Exit& exit);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_DEPLOY_LOCAL_PROCESS_GROUP_H_

@@ -1,0 +1,61 @@
+#include "ps_server/local_ps_client.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status Named(const std::string& name, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+}
+
+class LocalPsClient final : public PsClient {
+ public:
+  LocalPsClient(int ps_index, VariableStore* store)
+      : name_(absl::StrCat("ps task ", ps_index, " (in-process)")), store_(store) {}
+
+  std::string name() const override { return name_; }
+
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               const OptimizerConfig& optimizer) override {
+    return Named(name_, store_->CreateVariables(std::move(variables), optimizer));
+  }
+
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) override {
+    absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, nullptr);
+    if (!values.ok()) return Named(name_, values.status());
+    return values;
+  }
+
+  absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t) override {
+    return Named(name_, store_->Push(gradients));
+  }
+
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               int64_t step) override {
+    if (absl::Status pushed = Push(gradients, step); !pushed.ok()) return pushed;
+    std::vector<std::string> names;
+    for (const NamedTensor& g : gradients) names.push_back(g.name);
+    return Pull(names);
+  }
+
+  absl::StatusOr<PsStatusResponse> GetStatus() override { return DescribeStore(*store_); }
+
+  absl::Status Shutdown(const std::string&) override { return absl::OkStatus(); }
+
+ private:
+  const std::string name_;
+  VariableStore* store_;  // Not owned.
+};
+
+}  // namespace
+
+std::unique_ptr<PsClient> CreateLocalPsClient(int ps_index, VariableStore* store) {
+  return std::make_unique<LocalPsClient>(ps_index, store);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,126 @@
+#include "ps_server/rpc/grpc_ps_client.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_util.h"
+#include "proto/ps.grpc.pb.h"
+
+namespace pstrain {
+namespace {
+
+absl::StatusOr<std::vector<Tensor>> UnpackPull(const PullResponse& response, size_t expected,
+                                               const std::string& peer) {
+  if (static_cast<size_t>(response.values_size()) != expected) {
+    return absl::InternalError(absl::StrCat(peer, ": answered ", response.values_size(),
+                                            " values for ", expected, " variables"));
+  }
+  std::vector<Tensor> values;
+  values.reserve(expected);
+  for (const TensorProto& proto : response.values()) {
+    absl::StatusOr<Tensor> t = Tensor::FromProto(proto);
+    if (!t.ok()) return absl::InternalError(absl::StrCat(peer, ": ", t.status().message()));
+    values.push_back(*std::move(t));
+  }
+  return values;
+}
+
+void PackPush(absl::Span<const NamedTensor> gradients, int64_t step, PushRequest* request) {
+  request->set_step(step);
+  for (const NamedTensor& g : gradients) {
+    Gradient* out = request->add_gradients();
+    out->set_name(g.name);
+    g.tensor.ToProto(out->mutable_gradient());
+  }
+}
+
+class GrpcPsClient final : public PsClient {
+ public:
+  GrpcPsClient(int ps_index, const std::string& address, absl::Duration timeout)
+      : name_(absl::StrCat("ps task ", ps_index, " (", address, ")")),
+        stub_(ParameterServer::NewStub(CreateChannel(address))),
+        timeout_(timeout) {}
+
+  std::string name() const override { return name_; }
+
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               const OptimizerConfig& optimizer) override {
+    CreateVariablesRequest request;
+    *request.mutable_optimizer() = optimizer;
+    for (const NamedTensor& v : variables) {
+      VariableDef* def = request.add_variables();
+      def->set_name(v.name);
+      v.tensor.ToProto(def->mutable_initial_value());
+    }
+    CreateVariablesResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    return FromGrpcStatus(stub_->CreateVariables(&context, request, &response), name_);
+  }
+
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) override {
+    PullRequest request;
+    for (const std::string& n : names) request.add_names(n);
+    PullResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    absl::Status status = FromGrpcStatus(stub_->Pull(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    return UnpackPull(response, names.size(), name_);
+  }
+
+  absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t step) override {
+    PushRequest request;
+    PackPush(gradients, step, &request);
+    PushResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    return FromGrpcStatus(stub_->Push(&context, request, &response), name_);
+  }
+
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               int64_t step) override {
+    PushPullRequest request;
+    PackPush(gradients, step, request.mutable_push());
+    PushPullResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    absl::Status status = FromGrpcStatus(stub_->PushPull(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    return UnpackPull(response.pull(), gradients.size(), name_);
+  }
+
+  absl::StatusOr<PsStatusResponse> GetStatus() override {
+    PsStatusRequest request;
+    PsStatusResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    absl::Status status = FromGrpcStatus(stub_->GetStatus(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    return response;
+  }
+
+  absl::Status Shutdown(const std::string& reason) override {
+    ShutdownRequest request;
+    request.set_reason(reason);
+    ShutdownResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    return FromGrpcStatus(stub_->Shutdown(&context, request, &response), name_);
+  }
+
+ private:
+  const std::string name_;
+  std::unique_ptr<ParameterServer::Stub> stub_;
+  const absl::Duration timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<PsClient> CreateGrpcPsClient(int ps_index, const std::string& address,
+                                             absl::Duration timeout) {
+  return std::make_unique<GrpcPsClient>(ps_index, address, timeout);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,95 @@
+#include "ps_server/rpc/ps_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_util.h"
+
+namespace pstrain {
+namespace {
+
+absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& request) {
+  std::vector<NamedTensor> gradients;
+  gradients.reserve(request.gradients_size());
+  for (const Gradient& g : request.gradients()) {
+    absl::StatusOr<Tensor> tensor = Tensor::FromProto(g.gradient());
+    if (!tensor.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for \"", g.name(), "\": ", tensor.status().message()));
+    }
+    gradients.push_back({g.name(), *std::move(tensor)});
+  }
+  return gradients;
+}
+
+absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
+                      PullResponse* response) {
+  std::vector<int64_t> versions;
+  absl::StatusOr<std::vector<Tensor>> values = store.Pull(names, &versions);
+  if (!values.ok()) return values.status();
+  for (size_t i = 0; i < values->size(); ++i) {
+    (*values)[i].ToProto(response->add_values());
+    response->add_versions(versions[i]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PsServiceImpl::PsServiceImpl(VariableStore* store,
+                             std::function<void(const std::string&)> on_shutdown)
+    : store_(store), on_shutdown_(std::move(on_shutdown)) {}
+
+grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
+                                            const CreateVariablesRequest* request,
+                                            CreateVariablesResponse*) {
+  std::vector<NamedTensor> variables;
+  for (const VariableDef& def : request->variables()) {
+    absl::StatusOr<Tensor> value = Tensor::FromProto(def.initial_value());
+    if (!value.ok()) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("variable \"", def.name(), "\": ", value.status().message())));
+    }
+    variables.push_back({def.name(), *std::move(value)});
+  }
+  return ToGrpcStatus(store_->CreateVariables(std::move(variables), request->optimizer()));
+}
+
+grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
+                                 PullResponse* response) {
+  return ToGrpcStatus(PullInto(
+      *store_, std::vector<std::string>(request->names().begin(), request->names().end()),
+      response));
+}
+
+grpc::Status PsServiceImpl::Push(grpc::ServerContext*, const PushRequest* request,
+                                 PushResponse*) {
+  absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
+  if (!gradients.ok()) return ToGrpcStatus(gradients.status());
+  return ToGrpcStatus(store_->Push(*gradients));
+}
+
+grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest* request,
+                                     PushPullResponse* response) {
+  absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
+  if (!gradients.ok()) return ToGrpcStatus(gradients.status());
+  if (absl::Status pushed = store_->Push(*gradients); !pushed.ok()) return ToGrpcStatus(pushed);
+  std::vector<std::string> names;
+  for (const NamedTensor& g : *gradients) names.push_back(g.name);
+  return ToGrpcStatus(PullInto(*store_, std::move(names), response->mutable_pull()));
+}
+
+grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,
+                                      PsStatusResponse* response) {
+  *response = DescribeStore(*store_);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Shutdown(grpc::ServerContext*, const ShutdownRequest* request,
+                                     ShutdownResponse*) {
+  on_shutdown_(request->reason());
+  return grpc::Status::OK;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,135 @@
+#include "ps_server/variable_store.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+OptimizerConfig Sgd(float lr) {
+  OptimizerConfig config;
+  config.set_name("sgd");
+  config.set_learning_rate(lr);
+  return config;
+}
+
+std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+TEST(VariableStoreTest, PullReturnsCreatedValue) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}}, Sgd(0.5)).ok());
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w"}, &versions);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(versions, (std::vector<int64_t>{0}));
+}
+
+TEST(VariableStoreTest, PushAppliesSgdAndBumpsVersion) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}}, Sgd(0.5)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {2, -4})}}).ok());
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w"}, &versions);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{0, 4}));
+  EXPECT_EQ(versions[0], 1);
+  EXPECT_EQ(store.num_pushes(), 1);
+}
+
+TEST(VariableStoreTest, WrongShapePushIsInvalidArgumentAndChangesNothing) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"a", Tensor({2}, {1, 2})}, {"b", Tensor({1}, {5})}},
+                                    Sgd(1)).ok());
+  // The first gradient is fine, the second has the wrong shape: neither may be applied.
+  absl::Status status = store.Push({{"a", Tensor({2}, {1, 1})}, {"b", Tensor({2}, {1, 1})}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("\"b\""), std::string::npos) << status;
+  auto values = store.Pull({"a", "b"}, nullptr);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(Values((*values)[1]), (std::vector<float>{5}));
+}
+
+TEST(VariableStoreTest, UnknownVariableIsNotFound) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {1})}}, Sgd(1)).ok());
+  EXPECT_EQ(store.Pull({"nope"}, nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.Push({{"nope", Tensor({1}, {1})}}).code(), absl::StatusCode::kNotFound);
+  auto values = store.Pull({"w"}, nullptr);
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{1}));
+}
+
+TEST(VariableStoreTest, PushBeforeCreateIsFailedPrecondition) {
+  VariableStore store;
+  EXPECT_EQ(store.Push({{"w", Tensor({1}, {1})}}).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VariableStoreTest, RecreateKeepsValueButOtherShapeIsAlreadyExists) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {1})}}, Sgd(1)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}).ok());
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {9})}}, Sgd(1)).ok());
+  EXPECT_EQ(Values((*store.Pull({"w"}, nullptr))[0]), (std::vector<float>{0}));
+  EXPECT_EQ(store.CreateVariables({{"w", Tensor({2}, {1, 1})}}, Sgd(1)).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store.CreateVariables({{"v", Tensor({1}, {1})}}, Sgd(2)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(VariableStoreTest, BadCreateRequestsAreRejected) {
+  VariableStore store;
+  EXPECT_EQ(store.CreateVariables({{"", Tensor({1}, {1})}}, Sgd(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.CreateVariables({{"w", Tensor({1}, {1})}, {"w", Tensor({1}, {1})}}, Sgd(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  OptimizerConfig unknown;
+  unknown.set_name("sgdd");
+  EXPECT_EQ(store.CreateVariables({{"w", Tensor({1}, {1})}}, unknown).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store.List().empty());
+}
+
+TEST(VariableStoreTest, ConcurrentPushesAreNeverLostAndPullsNeverTorn) {
+  // Four threads push 1 to every element of a large variable with SGD(lr=1) while a
+  // reader pulls: every element of a pulled value must be equal (never half-applied),
+  // and the final value counts every push exactly once.
+  constexpr int kElements = 1 << 16;
+  constexpr int kThreads = 4;
+  constexpr int kPushes = 200;
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({kElements})}}, Sgd(1)).ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done) {
+      auto values = store.Pull({"w"}, nullptr);
+      const Tensor& t = (*values)[0];
+      for (int i = 1; i < kElements; ++i) {
+        if (t.data()[i] != t.data()[0]) {
+          ++torn;
+          break;
+        }
+      }
+    }
+  });
+  std::vector<std::thread> pushers;
+  for (int p = 0; p < kThreads; ++p) {
+    pushers.emplace_back([&] {
+      Tensor ones({kElements}, std::vector<float>(kElements, 1.0f));
+      for (int i = 0; i < kPushes; ++i) ASSERT_TRUE(store.Push({{"w", ones}}).ok());
+    });
+  }
+  for (auto& t : pushers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  const Tensor final_value = (*store.Pull({"w"}, nullptr))[0];
+  EXPECT_EQ(final_value.data()[0], -static_cast<float>(kThreads * kPushes));
+  EXPECT_EQ(final_value.data()[kElements - 1], -static_cast<float>(kThreads * kPushes));
+}
+
+}  // namespace
+}  // namespace pstrain

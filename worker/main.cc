@@ -1,0 +1,28 @@
+// worker: a worker task. Computes gradients on its shard of the data and pushes them
+// to the ps tasks. Configured by TF_CONFIG (or --cluster/--task_type/--task_index).
+
+#include <cstdio>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/daemon_flags.h"
+#include "common/logging.h"
+#include "common/shutdown_signal.h"
+#include "worker/worker_task.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "pstrain worker task.\n"
+      "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"worker\",\"index\":0}}' worker");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<pstrain::DaemonOptions> options = pstrain::DaemonOptionsFromFlags("worker");
+  if (!options.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  pstrain::SetLogTag(absl::StrCat("worker", options->config.task.index));
+  pstrain::ShutdownSignal shutdown;
+  pstrain::ShutdownSignal::InstallHandlers(&shutdown);
+  return pstrain::RunWorkerTask(*options, &shutdown);
+}

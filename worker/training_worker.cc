@@ -1,0 +1,155 @@
+#include "worker/training_worker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/data/data_spec.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
+    const std::string& job_json, const std::string& base_dir, int worker_index, std::unique_ptr<Backend> backend,
+    PsClientFactory make_ps_client) {
+  PS_ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json, base_dir));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::FromKerasJson(job.model, backend.get()));
+  PS_RETURN_IF_ERROR(model->SetLoss(job.loss));
+  if (!job.data.is_object() || !job.data.contains("train")) {
+    return absl::InvalidArgumentError("job spec: data.train is missing");
+  }
+  PS_ASSIGN_OR_RETURN(Dataset train, LoadDataset(job.data["train"], base_dir));
+  if (train.num_features() != model->input_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training data has ", train.num_features(), " features per example but the model takes ",
+        model->input_size()));
+  }
+  return std::unique_ptr<TrainingWorker>(new TrainingWorker(
+      std::move(job), worker_index, std::move(backend), std::move(model),
+      std::make_shared<const Dataset>(std::move(train)), std::move(make_ps_client)));
+}
+
+TrainingWorker::TrainingWorker(JobSpec job, int worker_index, std::unique_ptr<Backend> backend,
+                               std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
+                               PsClientFactory make_ps_client)
+    : job_(std::move(job)),
+      worker_index_(worker_index),
+      backend_(std::move(backend)),
+      make_ps_client_(std::move(make_ps_client)),
+      model_(std::move(model)),
+      train_(std::move(train)) {}
+
+absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
+  std::vector<std::string> addresses(request.ps_addresses().begin(), request.ps_addresses().end());
+  if (addresses.empty()) return absl::InvalidArgumentError("RunSteps names no ps task");
+  if (addresses != ps_addresses_) {
+    trainer_.reset();
+    ps_clients_.clear();
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      ps_clients_.push_back(make_ps_client_(static_cast<int>(i), addresses[i]));
+    }
+    ps_addresses_ = addresses;
+  }
+  std::string key;
+  for (const VariablePlacementEntry& e : request.placement()) {
+    absl::StrAppend(&key, e.name(), "@", e.ps_index(), ";");
+  }
+  if (trainer_ != nullptr && key == placement_key_) return absl::OkStatus();
+  std::vector<PsClient*> clients;
+  for (auto& c : ps_clients_) clients.push_back(c.get());
+  const std::vector<VariablePlacementEntry> placement(request.placement().begin(),
+                                                      request.placement().end());
+  PS_ASSIGN_OR_RETURN(trainer_,
+                      PsTrainer::Create(model_.get(), std::move(clients), placement,
+                                        job_.seed * 7919 + 104729 * (worker_index_ + 1)));
+  placement_key_ = key;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
+  if (request.num_shards() < 1 || request.shard_index() < 0 ||
+      request.shard_index() >= request.num_shards()) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", request.shard_index(), " of ",
+                                                   request.num_shards(), " does not exist"));
+  }
+  if (request.batch_size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", request.batch_size(), " < 1"));
+  }
+  if (request.first_step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("first step ", request.first_step(), " < 0"));
+  }
+  const std::string key = absl::StrCat(request.epoch(), "/", request.shard_index(), "/",
+                                       request.num_shards(), "/", request.batch_size());
+  if (batcher_ != nullptr && key == batcher_key_ && batcher_position_ == request.first_step()) {
+    return absl::OkStatus();
+  }
+  PS_ASSIGN_OR_RETURN(Dataset shard, train_->Shard(request.num_shards(), request.shard_index()));
+  if (shard.num_examples() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", request.shard_index(), " of ",
+                                                   request.num_shards(), " holds no examples"));
+  }
+  BatcherOptions options;
+  options.batch_size = request.batch_size();
+  options.shuffle_buffer = job_.shuffle ? shard.num_examples() : 0;
+  // Every (epoch, shard) has its own order, the same on whichever worker runs it.
+  options.seed = job_.seed * 1000003 + request.epoch() * 8191 + request.shard_index();
+  // With steps_per_epoch the data repeats, as Keras does with a repeated tf.data dataset.
+  options.epochs = job_.steps_per_epoch > 0 ? -1 : 1;
+  options.prefetch = 2;
+  PS_ASSIGN_OR_RETURN(batcher_,
+                      Batcher::Create(std::make_shared<const Dataset>(std::move(shard)), options));
+  batcher_key_ = key;
+  batcher_position_ = 0;
+  // A reassigned or repeated range starts part-way in: skip to it.
+  while (batcher_position_ < request.first_step()) {
+    absl::StatusOr<Batch> skipped = batcher_->Next();
+    if (!skipped.ok()) break;
+    ++batcher_position_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest& request) {
+  if (!mu_.TryLock()) {
+    return absl::FailedPreconditionError("worker is already running steps");
+  }
+  busy_ = true;
+  absl::StatusOr<RunStepsResponse> result = [&]() -> absl::StatusOr<RunStepsResponse> {
+    mu_.AssertHeld();
+    if (request.steps() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("steps ", request.steps(), " < 0"));
+    }
+    PS_RETURN_IF_ERROR(PrepareBatcher(request));
+    PS_RETURN_IF_ERROR(PrepareTrainer(request));
+    RunStepsResponse response;
+    for (int64_t i = 0; i < request.steps(); ++i) {
+      absl::StatusOr<Batch> batch = batcher_->Next();
+      if (absl::IsOutOfRange(batch.status())) {
+        response.set_end_of_data(true);
+        break;
+      }
+      if (!batch.ok()) return batch.status();
+      ++batcher_position_;
+      PS_ASSIGN_OR_RETURN(StepResult step, trainer_->Step(batch->x, batch->y));
+      response.set_loss_sum(response.loss_sum() + step.loss_sum);
+      response.set_correct(response.correct() + step.correct);
+      response.set_samples(response.samples() + step.samples);
+      response.set_steps(response.steps() + 1);
+      ++steps_done_;
+    }
+    return response;
+  }();
+  busy_ = false;
+  mu_.Unlock();
+  return result;
+}
+
+WorkerStatusResponse TrainingWorker::GetStatus() const {
+  WorkerStatusResponse status;
+  status.set_steps_done(steps_done_.load());
+  status.set_busy(busy_.load());
+  status.set_backend(backend_->name());
+  return status;
+}
+
+}  // namespace pstrain

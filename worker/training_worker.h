@@ -1,0 +1,80 @@
+#ifndef PSTRAIN_WORKER_TRAINING_WORKER_H_
+#define PSTRAIN_WORKER_TRAINING_WORKER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/data/batcher.h"
+#include "common/data/dataset.h"
+#include "common/math/backend.h"
+#include "common/model/job_spec.h"
+#include "common/model/model.h"
+#include "proto/worker.pb.h"
+#include "ps_server/ps_client.h"
+#include "worker/ps_trainer.h"
+
+namespace pstrain {
+
+// The core of a worker task in parameter-server mode: the job's model and training data,
+// and the steps the chief asks it to run. Knows nothing of gRPC servers
+// (worker/rpc/worker_service.h adapts it). RunSteps calls are serialised; GetStatus may
+// be called from any thread.
+class TrainingWorker {
+ public:
+  using PsClientFactory =
+      std::function<std::unique_ptr<PsClient>(int ps_index, const std::string& address)>;
+
+  // Builds the model and loads the training data of `job_json` (the job as the chief
+  // sent it; relative paths in it are relative to `base_dir`). Errors: INVALID_ARGUMENT a job spec, model or data source that does not
+  // parse or load.
+  static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(
+      const std::string& job_json, const std::string& base_dir, int worker_index, std::unique_ptr<Backend> backend,
+      PsClientFactory make_ps_client);
+
+  // Runs request.steps batches of the request's shard and epoch, starting at
+  // request.first_step, pulling from and pushing to the ps tasks it names.
+  // Errors: INVALID_ARGUMENT bad shard, batch size or placement; FAILED_PRECONDITION
+  //         another RunSteps is in progress; ps errors (naming the ps).
+  absl::StatusOr<RunStepsResponse> RunSteps(const RunStepsRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  WorkerStatusResponse GetStatus() const;
+
+ private:
+  TrainingWorker(JobSpec job, int worker_index, std::unique_ptr<Backend> backend,
+                 std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
+                 PsClientFactory make_ps_client);
+
+  absl::Status PrepareTrainer(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PrepareBatcher(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const JobSpec job_;
+  const int worker_index_;
+  std::unique_ptr<Backend> backend_;
+  const PsClientFactory make_ps_client_;
+  std::atomic<int64_t> steps_done_{0};
+  std::atomic<bool> busy_{false};
+
+  // State below is protected by mu_, held for the whole of a RunSteps call.
+  absl::Mutex mu_;
+  std::unique_ptr<Model> model_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Dataset> train_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<PsClient>> ps_clients_ ABSL_GUARDED_BY(mu_);
+  std::string placement_key_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<PsTrainer> trainer_ ABSL_GUARDED_BY(mu_);
+  // The batch order of (epoch, shard) and how far into it this worker is.
+  std::unique_ptr<Batcher> batcher_ ABSL_GUARDED_BY(mu_);
+  std::string batcher_key_ ABSL_GUARDED_BY(mu_);
+  int64_t batcher_position_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_TRAINING_WORKER_H_

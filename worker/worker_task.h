@@ -1,0 +1,18 @@
+#ifndef PSTRAIN_WORKER_WORKER_TASK_H_
+#define PSTRAIN_WORKER_WORKER_TASK_H_
+
+#include "common/daemon_options.h"
+#include "common/shutdown_signal.h"
+
+namespace pstrain {
+
+// Runs one worker task until shutdown: serves the Worker service (with health and
+// reflection), registers with the chief, builds the job the chief sends and runs the
+// steps it is given. Returns the exit code: 0 after a Shutdown RPC, the chief's end of
+// job or SIGTERM; 1 when the chief is lost or the job cannot be built.
+// `shutdown` is not owned; requesting it stops the task.
+int RunWorkerTask(const DaemonOptions& options, ShutdownSignal* shutdown);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_WORKER_TASK_H_
