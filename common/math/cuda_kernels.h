@@ -1,0 +1,58 @@
+#ifndef PSTRAIN_COMMON_MATH_CUDA_KERNELS_H_
+#define PSTRAIN_COMMON_MATH_CUDA_KERNELS_H_
+
+// Host-callable launchers for the CUDA backend's own kernels (everything but Gemm, which
+// is cuBLAS). Compiled by nvcc into a static library (see BUILD, genrule cuda_kernels_lib)
+// and called from gcc-compiled cuda_backend.cc, so this header uses only the CUDA runtime
+// API types and plain C++: no absl, no device code.
+//
+// Semantics are exactly those of the same-named Backend methods (backend.h); cpu_backend.cc
+// is the reference. Every launcher enqueues on `stream` and returns cudaGetLastError() after
+// the launch (a launch-configuration error), never waiting for the kernel. Sizes of zero
+// launch nothing. Pointers are device memory.
+//
+// The enum arguments are the integer values of pstrain::Activation / LossKind /
+// AccuracyKind (static_asserts in cuda_backend.cc keep them in step), so that the .cu file
+// does not need backend.h and its absl includes.
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace pstrain {
+namespace cuda_kernels {
+
+cudaError_t AddBias(cudaStream_t stream, int64_t rows, int64_t cols, const float* bias,
+                    float* x);
+cudaError_t ColumnSums(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                       float* out);
+// Fills `n` floats with zero (Gemm with k == 0 and beta == 0, which must ignore NaN).
+cudaError_t Fill(cudaStream_t stream, int64_t n, float value, float* x);
+cudaError_t ActivationForward(cudaStream_t stream, int activation, int64_t rows, int64_t cols,
+                              const float* x, float* y);
+cudaError_t ActivationBackward(cudaStream_t stream, int activation, int64_t rows,
+                               int64_t cols, const float* y, const float* dy, float* dx);
+// `grad` may be null.
+cudaError_t LossForwardBackward(cudaStream_t stream, int loss_kind, int64_t rows,
+                                int64_t cols, const float* pred, const float* target,
+                                float grad_scale, float* loss_rows, float* grad);
+cudaError_t DropoutForward(cudaStream_t stream, int64_t size, float rate, uint64_t seed,
+                           const float* x, float* mask, float* y);
+cudaError_t Multiply(cudaStream_t stream, int64_t size, const float* a, const float* b,
+                     float* out);
+cudaError_t Axpy(cudaStream_t stream, int64_t size, float alpha, const float* x, float* y);
+cudaError_t Scale(cudaStream_t stream, int64_t size, float alpha, float* x);
+cudaError_t CountCorrect(cudaStream_t stream, int accuracy_kind, int64_t rows, int64_t cols,
+                         const float* pred, const float* target, float threshold,
+                         float* correct);
+
+// The dropout draw for (seed, index) computed by the device code, for tests that check it
+// against pstrain::DropoutUniform bit for bit. Writes `n` draws for indices
+// first .. first+n-1 to `out` (device memory).
+cudaError_t DropoutUniformDraws(cudaStream_t stream, uint64_t seed, uint64_t first,
+                                int64_t n, float* out);
+
+}  // namespace cuda_kernels
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_MATH_CUDA_KERNELS_H_
