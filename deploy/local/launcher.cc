@@ -22,7 +22,7 @@
 #include "deploy/local/process_group.h"
 
 ABSL_FLAG(std::string, strategy, "parameter_server",
-          "parameter_server (more strategies are on the way)");
+          "parameter_server (a cluster of processes) or default (one process, no cluster)");
 ABSL_FLAG(std::string, job, "examples/seed_synthetic.json", "Job spec (JSON)");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job when > 0");
 ABSL_FLAG(int, workers, 2, "Worker processes");
@@ -60,16 +60,33 @@ int main(int argc, char** argv) {
       "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
   absl::ParseCommandLine(argc, argv);
   const std::string strategy = absl::GetFlag(FLAGS_strategy);
-  if (strategy != "parameter_server") {
-    return Fail(absl::StrCat("--strategy=", strategy,
-                             " is not available yet; use --strategy=parameter_server"));
-  }
   const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu" && device != "auto") {
-    return Fail(absl::StrCat("--device=", device, " is not available yet; use cpu or auto"));
-  }
   if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
     return Fail(absl::StrCat("cannot read job spec ", absl::GetFlag(FLAGS_job)));
+  }
+  const std::string bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
+                                                                   : absl::GetFlag(FLAGS_bin_dir);
+  if (strategy == "default") {
+    // TensorFlow's default strategy: one process, no cluster. The trainer is its own binary.
+    const std::string train = bin_dir + "/worker/train";
+    std::vector<std::string> args = {train, absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
+                                     absl::StrCat("--device=", device)};
+    if (absl::GetFlag(FLAGS_epochs) > 0) {
+      args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
+    }
+    std::vector<char*> argv_train;
+    for (std::string& a : args) argv_train.push_back(a.data());
+    argv_train.push_back(nullptr);
+    execv(train.c_str(), argv_train.data());
+    return Fail(absl::StrCat("cannot execute ", train));
+  }
+  if (strategy != "parameter_server") {
+    return Fail(absl::StrCat("--strategy=", strategy,
+                             " is not available yet; use parameter_server or default"));
+  }
+  if (device != "cpu" && device != "auto") {
+    return Fail(absl::StrCat("--device=", device,
+                             " is not available for parameter_server yet; use cpu or auto"));
   }
   std::string log_dir = absl::GetFlag(FLAGS_log_dir);
   if (log_dir.empty()) {
@@ -82,8 +99,7 @@ int main(int argc, char** argv) {
   pstrain::ShutdownSignal::InstallHandlers(&interrupted);
 
   pstrain::LocalClusterOptions options;
-  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
-                                                         : absl::GetFlag(FLAGS_bin_dir);
+  options.bin_dir = bin_dir;
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};

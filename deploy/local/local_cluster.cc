@@ -1,5 +1,7 @@
 #include "deploy/local/local_cluster.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "deploy/local/free_port.h"
@@ -40,6 +42,9 @@ absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup*
     spec.args = std::move(args);
     spec.args.insert(spec.args.end(), options.task_args.begin(), options.task_args.end());
     spec.env["TF_CONFIG"] = MakeTfConfig(cluster, type, index);
+    // Several processes share this machine's cores: one BLAS thread each is fastest
+    // (notes/performance-facts.md), unless the user chose otherwise.
+    if (getenv("OPENBLAS_NUM_THREADS") == nullptr) spec.env["OPENBLAS_NUM_THREADS"] = "1";
     return group->Start(spec);
   };
   for (int i = 0; i < options.num_ps; ++i) {

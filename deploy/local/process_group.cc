@@ -70,6 +70,8 @@ absl::Status ProcessGroup::Start(const Spec& spec) {
     // A child never outlives the launcher, even when the launcher is SIGKILLed.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
+    // Its own process group, so a signal reaches whatever the child itself started.
+    setpgid(0, 0);
     // The launcher blocks SIGINT/SIGTERM for its own sigwait thread; children get
     // default dispositions back.
     sigset_t none;
@@ -98,7 +100,7 @@ absl::Status ProcessGroup::Start(const Spec& spec) {
 absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
   for (Child& c : children_) {
     if (c.spec.name == name && c.running) {
-      kill(c.pid, signal);
+      kill(-c.pid, signal);
       return absl::OkStatus();
     }
   }
@@ -107,7 +109,7 @@ absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
 
 void ProcessGroup::SignalAll(int signal) {
   for (Child& c : children_) {
-    if (c.running) kill(c.pid, signal);
+    if (c.running) kill(-c.pid, signal);
   }
 }
 
@@ -134,6 +136,7 @@ std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl:
   absl::Time term_at = absl::InfiniteFuture();
   absl::Time kill_at = absl::InfiniteFuture();
   bool term_sent = false;
+  absl::Time all_exited_at = absl::InfiniteFuture();
   auto schedule_stop = [&](absl::Time term) {
     if (!term_sent && term < term_at) {
       term_at = term;
@@ -156,6 +159,24 @@ std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl:
     bool any_running = false;
     for (const Child& c : children_) any_running |= c.running;
     if (fds.empty() && !any_running) break;
+    // Every child has exited but something it started still holds its output open:
+    // stop it, read what is left, and stop waiting.
+    if (!any_running) {
+      if (all_exited_at == absl::InfiniteFuture()) all_exited_at = absl::Now();
+      if (absl::Now() - all_exited_at > absl::Seconds(2)) {
+        for (const Child& c : children_) kill(-c.pid, SIGKILL);
+        for (size_t i = 0; i < children_.size(); ++i) {
+          for (bool is_stderr : {false, true}) {
+            int& fd = is_stderr ? children_[i].err_fd : children_[i].out_fd;
+            if (fd < 0) continue;
+            Drain(static_cast<int>(i), is_stderr, on_line, true);
+            close(fd);
+            fd = -1;
+          }
+        }
+        break;
+      }
+    }
 
     poll(fds.data(), fds.size(), 100);
     for (size_t k = 0; k < fds.size(); ++k) {

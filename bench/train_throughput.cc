@@ -1,0 +1,313 @@
+// Training throughput of the seed's 784-64-10 model on Fashion-MNIST, one process, with
+// the OpenBLAS sgemm rate measured in the same run as the yardstick, and PyTorch's rate
+// on the same model, data, batch, optimizer and thread count as the peer
+// (bench/torch_baseline.py, skipped when python3-torch is not installed).
+//
+//   bazel run -c opt //bench:train_throughput -- [--threads=1] [--batch_sizes=64,256]
+//       [--seconds=3]
+//
+// Prints a table; asserts nothing about time (machines are shared and noisy: read the
+// figures against the baseline measured in the same run).
+
+#include <cblas.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/data/batcher.h"
+#include "common/data/data_spec.h"
+#include "common/data/synthetic.h"
+#include "common/math/cpu_backend.h"
+#include "common/model/job_spec.h"
+#include "common/model/model.h"
+#include "common/model/optimizer.h"
+#include "worker/fit.h"
+#include "worker/strategy.h"
+
+ABSL_FLAG(int, threads, 1, "OpenBLAS (and PyTorch) threads.");
+ABSL_FLAG(std::string, batch_sizes, "64,256", "Comma-separated batch sizes.");
+ABSL_FLAG(double, seconds, 3.0, "Seconds per measurement.");
+ABSL_FLAG(std::string, torch_script, "", "bench/torch_baseline.py (found in runfiles by default).");
+ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch.");
+
+namespace pstrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+constexpr char kModel[] = R"json({"class_name": "Sequential", "config": {"name": "seed",
+  "layers": [
+    {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 784], "name": "input"}},
+    {"class_name": "Dense", "config": {"name": "dense", "units": 64, "activation": "relu"}},
+    {"class_name": "Dropout", "config": {"name": "dropout", "rate": 0.2}},
+    {"class_name": "Dense", "config": {"name": "dense_1", "units": 10, "activation": "softmax"}}
+  ]}})json";
+
+// Forward + backward FLOPs per sample of a stack of Dense layers: 2*in*out for the
+// forward product, the kernel gradient and the input gradient (not needed by the first).
+double FlopsPerSample(const Model& model) {
+  double flops = 0;
+  bool first = true;
+  for (const VariableSpec& v : model.trainable_variables()) {
+    if (v.shape.size() != 2) continue;
+    const double mn = 2.0 * v.shape[0] * v.shape[1];
+    flops += mn * (first ? 2 : 3);
+    first = false;
+  }
+  return flops;
+}
+
+// sgemm GFLOP/s for C[m,n] = op(A) op(B), repeated for ~`seconds`.
+double SgemmRate(bool ta, bool tb, int m, int n, int k, double seconds) {
+  std::vector<float> a(static_cast<size_t>(m) * k, 0.5f), b(static_cast<size_t>(k) * n, 0.25f),
+      c(static_cast<size_t>(m) * n);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+  };
+  for (int i = 0; i < 3; ++i) run();
+  int64_t reps = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (int i = 0; i < 10; ++i) run();
+    reps += 10;
+    elapsed = Seconds(start, Clock::now());
+  }
+  return 2.0 * m * n * k * reps / elapsed / 1e9;
+}
+
+// The rate sgemm reaches on the first layer's three products at this batch (forward
+// [B,784]x[784,64], kernel gradient [784,B]x[B,64], both dominant), as one figure.
+double SgemmAtModelShapes(int batch, double seconds) {
+  const double fwd = SgemmRate(false, false, batch, 64, 784, seconds / 2);
+  const double dw = SgemmRate(true, false, 784, 64, batch, seconds / 2);
+  // Equal FLOPs each: the combined rate is the harmonic mean.
+  return 2.0 / (1.0 / fwd + 1.0 / dw);
+}
+
+struct StepFigures {
+  double samples_per_s = 0;
+  double final_loss = 0;
+};
+
+// TrainStep + Adam on batches cut beforehand: the training step alone.
+absl::StatusOr<StepFigures> MeasureStep(std::shared_ptr<const Dataset> data, int batch,
+                                        double seconds) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJsonText(kModel, backend.get());
+  if (!model.ok()) return model.status();
+  LossConfig loss;
+  if (absl::Status s = (*model)->SetLoss(loss); !s.ok()) return s;
+  OptimizerConfig config;
+  config.set_name("adam");
+  config.set_learning_rate(0.001f);
+  absl::StatusOr<std::unique_ptr<Optimizer>> opt = Optimizer::Create(config);
+  if (!opt.ok()) return opt.status();
+  std::vector<Tensor> weights = (*model)->InitialValues(1);
+  std::vector<std::unique_ptr<OptimizerState>> states;
+  for (const Tensor& w : weights) states.push_back((*opt)->NewState(w.num_elements()));
+  BatcherOptions bo;
+  bo.batch_size = batch;
+  bo.drop_remainder = true;
+  bo.shuffle_buffer = data->num_examples();
+  bo.seed = 1;
+  absl::StatusOr<std::unique_ptr<Batcher>> batcher = Batcher::Create(data, bo);
+  if (!batcher.ok()) return batcher.status();
+  std::vector<Batch> batches;
+  while (true) {
+    absl::StatusOr<Batch> b = (*batcher)->Next();
+    if (!b.ok()) break;
+    batches.push_back(*std::move(b));
+  }
+  std::vector<Tensor> grads;
+  StepFigures figures;
+  int64_t step = 0, samples = 0;
+  auto one = [&]() -> absl::Status {
+    const Batch& b = batches[step % batches.size()];
+    absl::StatusOr<StepResult> r = (*model)->TrainStep(weights, b.x, b.y, step, &grads);
+    if (!r.ok()) return r.status();
+    for (size_t v = 0; v < weights.size(); ++v) {
+      (*opt)->Apply(grads[v].values(), weights[v].values(), states[v].get());
+    }
+    figures.final_loss = r->loss_sum / r->samples;
+    ++step;
+    samples += r->samples;
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < 50; ++i) {
+    if (absl::Status s = one(); !s.ok()) return s;
+  }
+  samples = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (int i = 0; i < 20; ++i) {
+      if (absl::Status s = one(); !s.ok()) return s;
+    }
+    elapsed = Seconds(start, Clock::now());
+  }
+  figures.samples_per_s = samples / elapsed;
+  return figures;
+}
+
+// One epoch of Fit (batching, prefetch thread and all), no validation.
+absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int batch) {
+  const std::string job_text = absl::StrCat(
+      R"({"model": )", kModel,
+      R"(, "compile": {"optimizer": "adam", "loss": "sparse_categorical_crossentropy"},
+          "fit": {"epochs": 1, "batch_size": )",
+      batch, R"(}, "seed": 1})");
+  absl::StatusOr<JobSpec> job = ParseJobSpec(job_text, ".");
+  if (!job.ok()) return job.status();
+  DefaultStrategy strategy;
+  FitData fit_data{data, nullptr};
+  absl::StatusOr<FitResult> r = Fit(*job, fit_data, &strategy, FitOptions());
+  if (!r.ok()) return r.status();
+  const EpochSummary& s = r->history.back();
+  return s.samples / absl::ToDoubleSeconds(s.elapsed);
+}
+
+std::string FindTorchScript(const char* argv0) {
+  std::string flag = absl::GetFlag(FLAGS_torch_script);
+  if (!flag.empty()) return flag;
+  for (const std::string& p : {std::string("bench/torch_baseline.py"),
+                               absl::StrCat(argv0, ".runfiles/pstrain/bench/torch_baseline.py")}) {
+    if (access(p.c_str(), R_OK) == 0) return p;
+  }
+  return "";
+}
+
+// batch size -> PyTorch samples/s; empty when skipped (the reason is printed).
+std::map<int, double> RunTorch(const std::string& script, int threads, double seconds) {
+  std::map<int, double> out;
+  if (script.empty()) {
+    std::printf("torch baseline: bench/torch_baseline.py not found: skipped\n");
+    return out;
+  }
+  const std::string cmd =
+      absl::StrCat(absl::GetFlag(FLAGS_python), " ", script, " --threads=", threads,
+                   " --batch_sizes=", absl::GetFlag(FLAGS_batch_sizes), " --seconds=", seconds,
+                   " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    std::printf("torch baseline: cannot run %s: skipped\n", cmd.c_str());
+    return out;
+  }
+  char line[512];
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    int batch = 0;
+    double rate = 0;
+    if (std::sscanf(line, "torch batch=%d samples_per_s=%lf", &batch, &rate) == 2) {
+      out[batch] = rate;
+    } else {
+      std::printf("  %s", line);  // version line, "not installed: skipped", or an error
+    }
+  }
+  pclose(pipe);
+  return out;
+}
+
+int Main(const char* argv0) {
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  std::vector<int> batch_sizes;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_batch_sizes), ',')) {
+    int b = 0;
+    if (!absl::SimpleAtoi(s, &b) || b < 1) {
+      std::fprintf(stderr, "train_throughput: bad --batch_sizes entry '%s'\n",
+                   std::string(s).c_str());
+      return 2;
+    }
+    batch_sizes.push_back(b);
+  }
+  // Deliberately: the step's matrices are small, and one BLAS thread per process is
+  // usually fastest on these machines (performance-facts.md).
+  openblas_set_num_threads(threads);
+
+  std::shared_ptr<const Dataset> data;
+  std::string source = "fashion_mnist train (60000 x 784)";
+  absl::StatusOr<Dataset> loaded =
+      LoadDataset(nlohmann::json{{"type", "fashion_mnist"}, {"split", "train"}}, ".");
+  if (loaded.ok()) {
+    data = std::make_shared<const Dataset>(*std::move(loaded));
+  } else {
+    SyntheticOptions so;
+    so.samples = 60000;
+    absl::StatusOr<Dataset> synthetic = MakeSyntheticDataset(so);
+    if (!synthetic.ok()) {
+      std::fprintf(stderr, "train_throughput: %s\n", synthetic.status().ToString().c_str());
+      return 1;
+    }
+    data = std::make_shared<const Dataset>(*std::move(synthetic));
+    source = absl::StrCat("synthetic 60000 x 784 (", loaded.status().message(), ")");
+  }
+  std::unique_ptr<Model> probe = *Model::FromKerasJsonText(kModel, nullptr);
+  const double flops = FlopsPerSample(*probe);
+
+  std::printf("model 784-64(relu)-dropout(0.2)-10(softmax), Adam, sparse CE; data: %s\n",
+              source.c_str());
+  std::printf("threads: %d (openblas_set_num_threads), %.0f FLOP per sample (fwd+bwd)\n",
+              threads, flops);
+  const double peak = SgemmRate(false, false, 1024, 1024, 1024, seconds / 2);
+  std::printf("OpenBLAS sgemm 1024^3: %.1f GFLOP/s\n\n", peak);
+
+  const std::map<int, double> torch = RunTorch(FindTorchScript(argv0), threads, seconds);
+
+  std::printf("\n%6s %14s %14s %12s %10s %9s %14s %14s %8s\n", "batch", "step samples/s",
+              "step GFLOP/s", "sgemm@shape", "%sgemm@sh", "%peak", "fit samples/s",
+              "torch samp/s", "x torch");
+  for (int batch : batch_sizes) {
+    const double at_shape = SgemmAtModelShapes(batch, seconds);
+    absl::StatusOr<StepFigures> step = MeasureStep(data, batch, seconds);
+    if (!step.ok()) {
+      std::fprintf(stderr, "train_throughput: %s\n", step.status().ToString().c_str());
+      return 1;
+    }
+    absl::StatusOr<double> fit = MeasureFitEpoch(data, batch);
+    if (!fit.ok()) {
+      std::fprintf(stderr, "train_throughput: %s\n", fit.status().ToString().c_str());
+      return 1;
+    }
+    const double gflops = step->samples_per_s * flops / 1e9;
+    const auto t = torch.find(batch);
+    std::printf("%6d %14.0f %14.1f %12.1f %9.1f%% %8.1f%% %14.0f", batch, step->samples_per_s,
+                gflops, at_shape, 100 * gflops / at_shape, 100 * gflops / peak, *fit);
+    if (t != torch.end()) {
+      std::printf(" %14.0f %7.2fx\n", t->second, step->samples_per_s / t->second);
+    } else {
+      std::printf(" %14s %8s\n", "-", "-");
+    }
+  }
+  std::printf(
+      "\nstep: TrainStep + Adam on pre-cut batches; fit: one Fit epoch (shuffle, batching,\n"
+      "prefetch); sgemm@shape: sgemm at the first layer's forward and kernel-gradient shapes.\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace pstrain
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  // As worker/train does: batch tensors stay in the heap instead of being mmapped per batch.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  return pstrain::Main(argv[0]);
+}

@@ -1,0 +1,58 @@
+#include "deploy/local/process_group.h"
+
+#include <signal.h>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+TEST(ProcessGroupTest, CollectsLinesEnvironmentAndExitCodes) {
+  ProcessGroup group;
+  ASSERT_TRUE(group.Start({"a", "/bin/sh", {"-c", "echo out-$GREETING; echo err >&2; exit 3"},
+                           {{"GREETING", "hi"}}}).ok());
+  ASSERT_TRUE(group.Start({"b", "/bin/sh", {"-c", "echo done"}, {}}).ok());
+  std::vector<std::string> lines;
+  auto exits = group.Wait(absl::Seconds(30), absl::Seconds(5),
+                          [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+                            lines.push_back(name + (is_stderr ? ":err:" : ":out:") + line);
+                          },
+                          nullptr);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].exit_code, 3);
+  EXPECT_EQ(exits[1].exit_code, 0);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "a:out:out-hi"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "a:err:err"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "b:out:done"), lines.end());
+}
+
+TEST(ProcessGroupTest, AFailureStopsTheOthersAfterTheGracePeriod) {
+  ProcessGroup group;
+  ASSERT_TRUE(group.Start({"fails", "/bin/sh", {"-c", "exit 1"}, {}}).ok());
+  ASSERT_TRUE(group.Start({"hangs", "/bin/sleep", {"600"}, {}}).ok());
+  auto exits = group.Wait(absl::Minutes(5), absl::Milliseconds(200),
+                          [](int, const std::string&, bool, const std::string&) {}, nullptr);
+  EXPECT_EQ(exits[0].exit_code, 1);
+  EXPECT_EQ(exits[1].signal, SIGTERM);
+  EXPECT_EQ(DescribeExit(exits[1]), "killed by signal 15");
+}
+
+TEST(ProcessGroupTest, TimeoutStopsEverything) {
+  ProcessGroup group;
+  // Ignores SIGTERM, so only the SIGKILL that follows ends it.
+  ASSERT_TRUE(group.Start({"stubborn", "/bin/sh", {"-c", "trap '' TERM; sleep 600 & wait; sleep 600"}, {}}).ok());
+  auto exits = group.Wait(absl::Milliseconds(300), absl::Seconds(1),
+                          [](int, const std::string&, bool, const std::string&) {}, nullptr);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+}
+
+TEST(ProcessGroupTest, MissingBinaryExits127) {
+  ProcessGroup group;
+  ASSERT_TRUE(group.Start({"ghost", "/nonexistent/binary", {}, {}}).ok());
+  auto exits = group.Wait(absl::Seconds(30), absl::Seconds(1),
+                          [](int, const std::string&, bool, const std::string&) {}, nullptr);
+  EXPECT_EQ(exits[0].exit_code, 127);
+}
+
+}  // namespace
+}  // namespace pstrain

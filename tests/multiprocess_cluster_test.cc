@@ -1,0 +1,140 @@
+// The three real binaries as separate processes on loopback, configured only by
+// TF_CONFIG, as ./demo.sh runs them.
+
+#include <signal.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "deploy/local/free_port.h"
+#include "deploy/local/local_cluster.h"
+#include "deploy/local/process_group.h"
+#include "gtest/gtest.h"
+#include "tests/cluster_test_util.h"
+
+namespace pstrain {
+namespace {
+
+struct RunResult {
+  std::vector<ProcessGroup::Exit> exits;
+  std::map<std::string, std::string> stdout_of;
+  std::map<std::string, std::string> stderr_of;
+};
+
+RunResult WaitFor(ProcessGroup& group, absl::Duration timeout) {
+  RunResult result;
+  result.exits = group.Wait(
+      timeout, absl::Seconds(10),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? result.stderr_of : result.stdout_of)[name] += line + "\n";
+      },
+      nullptr);
+  return result;
+}
+
+// Fast failure detection for tests; the defaults suit real clusters.
+const std::vector<std::string> kQuickTimeouts = {"--heartbeat_interval=200ms",
+                                                 "--chief_timeout=10s"};
+
+TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
+  LocalClusterOptions options;
+  options.bin_dir = ".";
+  options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--steps_per_call=4"};
+  options.task_args = kQuickTimeouts;
+  ProcessGroup group;
+  ASSERT_TRUE(StartLocalCluster(options, &group).ok());
+  RunResult run = WaitFor(group, absl::Minutes(3));
+  ASSERT_EQ(run.exits.size(), 5u);
+  for (const auto& exit : run.exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of[exit.name];
+  }
+  const std::vector<double> losses = ParseEpochLosses(run.stdout_of["chief"]);
+  ASSERT_EQ(losses.size(), 4u) << run.stdout_of["chief"];
+  EXPECT_LT(losses.back(), losses.front()) << run.stdout_of["chief"];
+  // Both ps tasks held variables and both workers trained.
+  EXPECT_NE(run.stderr_of["chief"].find("on ps 1"), std::string::npos) << run.stderr_of["chief"];
+}
+
+TEST(MultiprocessClusterTest, MalformedTfConfigIsOneLineAndExitCode2) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "TF_CONFIG"},
+      {R"({"cluster":{"worker":["localhost:1"]},"task":{"type":"worker","index":3}})", "index 3"},
+      {R"({"cluster":{"worker":["localhost:1"]},"task":{"type":"ps","index":0}})", "ps"},
+  };
+  for (const std::string binary : {"ps_server/ps_server", "worker/worker", "chief/chief"}) {
+    for (const auto& [tf_config, expected] : cases) {
+      ProcessGroup group;
+      ASSERT_TRUE(group.Start({"task", binary, {}, {{"TF_CONFIG", tf_config}}}).ok());
+      RunResult run = WaitFor(group, absl::Seconds(30));
+      EXPECT_EQ(run.exits[0].exit_code, 2) << binary << " " << tf_config;
+      const std::string& err = run.stderr_of["task"];
+      EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << binary << ": " << err;
+      EXPECT_NE(err.find(expected), std::string::npos) << binary << ": " << err;
+    }
+  }
+  // A missing TF_CONFIG is named too.
+  ProcessGroup group;
+  ASSERT_TRUE(group.Start({"task", "worker/worker", {}, {{"TF_CONFIG", ""}}}).ok());
+  RunResult run = WaitFor(group, absl::Seconds(30));
+  EXPECT_EQ(run.exits[0].exit_code, 2);
+}
+
+TEST(MultiprocessClusterTest, ChiefNamesTheWorkerThatNeverCame) {
+  auto ports = PickFreePorts(4);
+  ASSERT_TRUE(ports.ok());
+  auto address = [&](int i) { return "localhost:" + std::to_string((*ports)[i]); };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(0)}}, {"ps", {address(1)}}, {"worker", {address(2), address(3)}}};
+  ProcessGroup group;
+  std::vector<std::string> args = kQuickTimeouts;
+  args.push_back("--register_timeout=3s");
+  ASSERT_TRUE(group.Start({"ps0", "ps_server/ps_server", args,
+                           {{"TF_CONFIG", MakeTfConfig(cluster, "ps", 0)}}}).ok());
+  ASSERT_TRUE(group.Start({"worker0", "worker/worker", args,
+                           {{"TF_CONFIG", MakeTfConfig(cluster, "worker", 0)}}}).ok());
+  std::vector<std::string> chief_args = args;
+  chief_args.push_back("--job=tests/testdata/tiny_synthetic.json");
+  ASSERT_TRUE(group.Start({"chief", "chief/chief", chief_args,
+                           {{"TF_CONFIG", MakeTfConfig(cluster, "chief", 0)}}}).ok());
+  RunResult run = WaitFor(group, absl::Minutes(2));
+  // The chief fails naming worker 1; the tasks that did come are told to stop and exit.
+  EXPECT_EQ(run.exits[2].exit_code, 1);
+  EXPECT_NE(run.stderr_of["chief"].find("worker 1 (" + address(3) + ")"), std::string::npos)
+      << run.stderr_of["chief"];
+  EXPECT_EQ(run.exits[0].signal, 0) << run.stderr_of["ps0"];
+  EXPECT_EQ(run.exits[1].signal, 0) << run.stderr_of["worker0"];
+}
+
+TEST(MultiprocessClusterTest, TasksExitWhenTheChiefDies) {
+  LocalClusterOptions options;
+  options.bin_dir = ".";
+  // A long job, so the chief is surely still training when it is killed.
+  options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000"};
+  options.task_args = {"--heartbeat_interval=200ms", "--chief_timeout=2s"};
+  ProcessGroup group;
+  ASSERT_TRUE(StartLocalCluster(options, &group).ok());
+  std::string chief_out;
+  bool killed = false;
+  auto exits = group.Wait(
+      absl::Minutes(2), absl::Minutes(2),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
+          killed = true;
+          ASSERT_TRUE(group.Signal("chief", SIGKILL).ok());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(killed);
+  // Nobody lingers: every ps and worker notices and exits by itself, naming the chief.
+  for (const auto& exit : exits) {
+    if (exit.name == "chief") {
+      EXPECT_EQ(exit.signal, SIGKILL);
+    } else {
+      EXPECT_EQ(exit.signal, 0) << exit.name << " had to be killed";
+      EXPECT_EQ(exit.exit_code, 1) << exit.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pstrain

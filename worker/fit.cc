@@ -1,0 +1,314 @@
+#include "worker/fit.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/data/batcher.h"
+#include "common/data/data_spec.h"
+#include "common/math/cpu_backend.h"
+#include "common/model/model.h"
+#include "common/model/optimizer.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+// Reads an optional top-level bool of the job spec.
+absl::StatusOr<bool> OptionalBool(const JobSpec& job, const char* key) {
+  if (!job.raw.is_object() || !job.raw.contains(key)) return false;
+  const nlohmann::json& v = job.raw[key];
+  if (!v.is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: \"", key, "\" must be true or false"));
+  }
+  return v.get<bool>();
+}
+
+absl::StatusOr<Dataset> OneHot(const Dataset& d, const std::string& what) {
+  if (!d.sparse_labels()) return d;  // already [N, K]
+  if (d.num_classes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": one_hot_labels needs a known class count (set \"classes\")"));
+  }
+  const int64_t n = d.num_examples();
+  const int64_t k = d.num_classes;
+  Tensor y({n, k});
+  for (int64_t i = 0; i < n; ++i) {
+    y.data()[i * k + static_cast<int64_t>(d.y.data()[i])] = 1.0f;
+  }
+  return MakeDataset(d.x, std::move(y), k);
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> LoadOne(const nlohmann::json& source,
+                                                       const std::string& base_dir,
+                                                       const std::string& what, bool one_hot) {
+  absl::StatusOr<Dataset> loaded = LoadDataset(source, base_dir);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat(what, ": ", loaded.status().message()));
+  }
+  if (one_hot) {
+    PS_ASSIGN_OR_RETURN(Dataset hot, OneHot(*loaded, what));
+    return std::make_shared<const Dataset>(std::move(hot));
+  }
+  return std::make_shared<const Dataset>(*std::move(loaded));
+}
+
+// Checks that `d` can feed `model` under its loss, saying what would fix it.
+absl::Status CheckData(const Dataset& d, const Model& model, const JobSpec& job,
+                       const std::string& what) {
+  if (d.num_examples() == 0) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  if (d.num_features() != model.input_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", d.num_features(),
+                                                   " features per example but the model takes ",
+                                                   model.input_size()));
+  }
+  const bool sparse_loss =
+      job.loss.kind == LossConfig::Kind::kSparseCategoricalCrossentropy;
+  const std::string loss = LossName(job.loss.kind);
+  if (sparse_loss && !d.sparse_labels() && d.label_width() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has [N,", d.label_width(), "] targets but ", loss,
+        " wants class ids; use categorical_crossentropy for one-hot targets"));
+  }
+  if (!sparse_loss && model.output_size() > 1 && d.label_width() != model.output_size()) {
+    if (d.sparse_labels()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has class-id labels but ", loss, " with ", model.output_size(),
+          " outputs wants [N,", model.output_size(),
+          "] targets; add \"one_hot_labels\": true at the top level of the job spec"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(what, " has [N,", d.label_width(),
+                                                   "] targets but the model has ",
+                                                   model.output_size(), " outputs"));
+  }
+  return absl::OkStatus();
+}
+
+// Rows [start, start + count) of a row-major tensor whose first dimension is the batch.
+Tensor Rows(const Tensor& t, int64_t start, int64_t count) {
+  std::vector<int64_t> shape = t.shape();
+  const int64_t width = shape[0] == 0 ? 0 : t.num_elements() / shape[0];
+  shape[0] = count;
+  Tensor out(std::move(shape));
+  std::memcpy(out.data(), t.data() + start * width, sizeof(float) * count * width);
+  return out;
+}
+
+// Dropout masks must differ per step and replica and be reproducible from the job seed.
+uint64_t StepSeed(uint64_t seed, int64_t step, int replica) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step) * 0xD1B54A32D192ED03ULL +
+               static_cast<uint64_t>(replica) * 0x8CB92BA72F3D8DD7ULL + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_dir) {
+  PS_ASSIGN_OR_RETURN(const bool one_hot, OptionalBool(job, "one_hot_labels"));
+  if (!job.data.is_object() || !job.data.contains("train")) {
+    return absl::InvalidArgumentError("job spec: data.train is missing");
+  }
+  FitData data;
+  PS_ASSIGN_OR_RETURN(data.train, LoadOne(job.data["train"], base_dir, "data.train", one_hot));
+  if (job.data.contains("validation") && !job.data["validation"].is_null()) {
+    PS_ASSIGN_OR_RETURN(data.validation, LoadOne(job.data["validation"], base_dir,
+                                                 "data.validation", one_hot));
+  }
+  return data;
+}
+
+absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
+                              const FitOptions& options) {
+  if (strategy == nullptr) return absl::InvalidArgumentError("Fit: no strategy");
+  const int replicas = strategy->num_replicas_in_sync();
+  if (replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy ", strategy->name(), " has ",
+                                                   replicas, " replicas"));
+  }
+  const int epochs = options.epochs > 0 ? options.epochs : job.epochs;
+  if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs, " < 1"));
+  if (data.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
+  PS_ASSIGN_OR_RETURN(const bool scale_lr, OptionalBool(job, "scale_learning_rate"));
+
+  // One backend and model per replica: neither may be shared between threads.
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Model>> models;
+  for (int r = 0; r < replicas; ++r) {
+    std::unique_ptr<Backend> backend;
+    if (options.make_backend) {
+      PS_ASSIGN_OR_RETURN(backend, options.make_backend(r));
+      if (backend == nullptr) return absl::InternalError("backend factory returned null");
+    } else {
+      backend = CreateCpuBackend();
+    }
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                        Model::FromKerasJson(job.model, backend.get()));
+    PS_RETURN_IF_ERROR(model->SetLoss(job.loss));
+    backends.push_back(std::move(backend));
+    models.push_back(std::move(model));
+  }
+  // Evaluation gets its own model (on replica 0's backend, used only between epochs) so
+  // its batch sizes do not make the training models reallocate their buffers.
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model,
+                      Model::FromKerasJson(job.model, backends[0].get()));
+  PS_RETURN_IF_ERROR(eval_model->SetLoss(job.loss));
+
+  PS_RETURN_IF_ERROR(CheckData(*data.train, *models[0], job, "data.train"));
+  if (data.validation != nullptr) {
+    PS_RETURN_IF_ERROR(CheckData(*data.validation, *models[0], job, "data.validation"));
+  }
+
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
+  if (scale_lr && replicas > 1) {
+    OptimizerConfig scaled = optimizer->config();
+    scaled.set_learning_rate(scaled.learning_rate() * static_cast<float>(replicas));
+    PS_ASSIGN_OR_RETURN(optimizer, Optimizer::Create(scaled));
+  }
+
+  FitResult result;
+  result.weights = models[0]->InitialValues(job.seed);
+  std::vector<std::unique_ptr<OptimizerState>> states;
+  for (const Tensor& w : result.weights) states.push_back(optimizer->NewState(w.num_elements()));
+  const size_t num_vars = result.weights.size();
+  std::vector<std::vector<Tensor>> grads(replicas);
+  std::vector<StepResult> step_results(replicas);
+  std::vector<Tensor> slice_x(replicas), slice_y(replicas);
+  std::vector<int64_t> slice_rows(replicas);
+
+  // Validation batches are cut once; they do not change between epochs.
+  std::vector<Batch> val_batches;
+  if (data.validation != nullptr) {
+    BatcherOptions vo;
+    vo.batch_size = job.batch_size;
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> vb, Batcher::Create(data.validation, vo));
+    while (true) {
+      absl::StatusOr<Batch> b = vb->Next();
+      if (absl::IsOutOfRange(b.status())) break;
+      if (!b.ok()) return b.status();
+      val_batches.push_back(*std::move(b));
+    }
+  }
+
+  const int64_t n = data.train->num_examples();
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    const absl::Time start = absl::Now();
+    BatcherOptions bo;
+    bo.batch_size = job.batch_size;
+    bo.shuffle_buffer = job.shuffle ? n : 0;
+    // The same per-epoch seed as the ps-mode worker's shard 0 uses.
+    bo.seed = job.seed * 1000003 + static_cast<uint64_t>(epoch) * 8191;
+    // With steps_per_epoch the data repeats, as Keras does with a repeated tf.data dataset.
+    bo.epochs = job.steps_per_epoch > 0 ? -1 : 1;
+    bo.prefetch = options.prefetch;
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batcher, Batcher::Create(data.train, bo));
+    const int64_t steps =
+        job.steps_per_epoch > 0 ? job.steps_per_epoch : batcher->batches_per_epoch();
+
+    StepResult totals;
+    for (int64_t step = 0; step < steps; ++step) {
+      absl::StatusOr<Batch> batch = batcher->Next();
+      if (absl::IsOutOfRange(batch.status())) break;
+      if (!batch.ok()) return batch.status();
+      const int64_t rows = batch->x.shape()[0];
+      if (replicas > 1) {
+        for (int r = 0; r < replicas; ++r) {
+          const int64_t begin = rows * r / replicas;
+          const int64_t end = rows * (r + 1) / replicas;
+          slice_rows[r] = end - begin;
+          slice_x[r] = Rows(batch->x, begin, end - begin);
+          slice_y[r] = Rows(batch->y, begin, end - begin);
+        }
+      } else {
+        slice_rows[0] = rows;
+      }
+      const int64_t global_step = result.steps;
+      PS_RETURN_IF_ERROR(strategy->Run([&](int r) -> absl::Status {
+        if (r < 0 || r >= replicas) {
+          return absl::InternalError(absl::StrCat("strategy ran replica ", r));
+        }
+        if (slice_rows[r] == 0) {  // a short last batch leaves a replica nothing to do
+          grads[r].resize(num_vars);
+          for (size_t v = 0; v < num_vars; ++v) grads[r][v] = Tensor(result.weights[v].shape());
+          step_results[r] = StepResult();
+          return absl::OkStatus();
+        }
+        const Tensor& x = replicas > 1 ? slice_x[r] : batch->x;
+        const Tensor& y = replicas > 1 ? slice_y[r] : batch->y;
+        PS_ASSIGN_OR_RETURN(step_results[r],
+                            models[r]->TrainStep(result.weights, x, y,
+                                                 StepSeed(job.seed, global_step, r), &grads[r]));
+        return absl::OkStatus();
+      }));
+      for (int r = 0; r < replicas; ++r) {
+        totals.loss_sum += step_results[r].loss_sum;
+        totals.correct += step_results[r].correct;
+        totals.samples += step_results[r].samples;
+      }
+      if (replicas == 1) {
+        for (size_t v = 0; v < num_vars; ++v) {
+          optimizer->Apply(grads[0][v].values(), result.weights[v].values(), states[v].get());
+        }
+      } else {
+        // Each replica's gradient is of its slice's mean loss: weight by slice share so
+        // the sum is the gradient of the global batch's mean loss.
+        for (int r = 0; r < replicas; ++r) {
+          const float share = static_cast<float>(slice_rows[r]) / static_cast<float>(rows);
+          for (size_t v = 0; v < num_vars; ++v) {
+            for (float& g : grads[r][v].values()) g *= share;
+          }
+        }
+        for (size_t v = 0; v < num_vars; ++v) {
+          std::vector<absl::Span<const float>> per_replica;
+          for (int r = 0; r < replicas; ++r) per_replica.push_back(grads[r][v].values());
+          PS_ASSIGN_OR_RETURN(std::vector<float> sum,
+                              strategy->Reduce(ReduceOp::kSum, per_replica));
+          optimizer->Apply(sum, result.weights[v].values(), states[v].get());
+        }
+      }
+      ++result.steps;
+      if (options.on_batch) {
+        BatchProgress p;
+        p.epoch = epoch + 1;
+        p.epochs = epochs;
+        p.step = step + 1;
+        p.steps = steps;
+        const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
+        p.loss = totals.loss_sum / s;
+        p.accuracy = static_cast<double>(totals.correct) / s;
+        options.on_batch(p);
+      }
+    }
+
+    EpochSummary summary;
+    summary.epoch = epoch + 1;
+    summary.epochs = epochs;
+    summary.samples = totals.samples;
+    const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
+    summary.loss = totals.loss_sum / s;
+    summary.accuracy = static_cast<double>(totals.correct) / s;
+    if (data.validation != nullptr) {
+      StepResult val;
+      for (const Batch& b : val_batches) {
+        PS_ASSIGN_OR_RETURN(StepResult r, eval_model->Evaluate(result.weights, b.x, b.y));
+        val.loss_sum += r.loss_sum;
+        val.correct += r.correct;
+        val.samples += r.samples;
+      }
+      const double vs = static_cast<double>(std::max<int64_t>(val.samples, 1));
+      summary.has_validation = true;
+      summary.val_loss = val.loss_sum / vs;
+      summary.val_accuracy = static_cast<double>(val.correct) / vs;
+    }
+    summary.elapsed = absl::Now() - start;
+    result.history.push_back(summary);
+    if (options.on_epoch && !options.on_epoch(summary)) break;
+  }
+  return result;
+}
+
+}  // namespace pstrain

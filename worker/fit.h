@@ -1,0 +1,104 @@
+#ifndef PSTRAIN_WORKER_FIT_H_
+#define PSTRAIN_WORKER_FIT_H_
+
+// Keras's model.fit for training inside one process, written against the Strategy API
+// (worker/strategy.h) so that it is one user of that API, as DESIGN.md asks, and a user's
+// own loop can do what it does.
+//
+// Each step: the global batch (fit.batch_size) is split evenly across the strategy's
+// replicas; every replica runs Model::TrainStep on its slice (Strategy::Run); the
+// per-replica gradients of the slice mean loss, weighted by slice size, are summed with
+// Strategy::Reduce into the gradient of the global-batch mean loss; one Optimizer::Apply
+// per variable updates the host weights. With one replica the reduce is skipped (it would
+// be a copy).
+//
+// Each epoch: a Batcher over the training data, reshuffled with a seed derived from
+// (job seed, epoch) when fit.shuffle, yields full passes (steps_per_epoch = 0) or exactly
+// steps_per_epoch batches from a repeating stream; then the validation data, if any, is
+// evaluated with dropout off in batches of batch_size.
+//
+// Job-spec keys read here (top level; ParseJobSpec keeps them in JobSpec::raw):
+//   "scale_learning_rate": true  multiply the optimizer's learning rate by
+//       num_replicas_in_sync (the linear scaling rule for a global batch that grows with
+//       the replicas). Default false: the learning rate is used as written, as Keras does.
+//   "one_hot_labels": true  turn class-id labels into one-hot rows when the data is
+//       loaded (what keras.utils.to_categorical does in a Keras script), so losses that
+//       want [N, K] targets (mse, categorical_crossentropy) can train on class-id sources
+//       such as fashion_mnist. Default false.
+//
+// Determinism: for a given job (seed included) and replica count the figures and final
+// weights are the same on every run; the prefetch thread does not change the order.
+//
+// Thread-safety: Fit() runs on the calling thread (plus the Batcher's prefetch thread and
+// whatever the strategy's Run uses); callbacks are called on the calling thread.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "chief/coordinator.h"  // EpochSummary, FormatEpochLine: the cluster's epoch line
+#include "common/data/dataset.h"
+#include "common/math/backend.h"
+#include "common/model/job_spec.h"
+#include "common/tensor.h"
+#include "worker/strategy.h"
+
+namespace pstrain {
+
+struct FitData {
+  std::shared_ptr<const Dataset> train;       // required
+  std::shared_ptr<const Dataset> validation;  // null when the job has none
+};
+
+// Loads job.data.train (required) and job.data.validation (optional) with LoadDataset,
+// relative paths against base_dir, and applies "one_hot_labels".
+// Errors: INVALID_ARGUMENT for a missing data.train, a non-bool "one_hot_labels",
+// one_hot_labels on data with unknown class count; LoadDataset's errors, prefixed with
+// "data.train: " or "data.validation: ".
+absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_dir);
+
+// Progress inside an epoch, for a progress bar.
+struct BatchProgress {
+  int epoch = 0;   // 1-based
+  int epochs = 0;
+  int64_t step = 0;   // 1-based, within the epoch
+  int64_t steps = 0;  // steps this epoch will take
+  double loss = 0;      // running mean over the epoch so far
+  double accuracy = 0;  // running mean over the epoch so far
+};
+
+struct FitOptions {
+  // Overrides fit.epochs when > 0.
+  int epochs = 0;
+  // One backend per replica (a Backend serves one thread). Empty: the CPU backend.
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(int replica)> make_backend;
+  // Called after each epoch, validation included. Return false to stop training (Keras's
+  // model.stop_training = True); the epoch just finished stays in the history.
+  std::function<bool(const EpochSummary&)> on_epoch;
+  // Called after every step (cheap: keep any drawing throttled on the caller's side).
+  std::function<void(const BatchProgress&)> on_batch;
+  // Batches the Batcher prepares ahead on its own thread.
+  int prefetch = 2;
+};
+
+struct FitResult {
+  std::vector<EpochSummary> history;  // one per finished epoch
+  std::vector<Tensor> weights;        // final weights, in trainable_variables() order
+  int64_t steps = 0;                  // optimizer steps taken
+};
+
+// Trains job.model on data.train under `strategy` (not owned).
+// Errors: INVALID_ARGUMENT for a strategy with < 1 replica, epochs < 1, a non-bool
+// "scale_learning_rate", data whose feature count or label shape does not fit the model
+// and loss (with what would fix it), a batch smaller than the replica count;
+// the errors of Model, Optimizer, Batcher, the backend factory and the strategy.
+absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
+                              const FitOptions& options);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_FIT_H_

@@ -1,0 +1,281 @@
+#include "worker/fit.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/job_spec.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "worker/strategy.h"
+
+namespace pstrain {
+namespace {
+
+// A small model: 4 features -> 16 relu [-> dropout] -> 3 softmax.
+nlohmann::json SmallModel(bool dropout) {
+  nlohmann::json layers = nlohmann::json::array();
+  layers.push_back({{"class_name", "InputLayer"},
+                    {"config", {{"batch_input_shape", {nullptr, 4}}, {"name", "input"}}}});
+  layers.push_back({{"class_name", "Dense"},
+                    {"config", {{"name", "dense"}, {"units", 16}, {"activation", "relu"}}}});
+  if (dropout) {
+    layers.push_back(
+        {{"class_name", "Dropout"}, {"config", {{"name", "dropout"}, {"rate", 0.2}}}});
+  }
+  layers.push_back({{"class_name", "Dense"},
+                    {"config", {{"name", "dense_1"}, {"units", 3}, {"activation", "softmax"}}}});
+  return {{"class_name", "Sequential"}, {"config", {{"name", "small"}, {"layers", layers}}}};
+}
+
+JobSpec MakeJob(nlohmann::json extra = nlohmann::json::object(), bool dropout = true,
+                const std::string& loss = "sparse_categorical_crossentropy") {
+  nlohmann::json j = {
+      {"model", SmallModel(dropout)},
+      {"compile",
+       {{"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
+        {"loss", loss},
+        {"metrics", {"accuracy"}}}},
+      {"fit", {{"epochs", 5}, {"batch_size", 16}}},
+      {"seed", 7}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+  absl::StatusOr<JobSpec> job = ParseJobSpec(j.dump(), ".");
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+// Three well separated Gaussian blobs in 4 dimensions: a linearly separable problem.
+std::shared_ptr<const Dataset> Blobs(int64_t n, uint64_t seed, bool one_hot = false) {
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> noise(0.0f, 0.3f);
+  Tensor x({n, 4});
+  Tensor y = one_hot ? Tensor({n, 3}) : Tensor({n});
+  for (int64_t i = 0; i < n; ++i) {
+    const int c = static_cast<int>(i % 3);
+    for (int f = 0; f < 4; ++f) {
+      x.data()[i * 4 + f] = (f == c ? 2.0f : 0.0f) + noise(engine);
+    }
+    if (one_hot) {
+      y.data()[i * 3 + c] = 1.0f;
+    } else {
+      y.data()[i] = static_cast<float>(c);
+    }
+  }
+  absl::StatusOr<Dataset> d = MakeDataset(std::move(x), std::move(y), 3);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return std::make_shared<const Dataset>(*std::move(d));
+}
+
+TEST(StrategyTest, DefaultStrategyRunsOneReplicaAndReduces) {
+  std::unique_ptr<Strategy> s = CreateDefaultStrategy();
+  EXPECT_EQ(s->name(), "default");
+  EXPECT_EQ(s->num_replicas_in_sync(), 1);
+  std::vector<int> seen;
+  ASSERT_TRUE(s->Run([&](int r) {
+                 seen.push_back(r);
+                 return absl::OkStatus();
+               }).ok());
+  EXPECT_EQ(seen, std::vector<int>{0});
+  EXPECT_EQ(s->Run([](int) { return absl::InternalError("boom"); }).message(), "boom");
+  const std::vector<float> v = {1, 2, 3};
+  std::vector<absl::Span<const float>> one = {v};
+  absl::StatusOr<std::vector<float>> mean = s->Reduce(ReduceOp::kMean, one);
+  ASSERT_TRUE(mean.ok());
+  EXPECT_EQ(*mean, v);
+  std::vector<absl::Span<const float>> two = {v, v};
+  EXPECT_TRUE(absl::IsInvalidArgument(s->Reduce(ReduceOp::kSum, two).status()));
+}
+
+// Two replicas, run one after the other: exercises Fit's split-and-reduce path.
+class TwoReplicaStrategy : public Strategy {
+ public:
+  std::string name() const override { return "two_replicas_test"; }
+  int num_replicas_in_sync() const override { return 2; }
+  absl::Status Run(const std::function<absl::Status(int)>& step_fn) override {
+    absl::Status first = step_fn(0);
+    absl::Status second = step_fn(1);
+    return first.ok() ? second : first;
+  }
+};
+
+TEST(StrategyTest, ReduceSumsAndAveragesInReplicaOrder) {
+  TwoReplicaStrategy s;
+  const std::vector<float> a = {1, 2}, b = {3, 5};
+  std::vector<absl::Span<const float>> v = {a, b};
+  EXPECT_EQ(*s.Reduce(ReduceOp::kSum, v), (std::vector<float>{4, 7}));
+  EXPECT_EQ(*s.Reduce(ReduceOp::kMean, v), (std::vector<float>{2, 3.5}));
+  const std::vector<float> c = {1};
+  std::vector<absl::Span<const float>> bad = {a, c};
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Reduce(ReduceOp::kSum, bad).status()));
+}
+
+TEST(FitTest, LowersLossAndLearnsSeparableProblem) {
+  JobSpec job = MakeJob();
+  FitData data{Blobs(600, 1), nullptr};
+  DefaultStrategy strategy;
+  absl::StatusOr<FitResult> r = Fit(job, data, &strategy, FitOptions());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->history.size(), 5u);
+  EXPECT_LT(r->history.back().loss, 0.5 * r->history.front().loss);
+  EXPECT_GT(r->history.back().accuracy, 0.95);
+  EXPECT_FALSE(r->history.back().has_validation);
+  EXPECT_EQ(r->history.front().samples, 600);
+  EXPECT_EQ(r->steps, 5 * 38);  // ceil(600 / 16) per epoch, last batch short
+}
+
+TEST(FitTest, DeterministicForASeed) {
+  JobSpec job = MakeJob();
+  FitData data{Blobs(300, 2), Blobs(90, 3)};
+  DefaultStrategy strategy;
+  FitOptions options;
+  options.epochs = 2;
+  absl::StatusOr<FitResult> a = Fit(job, data, &strategy, options);
+  absl::StatusOr<FitResult> b = Fit(job, data, &strategy, options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->history.size(), b->history.size());
+  for (size_t e = 0; e < a->history.size(); ++e) {
+    EXPECT_EQ(a->history[e].loss, b->history[e].loss);
+    EXPECT_EQ(a->history[e].val_loss, b->history[e].val_loss);
+  }
+  for (size_t v = 0; v < a->weights.size(); ++v) {
+    EXPECT_EQ(a->weights[v].values(), b->weights[v].values()) << v;
+  }
+  // Another seed trains differently.
+  JobSpec other = MakeJob({{"seed", 8}});
+  absl::StatusOr<FitResult> c = Fit(other, data, &strategy, options);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->history.back().loss, c->history.back().loss);
+}
+
+TEST(FitTest, HonoursEpochsAndStepsPerEpoch) {
+  JobSpec job = MakeJob({{"fit", {{"epochs", 3}, {"batch_size", 10}, {"steps_per_epoch", 7}}}});
+  FitData data{Blobs(50, 4), nullptr};  // 5 batches per pass: 7 steps must repeat the data
+  DefaultStrategy strategy;
+  int calls = 0;
+  int64_t batches = 0;
+  FitOptions options;
+  options.on_epoch = [&](const EpochSummary& s) {
+    ++calls;
+    EXPECT_EQ(s.epoch, calls);
+    EXPECT_EQ(s.epochs, 3);
+    return true;
+  };
+  options.on_batch = [&](const BatchProgress& p) {
+    ++batches;
+    EXPECT_EQ(p.steps, 7);
+  };
+  absl::StatusOr<FitResult> r = Fit(job, data, &strategy, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(batches, 21);
+  EXPECT_EQ(r->steps, 21);
+  for (const EpochSummary& s : r->history) EXPECT_EQ(s.samples, 70);
+
+  // FitOptions::epochs overrides the job; the callback can stop early.
+  options.epochs = 5;
+  options.on_epoch = [](const EpochSummary& s) { return s.epoch < 2; };
+  options.on_batch = nullptr;
+  r = Fit(job, data, &strategy, options);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->history.size(), 2u);
+  EXPECT_EQ(r->history.back().epochs, 5);
+}
+
+TEST(FitTest, ReportsValidationFigures) {
+  JobSpec job = MakeJob();
+  FitData data{Blobs(300, 5), Blobs(99, 6)};
+  DefaultStrategy strategy;
+  absl::StatusOr<FitResult> r = Fit(job, data, &strategy, FitOptions());
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const EpochSummary& s : r->history) {
+    EXPECT_TRUE(s.has_validation);
+    EXPECT_GT(s.val_loss, 0.0);
+    EXPECT_TRUE(std::isfinite(s.val_loss));
+  }
+  EXPECT_GT(r->history.back().val_accuracy, 0.95);
+  EXPECT_LT(r->history.back().val_loss, r->history.front().val_loss);
+  const std::string line = FormatEpochLine(r->history.back());
+  EXPECT_NE(line.find("Epoch 5/5 - loss: "), std::string::npos) << line;
+  EXPECT_NE(line.find(" - val_accuracy: "), std::string::npos) << line;
+}
+
+TEST(FitTest, TwoReplicasMatchOneWithoutDropout) {
+  // Without dropout, splitting the global batch and summing weighted gradients is the same
+  // math as one replica, up to float rounding.
+  JobSpec job = MakeJob({}, /*dropout=*/false);
+  FitData data{Blobs(100, 9), nullptr};  // last batch of 4 rows splits 2 + 2
+  FitOptions options;
+  options.epochs = 2;
+  DefaultStrategy one;
+  TwoReplicaStrategy two;
+  absl::StatusOr<FitResult> a = Fit(job, data, &one, options);
+  absl::StatusOr<FitResult> b = Fit(job, data, &two, options);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_NEAR(a->history.back().loss, b->history.back().loss, 1e-4);
+  for (size_t v = 0; v < a->weights.size(); ++v) {
+    for (int64_t i = 0; i < a->weights[v].num_elements(); ++i) {
+      EXPECT_NEAR(a->weights[v].data()[i], b->weights[v].data()[i], 1e-3);
+    }
+  }
+}
+
+TEST(FitTest, OneHotLabelsFeedMse) {
+  JobSpec job = MakeJob({{"one_hot_labels", true},
+                         {"data",
+                          {{"train", {{"type", "synthetic"}, {"samples", 64}, {"features", 4},
+                                      {"classes", 3}, {"seed", 1}}}}}},
+                        true, "mse");
+  absl::StatusOr<FitData> data = LoadFitData(job, ".");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->train->y.shape(), (std::vector<int64_t>{64, 3}));
+  EXPECT_EQ(data->validation, nullptr);
+  DefaultStrategy strategy;
+  FitOptions options;
+  options.epochs = 1;
+  EXPECT_TRUE(Fit(job, *data, &strategy, options).ok());
+
+  // Class ids with MSE on 3 outputs: a clear error that says what to add.
+  FitData sparse{Blobs(30, 1), nullptr};
+  absl::StatusOr<FitResult> r = Fit(job, sparse, &strategy, options);
+  ASSERT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("one_hot_labels"), std::string::npos) << r.status();
+}
+
+TEST(FitTest, RejectsBadInputs) {
+  DefaultStrategy strategy;
+  JobSpec job = MakeJob({{"scale_learning_rate", "yes"}});
+  FitData data{Blobs(30, 1), nullptr};
+  EXPECT_TRUE(absl::IsInvalidArgument(Fit(job, data, &strategy, FitOptions()).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(LoadFitData(MakeJob(), ".").status()));  // no data.train
+
+  // Wrong feature count.
+  Tensor x({5, 3});
+  Tensor y({5});
+  FitData narrow{std::make_shared<const Dataset>(*MakeDataset(x, y, 3)), nullptr};
+  absl::StatusOr<FitResult> r = Fit(MakeJob(), narrow, &strategy, FitOptions());
+  ASSERT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("3 features"), std::string::npos) << r.status();
+}
+
+TEST(FitTest, ScaleLearningRateChangesTwoReplicaTraining) {
+  JobSpec plain = MakeJob({}, false);
+  JobSpec scaled = MakeJob({{"scale_learning_rate", true}}, false);
+  FitData data{Blobs(64, 3), nullptr};
+  FitOptions options;
+  options.epochs = 1;
+  TwoReplicaStrategy two;
+  DefaultStrategy one;
+  absl::StatusOr<FitResult> a = Fit(plain, data, &two, options);
+  absl::StatusOr<FitResult> b = Fit(scaled, data, &two, options);
+  absl::StatusOr<FitResult> c = Fit(scaled, data, &one, options);  // 1 replica: no change
+  absl::StatusOr<FitResult> d = Fit(plain, data, &one, options);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  EXPECT_NE(a->weights[0].values(), b->weights[0].values());
+  EXPECT_EQ(c->weights[0].values(), d->weights[0].values());
+}
+
+}  // namespace
+}  // namespace pstrain

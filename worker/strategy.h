@@ -1,0 +1,72 @@
+#ifndef PSTRAIN_WORKER_STRATEGY_H_
+#define PSTRAIN_WORKER_STRATEGY_H_
+
+// The public seam a training loop stands on, shaped like tf.distribute.Strategy: a loop
+// (Fit, or a user's own) asks how many replicas step in lockstep, runs its per-replica
+// step function through Run(), and combines per-replica values with Reduce(). Which
+// strategy runs underneath (one process, local replicas, all-reduce across workers) is
+// invisible to the loop, so the same loop serves them all.
+//
+//   std::unique_ptr<Strategy> strategy = CreateDefaultStrategy();
+//   std::vector<std::vector<float>> grads(strategy->num_replicas_in_sync());
+//   PS_RETURN_IF_ERROR(strategy->Run([&](int replica) -> absl::Status {
+//     ...compute grads[replica] on this replica's slice of the global batch...
+//   }));
+//   PS_ASSIGN_OR_RETURN(std::vector<float> sum, strategy->Reduce(ReduceOp::kSum, spans));
+//
+// Thread-safety: a Strategy is driven by one training loop thread; Run() may call
+// step_fn from several threads at once (one per replica) in strategies with more than one
+// replica, so step_fn must only touch its own replica's state.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace pstrain {
+
+// tf.distribute.ReduceOp.
+enum class ReduceOp { kSum, kMean };
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // "default", "mirrored", "multi_worker_mirrored", ...
+  virtual std::string name() const = 0;
+
+  // Replicas that take one step together; the global batch is split across them.
+  virtual int num_replicas_in_sync() const = 0;
+
+  // Calls step_fn(replica) once for every local replica in [0, num_replicas_in_sync())
+  // and returns when all have finished. Returns the first non-OK status in replica order
+  // (so an error names the same replica whatever the timing); every replica still runs.
+  virtual absl::Status Run(const std::function<absl::Status(int replica)>& step_fn) = 0;
+
+  // Element-wise sum or mean over replicas of one vector per replica (all the same
+  // length). A cross-worker strategy overrides this with an all-reduce; the local
+  // implementation here adds in replica order, so results are deterministic.
+  // Errors: INVALID_ARGUMENT when per_replica.size() != num_replicas_in_sync() or the
+  // lengths differ (both named in the message).
+  virtual absl::StatusOr<std::vector<float>> Reduce(
+      ReduceOp op, absl::Span<const absl::Span<const float>> per_replica) const;
+};
+
+// TensorFlow's default strategy: one replica, in this process, on the calling thread.
+// Run() is a plain call; Reduce() of one vector is a copy (divided by 1 for kMean).
+class DefaultStrategy : public Strategy {
+ public:
+  std::string name() const override { return "default"; }
+  int num_replicas_in_sync() const override { return 1; }
+  absl::Status Run(const std::function<absl::Status(int replica)>& step_fn) override;
+};
+
+std::unique_ptr<Strategy> CreateDefaultStrategy();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_STRATEGY_H_
