@@ -18,12 +18,24 @@ Membership::Membership(const ClusterSpec& cluster) {
   }
 }
 
-absl::StatusOr<Membership::Member*> Membership::Find(const std::string& type, int index) {
-  for (Member& m : members_) {
+absl::StatusOr<const Membership::Member*> Membership::Find(const std::string& type,
+                                                          int index) const {
+  for (const Member& m : members_) {
     if (m.type == type && m.index == index) return &m;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("task ", type, " ", index, " is not in this job's cluster spec"));
+}
+
+absl::StatusOr<Membership::Member*> Membership::Find(const std::string& type, int index) {
+  absl::StatusOr<const Member*> found = static_cast<const Membership*>(this)->Find(type, index);
+  if (!found.ok()) return found.status();
+  return const_cast<Member*>(*found);
+}
+
+absl::Status Membership::CheckKnown(const std::string& type, int index) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return Find(type, index).status();
 }
 
 absl::Status Membership::Register(const std::string& type, int index,

@@ -41,6 +41,9 @@ class Membership {
   absl::Status WaitForAll(absl::Duration timeout, const ShutdownSignal* abort)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Errors: INVALID_ARGUMENT a task the cluster spec does not name.
+  absl::Status CheckKnown(const std::string& type, int index) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // From now on heartbeats answer "shutdown".
   void EndJob() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -62,6 +65,8 @@ class Membership {
   // Errors: INVALID_ARGUMENT unknown task.
   absl::StatusOr<Member*> Find(const std::string& type, int index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const Member*> Find(const std::string& type, int index) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool AllRegistered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

@@ -42,6 +42,8 @@ TEST(MembershipTest, UnknownTaskAndStaleIncarnationAreRejected) {
   EXPECT_EQ(membership.Register("evaluator", 0, "h:9", 1).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(membership.Heartbeat("worker", 0, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(membership.CheckKnown("worker", 7).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(membership.CheckKnown("ps", 1).ok());
   ASSERT_TRUE(membership.Register("worker", 0, "h:4", 1).ok());
   ASSERT_TRUE(membership.Register("worker", 0, "h:4", 2).ok());  // restarted
   EXPECT_EQ(membership.Heartbeat("worker", 0, 1).status().code(), absl::StatusCode::kNotFound);

@@ -46,7 +46,7 @@ TEST(InProcessClusterTest, TrainsAndEveryTaskExitsCleanly) {
     });
     tasks.emplace_back([&, i] {
       exit_codes[3 + i] =
-          RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)), &signals[3 + i]);
+          RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
     });
   }
   ChiefOptions chief;
@@ -90,7 +90,7 @@ TEST(InProcessClusterTest, WorkerWithoutChiefGivesUpAndNamesIt) {
   DaemonOptions options = OptionsFor(MakeTfConfig(cluster, "worker", 0));
   options.register_timeout = absl::Milliseconds(500);
   ShutdownSignal signal;
-  EXPECT_EQ(RunWorkerTask(options, &signal), 1);
+  EXPECT_EQ(RunWorkerTask(options, "cpu", &signal), 1);
   EXPECT_NE(signal.reason().find("chief (" + address(0) + ")"), std::string::npos)
       << signal.reason();
 }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,9 @@
 #include "common/logging.h"
 #include "common/shutdown_signal.h"
 #include "worker/worker_task.h"
+
+ABSL_FLAG(std::string, device, "auto",
+          "Where to compute: cpu, auto (a CUDA GPU when one answers, else the CPU), cuda, cuda:N");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -24,5 +28,5 @@ int main(int argc, char** argv) {
   pstrain::SetLogTag(absl::StrCat("worker", options->config.task.index));
   pstrain::ShutdownSignal shutdown;
   pstrain::ShutdownSignal::InstallHandlers(&shutdown);
-  return pstrain::RunWorkerTask(*options, &shutdown);
+  return pstrain::RunWorkerTask(*options, absl::GetFlag(FLAGS_device), &shutdown);
 }

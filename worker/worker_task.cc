@@ -3,14 +3,24 @@
 #include "absl/strings/str_cat.h"
 #include "chief/task_runtime.h"
 #include "common/logging.h"
-#include "common/math/cpu_backend.h"
+#include "common/math/backend_factory.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/worker_service.h"
 #include "worker/training_worker.h"
 
 namespace pstrain {
 
-int RunWorkerTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
+int RunWorkerTask(const DaemonOptions& options, const std::string& device,
+                  ShutdownSignal* shutdown) {
+  // The device is checked before joining the cluster: a worker that cannot compute where
+  // it was told to should fail at once, not after the chief has counted on it.
+  std::string note;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(device, &note);
+  if (!backend.ok()) {
+    LogError(absl::StrCat("--device=", device, ": ", backend.status().message()));
+    return 2;
+  }
+  if (!note.empty()) LogInfo(note);
   WorkerServiceImpl service([shutdown](const std::string& reason) {
     shutdown->Request(0, absl::StrCat("Shutdown RPC: ", reason));
   });
@@ -25,7 +35,7 @@ int RunWorkerTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
     const absl::Duration rpc_timeout = options.rpc_timeout;
     absl::StatusOr<std::unique_ptr<TrainingWorker>> worker = TrainingWorker::Create(
         registered->job_json(), registered->job_base_dir(), options.config.task.index,
-        CreateCpuBackend(), [rpc_timeout](int ps_index, const std::string& address) {
+        *std::move(backend), [rpc_timeout](int ps_index, const std::string& address) {
           return CreateGrpcPsClient(ps_index, address, rpc_timeout);
         });
     if (worker.ok()) {

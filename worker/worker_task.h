@@ -1,6 +1,8 @@
 #ifndef PSTRAIN_WORKER_WORKER_TASK_H_
 #define PSTRAIN_WORKER_WORKER_TASK_H_
 
+#include <string>
+
 #include "common/daemon_options.h"
 #include "common/shutdown_signal.h"
 
@@ -11,7 +13,10 @@ namespace pstrain {
 // steps it is given. Returns the exit code: 0 after a Shutdown RPC, the chief's end of
 // job or SIGTERM; 1 when the chief is lost or the job cannot be built.
 // `shutdown` is not owned; requesting it stops the task.
-int RunWorkerTask(const DaemonOptions& options, ShutdownSignal* shutdown);
+// `device` chooses where gradients are computed: "cpu", "auto", "cuda" or "cuda:N"
+// (common/math/backend_factory.h); a device that cannot be used is exit code 2.
+int RunWorkerTask(const DaemonOptions& options, const std::string& device,
+                  ShutdownSignal* shutdown);
 
 }  // namespace pstrain
 

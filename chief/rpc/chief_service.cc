@@ -40,6 +40,10 @@ grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext*, const HeartbeatRe
 grpc::Status ChiefServiceImpl::Report(grpc::ServerContext*, const ReportRequest* request,
                                       ReportResponse*) {
   // Only members may write to the chief's log, and only one line each.
+  if (absl::Status known = membership_->CheckKnown(request->task_type(), request->task_index());
+      !known.ok()) {
+    return ToGrpcStatus(known);
+  }
   std::string message = request->message().substr(0, 1000);
   for (char& c : message) {
     if (c == '\n' || c == '\r') c = ' ';

@@ -23,11 +23,14 @@
 
 ABSL_FLAG(std::string, strategy, "parameter_server",
           "parameter_server (a cluster of processes) or default (one process, no cluster)");
-ABSL_FLAG(std::string, job, "examples/seed_synthetic.json", "Job spec (JSON)");
+ABSL_FLAG(std::string, job, "examples/fashion_mnist.json",
+          "Job spec (JSON); examples/seed_synthetic.json is the seed's random data");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job when > 0");
 ABSL_FLAG(int, workers, 2, "Worker processes");
 ABSL_FLAG(int, ps, 2, "Parameter-server processes");
-ABSL_FLAG(std::string, device, "cpu", "cpu (or auto, which means cpu in this build)");
+ABSL_FLAG(std::string, device, "auto",
+          "Where workers compute: cpu, auto (a CUDA GPU when one answers, else the CPU), "
+          "cuda, cuda:N");
 ABSL_FLAG(std::string, bin_dir, "",
           "Folder with ps_server/, worker/ and chief/ binaries (default: next to this one)");
 ABSL_FLAG(std::string, log_dir, "", "Where each task's log goes (default: a new temp folder)");
@@ -84,10 +87,7 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("--strategy=", strategy,
                              " is not available yet; use parameter_server or default"));
   }
-  if (device != "cpu" && device != "auto") {
-    return Fail(absl::StrCat("--device=", device,
-                             " is not available for parameter_server yet; use cpu or auto"));
-  }
+
   std::string log_dir = absl::GetFlag(FLAGS_log_dir);
   if (log_dir.empty()) {
     char pattern[] = "/tmp/pstrain-logs-XXXXXX";
@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
+  options.worker_args = {absl::StrCat("--device=", device)};
   if (absl::GetFlag(FLAGS_epochs) > 0) {
     options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
   }

@@ -51,7 +51,7 @@ absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup*
     PS_RETURN_IF_ERROR(start("ps", i, "ps_server/ps_server", {}));
   }
   for (int i = 0; i < options.num_workers; ++i) {
-    PS_RETURN_IF_ERROR(start("worker", i, "worker/worker", {}));
+    PS_RETURN_IF_ERROR(start("worker", i, "worker/worker", options.worker_args));
   }
   return start("chief", 0, "chief/chief", options.chief_args);
 }

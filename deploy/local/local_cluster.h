@@ -19,6 +19,7 @@ struct LocalClusterOptions {
   int num_workers = 2;
   std::vector<std::string> chief_args;  // e.g. --job=..., --epochs=...
   std::vector<std::string> task_args;   // given to every task (timeouts, ...)
+  std::vector<std::string> worker_args; // given to workers only (--device, ...)
   std::string host = "localhost";
 };
 
