@@ -76,8 +76,31 @@ absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
   if (!(c.initial_accumulator_value() >= 0.0f)) {
     return bad("initial_accumulator_value", c.initial_accumulator_value());
   }
+  if (c.lr_schedule() == "exponential_decay") {
+    if (!(c.decay_steps() > 0.0f) || !std::isfinite(c.decay_steps())) {
+      return bad("decay_steps", c.decay_steps());
+    }
+    if (!(c.decay_rate() > 0.0f) || !std::isfinite(c.decay_rate())) {
+      return bad("decay_rate", c.decay_rate());
+    }
+  } else if (!c.lr_schedule().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer ", n, ": unknown learning-rate schedule \"", c.lr_schedule(),
+        "\" (supported: a constant, exponential_decay)"));
+  }
   return c;
 }
+
+}  // namespace
+
+float LearningRateAt(const OptimizerConfig& config, int64_t iterations) {
+  if (config.lr_schedule() != "exponential_decay") return config.learning_rate();
+  double exponent = static_cast<double>(iterations) / config.decay_steps();
+  if (config.staircase()) exponent = std::floor(exponent);
+  return static_cast<float>(config.learning_rate() * std::pow(config.decay_rate(), exponent));
+}
+
+namespace {
 
 class Sgd : public Optimizer {
  public:
@@ -90,7 +113,7 @@ class Sgd : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    const float lr = c_.learning_rate();
+    const float lr = LearningRateAt(c_, s->iterations());
     const float mu = c_.momentum();
     const size_t n = w.size();
     if (mu > 0.0f) {
@@ -124,7 +147,7 @@ class Adam : public Optimizer {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
-    const float alpha = static_cast<float>(c_.learning_rate() * std::sqrt(1.0 - std::pow(b2, t)) /
+    const float alpha = static_cast<float>(LearningRateAt(c_, s->iterations()) * std::sqrt(1.0 - std::pow(b2, t)) /
                                            (1.0 - std::pow(b1, t)));
     float* m = s->slot("momentum")->data();
     float* v = s->slot("velocity")->data();
@@ -151,7 +174,7 @@ class Adagrad : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    const float lr = c_.learning_rate(), eps = c_.epsilon();
+    const float lr = LearningRateAt(c_, s->iterations()), eps = c_.epsilon();
     float* acc = s->slot("accumulator")->data();
     for (size_t i = 0; i < w.size(); ++i) {
       acc[i] += g[i] * g[i];
@@ -177,7 +200,7 @@ class RmsProp : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    const float lr = c_.learning_rate(), rho = c_.rho(), eps = c_.epsilon();
+    const float lr = LearningRateAt(c_, s->iterations()), rho = c_.rho(), eps = c_.epsilon();
     const float mu = c_.momentum();
     float* v = s->slot("velocity")->data();
     float* m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
@@ -209,6 +232,50 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
   if (n == "adagrad") return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
   return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
 }
+
+namespace {
+
+// keras.optimizers.schedules.ExponentialDecay as Keras serialises it inside an
+// optimizer's config: {"class_name": "ExponentialDecay", "config": {...}}.
+absl::Status ParseSchedule(const std::string& optimizer, const json& v, OptimizerConfig* c) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer ", optimizer, ": learning_rate schedule: ", what));
+  };
+  auto class_name = v.find("class_name");
+  if (class_name == v.end() || !class_name->is_string()) return bad("no class_name");
+  if (class_name->get<std::string>() != "ExponentialDecay") {
+    return bad(absl::StrCat("\"", class_name->get<std::string>(),
+                            "\" is unsupported (supported: ExponentialDecay)"));
+  }
+  auto cfg = v.find("config");
+  if (cfg == v.end() || !cfg->is_object()) return bad("no config object");
+  c->set_lr_schedule("exponential_decay");
+  for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+    const std::string& key = it.key();
+    const json& field = it.value();
+    if (key == "name") continue;
+    if (key == "staircase") {
+      if (!field.is_boolean()) return bad("staircase must be a bool");
+      c->set_staircase(field.get<bool>());
+      continue;
+    }
+    if (!field.is_number()) return bad(absl::StrCat(key, " must be a number, got ", field.dump()));
+    const float f = field.get<float>();
+    if (key == "initial_learning_rate") {
+      c->set_learning_rate(f);
+    } else if (key == "decay_steps") {
+      c->set_decay_steps(f);
+    } else if (key == "decay_rate") {
+      c->set_decay_rate(f);
+    } else {
+      return bad(absl::StrCat("unsupported field \"", key, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
   OptimizerConfig c;
@@ -254,7 +321,9 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
       };
       float f = 0.0f;
       absl::Status st;
-      if (key == "learning_rate" || key == "lr") {
+      if ((key == "learning_rate" || key == "lr") && v.is_object()) {
+        st = ParseSchedule(name, v, &c);
+      } else if (key == "learning_rate" || key == "lr") {
         st = number(&f);
         c.set_learning_rate(f);
       } else if (key == "momentum" && (name == "sgd" || name == "rmsprop")) {
@@ -301,6 +370,7 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
   return Resolve(c);
 }
 
+
 json OptimizerConfigToKeras(const OptimizerConfig& config) {
   OptimizerConfig c = config;
   auto resolved = Resolve(config);
@@ -308,6 +378,15 @@ json OptimizerConfigToKeras(const OptimizerConfig& config) {
   json cfg = json::object();
   std::string class_name = c.name();
   cfg["learning_rate"] = c.learning_rate();
+  if (c.lr_schedule() == "exponential_decay") {
+    cfg["learning_rate"] = json{
+        {"class_name", "ExponentialDecay"},
+        {"config",
+         {{"initial_learning_rate", c.learning_rate()},
+          {"decay_steps", c.decay_steps()},
+          {"decay_rate", c.decay_rate()},
+          {"staircase", c.staircase()}}}};
+  }
   if (c.name() == "sgd") {
     class_name = "SGD";
     cfg["momentum"] = c.momentum();

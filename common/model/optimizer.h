@@ -74,10 +74,17 @@ class Optimizer {
 // Reads Keras's compile(optimizer=...) value: a string ("adam", "sgd", "SGD", "rmsprop",
 // "adagrad") or a config dict {"class_name": "Adam", "config": {"learning_rate": 0.01, ...}}
 // (Keras 3's "module"/"registered_name" accepted). Every field of the result is resolved.
-// Errors: INVALID_ARGUMENT for an unknown optimizer, a non-number (or non-bool) field, a
-// learning-rate schedule, or a field we do not implement that changes the update
+// learning_rate may be a number or an ExponentialDecay schedule dict
+// ({"class_name": "ExponentialDecay", "config": {"initial_learning_rate", "decay_steps",
+// "decay_rate", "staircase"}}).
+// Errors: INVALID_ARGUMENT for an unknown optimizer, a non-number (or non-bool) field,
+// another schedule, or a field we do not implement that changes the update
 // (amsgrad, centered, weight_decay, clipnorm, clipvalue, global_clipnorm, use_ema, decay).
 absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const nlohmann::json& value);
+
+// The learning rate after `iterations` applied updates: the constant rate, or Keras's
+// ExponentialDecay schedule when config.lr_schedule() is "exponential_decay".
+float LearningRateAt(const OptimizerConfig& config, int64_t iterations);
 
 // Keras config dict for `config` (defaults resolved); OptimizerConfigFromKeras reads it
 // back to an equal config.

@@ -156,6 +156,44 @@ TEST(OptimizerTest, FromKeras) {
   EXPECT_NE(clip.status().message().find("clipnorm"), std::string::npos);
 }
 
+TEST(OptimizerTest, ExponentialDecayScheduleFollowsKerasFormula) {
+  // Keras: lr(t) = initial * decay_rate ^ (t / decay_steps), t = updates applied so far.
+  auto config = OptimizerConfigFromKeras(json::parse(R"({"class_name": "SGD", "config": {
+      "learning_rate": {"module": "keras.optimizers.schedules", "class_name": "ExponentialDecay",
+        "config": {"initial_learning_rate": 0.1, "decay_steps": 2, "decay_rate": 0.5,
+                   "staircase": false, "name": "ExponentialDecay"}, "registered_name": null}}})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto sgd = Optimizer::Create(*config);
+  ASSERT_TRUE(sgd.ok());
+  auto state = (*sgd)->NewState(1);
+  std::vector<float> w = {0.0f};
+  const std::vector<float> g = {1.0f};
+  for (int i = 0; i < 3; ++i) (*sgd)->Apply(g, absl::MakeSpan(w), state.get());
+  EXPECT_NEAR(w[0], -(0.1 + 0.1 * std::sqrt(0.5) + 0.05), 1e-6);
+
+  OptimizerConfig staircase = *config;
+  staircase.set_staircase(true);
+  EXPECT_FLOAT_EQ(LearningRateAt(staircase, 1), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(staircase, 2), 0.05f);
+  EXPECT_FLOAT_EQ(LearningRateAt(staircase, 5), 0.025f);
+
+  // It survives the trip a chief makes to send it to the ps tasks.
+  auto back = OptimizerConfigFromKeras(OptimizerConfigToKeras(staircase));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->lr_schedule(), "exponential_decay");
+  EXPECT_TRUE(back->staircase());
+  EXPECT_FLOAT_EQ(back->decay_steps(), 2.0f);
+
+  auto cosine = OptimizerConfigFromKeras(json::parse(R"({"class_name": "Adam", "config": {
+      "learning_rate": {"class_name": "CosineDecay", "config": {"initial_learning_rate": 0.1}}}})"));
+  EXPECT_EQ(cosine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cosine.status().message().find("CosineDecay"), std::string::npos);
+  auto no_steps = OptimizerConfigFromKeras(json::parse(R"({"class_name": "Adam", "config": {
+      "learning_rate": {"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1,
+        "decay_rate": 0.9}}}})"));
+  EXPECT_EQ(no_steps.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(OptimizerTest, KerasRoundTrip) {
   for (const char* s : {"adam", "sgd", "rmsprop", "adagrad"}) {
     auto c = OptimizerConfigFromKeras(json(s));
