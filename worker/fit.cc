@@ -16,44 +16,11 @@
 namespace pstrain {
 namespace {
 
-// Reads an optional top-level bool of the job spec.
-absl::StatusOr<bool> OptionalBool(const JobSpec& job, const char* key) {
-  if (!job.raw.is_object() || !job.raw.contains(key)) return false;
-  const nlohmann::json& v = job.raw[key];
-  if (!v.is_boolean()) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec: \"", key, "\" must be true or false"));
-  }
-  return v.get<bool>();
-}
-
-absl::StatusOr<Dataset> OneHot(const Dataset& d, const std::string& what) {
-  if (!d.sparse_labels()) return d;  // already [N, K]
-  if (d.num_classes <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": one_hot_labels needs a known class count (set \"classes\")"));
-  }
-  const int64_t n = d.num_examples();
-  const int64_t k = d.num_classes;
-  Tensor y({n, k});
-  for (int64_t i = 0; i < n; ++i) {
-    y.data()[i * k + static_cast<int64_t>(d.y.data()[i])] = 1.0f;
-  }
-  return MakeDataset(d.x, std::move(y), k);
-}
-
 absl::StatusOr<std::shared_ptr<const Dataset>> LoadOne(const nlohmann::json& source,
                                                        const std::string& base_dir,
                                                        const std::string& what, bool one_hot) {
-  absl::StatusOr<Dataset> loaded = LoadDataset(source, base_dir);
-  if (!loaded.ok()) {
-    return absl::Status(loaded.status().code(),
-                        absl::StrCat(what, ": ", loaded.status().message()));
-  }
-  if (one_hot) {
-    PS_ASSIGN_OR_RETURN(Dataset hot, OneHot(*loaded, what));
-    return std::make_shared<const Dataset>(std::move(hot));
-  }
-  return std::make_shared<const Dataset>(*std::move(loaded));
+  PS_ASSIGN_OR_RETURN(Dataset loaded, LoadJobDataset(source, base_dir, what, one_hot));
+  return std::make_shared<const Dataset>(std::move(loaded));
 }
 
 // Checks that `d` can feed `model` under its loss, saying what would fix it.
@@ -109,7 +76,7 @@ uint64_t StepSeed(uint64_t seed, int64_t step, int replica) {
 }  // namespace
 
 absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_dir) {
-  PS_ASSIGN_OR_RETURN(const bool one_hot, OptionalBool(job, "one_hot_labels"));
+  const bool one_hot = job.one_hot_labels;
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
@@ -133,7 +100,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
   const int epochs = options.epochs > 0 ? options.epochs : job.epochs;
   if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs, " < 1"));
   if (data.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
-  PS_ASSIGN_OR_RETURN(const bool scale_lr, OptionalBool(job, "scale_learning_rate"));
+  const bool scale_lr = job.scale_learning_rate;
 
   // One backend and model per replica: neither may be shared between threads.
   std::vector<std::unique_ptr<Backend>> backends;

@@ -246,9 +246,6 @@ TEST(FitTest, OneHotLabelsFeedMse) {
 
 TEST(FitTest, RejectsBadInputs) {
   DefaultStrategy strategy;
-  JobSpec job = MakeJob({{"scale_learning_rate", "yes"}});
-  FitData data{Blobs(30, 1), nullptr};
-  EXPECT_TRUE(absl::IsInvalidArgument(Fit(job, data, &strategy, FitOptions()).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(LoadFitData(MakeJob(), ".").status()));  // no data.train
 
   // Wrong feature count.

@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
-  PS_ASSIGN_OR_RETURN(Dataset train, LoadDataset(job.data["train"], base_dir));
+  PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
+                                                    job.one_hot_labels));
   if (train.num_features() != model->input_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training data has ", train.num_features(), " features per example but the model takes ",
@@ -52,7 +53,8 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
   }
   std::string key;
   for (const VariablePlacementEntry& e : request.placement()) {
-    absl::StrAppend(&key, e.name(), "@", e.ps_index(), ";");
+    absl::StrAppend(&key, e.name(), "@", e.ps_index(), ":", e.row_offset(), "+", e.num_rows(),
+                    ";");
   }
   if (trainer_ != nullptr && key == placement_key_) return absl::OkStatus();
   std::vector<PsClient*> clients;

@@ -193,4 +193,14 @@ absl::StatusOr<Dataset> LoadDataset(const nlohmann::json& source, const std::str
       "unknown data source type \"", type, "\" (want synthetic, idx, fashion_mnist, csv or npy)"));
 }
 
+absl::StatusOr<Dataset> LoadJobDataset(const nlohmann::json& source, const std::string& base_dir,
+                                       const std::string& what, bool one_hot) {
+  absl::StatusOr<Dataset> loaded = LoadDataset(source, base_dir);
+  if (loaded.ok() && one_hot) loaded = loaded->OneHot();
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(), absl::StrCat(what, ": ", loaded.status().message()));
+  }
+  return loaded;
+}
+
 }  // namespace pstrain

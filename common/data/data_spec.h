@@ -36,6 +36,11 @@ inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 // install the Debian package dataset-fashion-mnist).
 absl::StatusOr<Dataset> LoadDataset(const nlohmann::json& source, const std::string& base_dir);
 
+// LoadDataset for one of a job's sources: errors start with `what` ("data.train"), and
+// labels become one-hot rows when `one_hot` (see Dataset::OneHot).
+absl::StatusOr<Dataset> LoadJobDataset(const nlohmann::json& source, const std::string& base_dir,
+                                       const std::string& what, bool one_hot);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_DATA_DATA_SPEC_H_

@@ -111,4 +111,19 @@ absl::StatusOr<Dataset> MakeDataset(Tensor x, Tensor y, int64_t num_classes) {
   return data;
 }
 
+absl::StatusOr<Dataset> Dataset::OneHot() const {
+  if (!sparse_labels()) return *this;
+  if (num_classes <= 0) {
+    return absl::InvalidArgumentError(
+        "one-hot labels need a known class count (set \"classes\" in the data source)");
+  }
+  const int64_t n = num_examples();
+  const int64_t k = num_classes;
+  Tensor hot({n, k});
+  for (int64_t i = 0; i < n; ++i) {
+    hot.data()[i * k + static_cast<int64_t>(y.data()[i])] = 1.0f;
+  }
+  return MakeDataset(x, std::move(hot), k);
+}
+
 }  // namespace pstrain

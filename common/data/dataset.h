@@ -46,6 +46,11 @@ struct Dataset {
 
   // x *= factor, in place (e.g. 1/255 for pixel values).
   void ScaleFeatures(float factor);
+
+  // The same examples with class-id labels as one-hot rows [N, num_classes] (Keras's
+  // to_categorical); a dataset whose labels are already rows is returned as it is.
+  // Errors: INVALID_ARGUMENT when the class count is unknown.
+  absl::StatusOr<Dataset> OneHot() const;
 };
 
 // Builds and validates a Dataset (see Dataset::Validate).

@@ -157,6 +157,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
     }
     spec.strategy = strategy->get<std::string>();
   }
+  for (auto [key, field] : {std::pair<const char*, bool*>{"one_hot_labels", &spec.one_hot_labels},
+                            {"scale_learning_rate", &spec.scale_learning_rate}}) {
+    auto it = root.find(key);
+    if (it == root.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return Bad(absl::StrCat(key, " must be true or false, got ", it->dump()));
+    *field = it->get<bool>();
+  }
   auto data = root.find("data");
   if (data != root.end()) spec.data = *data;
 

@@ -44,6 +44,12 @@ struct JobSpec {
   uint64_t seed = 0;
   nlohmann::json data;  // opaque, parsed by common/data
   std::string strategy;
+  // "one_hot_labels": class-id labels become one-hot rows when data is loaded (Keras's
+  // to_categorical), for losses that need [B, K] targets such as mse.
+  bool one_hot_labels = false;
+  // "scale_learning_rate": multiply the learning rate by the number of replicas that train
+  // in sync (or workers pushing to the ps), the seed's best practice for large global batches.
+  bool scale_learning_rate = false;
   nlohmann::json raw;  // the whole job as given, with "model" inlined
 };
 
