@@ -85,3 +85,29 @@ TEST(DatasetTest, ValidateRejects) {
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+TEST(DatasetOneHotTest, ClassIdsBecomeRows) {
+  auto d = MakeDataset(Tensor({3, 1}, {0, 1, 2}), Tensor({3}, {2, 0, 1}), 3);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto hot = d->OneHot();
+  ASSERT_TRUE(hot.ok()) << hot.status();
+  EXPECT_EQ(hot->y.shape(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(std::vector<float>(hot->y.values().begin(), hot->y.values().end()),
+            (std::vector<float>{0, 0, 1, 1, 0, 0, 0, 1, 0}));
+  // Already rows: unchanged.
+  auto again = hot->OneHot();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->y.shape(), hot->y.shape());
+}
+
+TEST(DatasetOneHotTest, UnknownClassCountIsAnError) {
+  auto d = MakeDataset(Tensor({1, 1}, {0}), Tensor({1}, {0}), 0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->OneHot().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -79,10 +79,30 @@ TEST(JobSpecTest, RejectsBadSpecs) {
   ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse","metrics":["auc"]})"), ""), "auc");
   ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"seed":-1)"), ""), "seed");
   ExpectInvalid(
+      ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"scale_learning_rate":"yes")"), ""),
+      "scale_learning_rate");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"one_hot_labels":1)"), ""),
+                "one_hot_labels");
+  ExpectInvalid(
       ParseJobSpec(Job(R"({"class_name":"Sequential","config":{"layers":[{"class_name":"InputLayer","config":{"batch_input_shape":[null,4]}},{"class_name":"LSTM","config":{}}]}})",
                        R"({"loss":"mse"})"),
                    ""),
       "LSTM");
+}
+
+TEST(JobSpecTest, ReplicaOptionsAreRead) {
+  auto spec = ParseJobSpec(
+      Job(kModel, R"({"loss":"mse"})", R"(,"scale_learning_rate":true,"one_hot_labels":true)"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->scale_learning_rate);
+  EXPECT_TRUE(spec->one_hot_labels);
+  auto back = ParseJobSpec(SerializeJobSpec(*spec), "");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->scale_learning_rate);
+  EXPECT_TRUE(back->one_hot_labels);
+  auto plain = ParseJobSpec(Job(kModel, R"({"loss":"mse"})"), "");
+  EXPECT_FALSE(plain->scale_learning_rate);
+  EXPECT_FALSE(plain->one_hot_labels);
 }
 
 TEST(JobSpecTest, SerializeRoundTrips) {
