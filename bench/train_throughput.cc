@@ -10,7 +10,6 @@
 // figures against the baseline measured in the same run).
 
 #include <cblas.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -307,7 +307,6 @@ int Main(const char* argv0) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   // As worker/train does: batch tensors stay in the heap instead of being mmapped per batch.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  pstrain::KeepLargeBlocksInHeap();
   return pstrain::Main(argv[0]);
 }

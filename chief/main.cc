@@ -9,6 +9,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "chief/chief_task.h"
+#include "common/malloc_tuning.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/shutdown_signal.h"
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"chief\",\"index\":0}}' "
       "chief --job=examples/seed_synthetic.json");
   absl::ParseCommandLine(argc, argv);
+  // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
+  pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> daemon = pstrain::DaemonOptionsFromFlags("chief");
   if (!daemon.ok()) {
     std::fprintf(stderr, "chief: %s\n", std::string(daemon.status().message()).c_str());

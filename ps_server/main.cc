@@ -6,6 +6,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/shutdown_signal.h"
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
       "pstrain parameter-server task.\n"
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"ps\",\"index\":0}}' ps_server");
   absl::ParseCommandLine(argc, argv);
+  // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
+  pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> options = pstrain::DaemonOptionsFromFlags("ps");
   if (!options.ok()) {
     std::fprintf(stderr, "ps_server: %s\n", std::string(options.status().message()).c_str());

@@ -7,6 +7,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/shutdown_signal.h"
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
       "pstrain worker task.\n"
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"worker\",\"index\":0}}' worker");
   absl::ParseCommandLine(argc, argv);
+  // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
+  pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> options = pstrain::DaemonOptionsFromFlags("worker");
   if (!options.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(options.status().message()).c_str());

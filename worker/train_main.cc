@@ -7,7 +7,6 @@
 // while training.
 
 #include <cblas.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/model/job_spec.h"
@@ -137,11 +137,8 @@ int main(int argc, char** argv) {
       "Trains a job spec in this process.\n"
       "  train --job=FILE [--epochs=N] [--device=cpu|auto|cuda[:N]]");
   absl::ParseCommandLine(argc, argv);
-  // Every batch is a fresh tensor of a few hundred KiB: above glibc's mmap threshold each
-  // would be mapped and unmapped, a page fault per 4 KiB (performance-facts.md). Keep
-  // such blocks in the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // Every batch is a fresh tensor of a few hundred KiB.
+  pstrain::KeepLargeBlocksInHeap();
   // The model's products are small: one BLAS thread beats two on the 2-core machines,
   // and leaves the other core to the batch prefetch thread. OPENBLAS_NUM_THREADS wins.
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(1);
