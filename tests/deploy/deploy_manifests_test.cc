@@ -1,0 +1,591 @@
+// Checks the deployment files (deploy/docker, deploy/compose, deploy/k8s, deploy/kubeflow)
+// without a container engine or a cluster: every TF_CONFIG they hand a task parses with
+// pstrain's own ParseTfConfig, all tasks of one deployment list the same cluster, each task's
+// type and index match the name it is reachable by, and the commands name binaries the image
+// has. Where docker-compose or kubectl is installed, it also validates with them; where
+// not, those cases are skipped with a message.
+//
+// The YAML is read by a line scan, not a YAML parser (none is guaranteed on a build host):
+// the files keep each TF_CONFIG on one line as a single-quoted JSON string, and the scan
+// relies on two-space indentation. A file that breaks those rules fails here loudly.
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/cluster_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kCompose[] = "deploy/compose/docker-compose.yml";
+constexpr char kK8sDir[] = "deploy/k8s";
+constexpr char kTfJob[] = "deploy/kubeflow/tfjob.yaml";
+constexpr char kDockerfile[] = "deploy/docker/Dockerfile";
+constexpr char kExampleJob[] = "examples/fashion_mnist.json";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) { return absl::StrSplit(text, '\n'); }
+
+int Indent(const std::string& line) {
+  int n = 0;
+  while (n < static_cast<int>(line.size()) && line[n] == ' ') ++n;
+  return n;
+}
+
+std::string Trimmed(const std::string& line) {
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+// A scalar as YAML writes it: 'single' ('' is a quote), "double" (no escapes here), plain.
+std::string Unquote(std::string value) {
+  value = Trimmed(value);
+  if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') {
+    return absl::StrReplaceAll(value.substr(1, value.size() - 2), {{"''", "'"}});
+  }
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+    EXPECT_EQ(value.find('\\'), std::string::npos) << "escapes are not read here: " << value;
+    return value.substr(1, value.size() - 2);
+  }
+  return value;
+}
+
+// "key: value" (also "- key: value") on this line: the value, or false.
+bool KeyValue(const std::string& line, const std::string& key, std::string* value) {
+  std::string t = Trimmed(line);
+  if (absl::StartsWith(t, "- ")) t = Trimmed(t.substr(2));
+  if (!absl::StartsWith(t, key + ":")) return false;
+  std::string rest = t.substr(key.size() + 1);
+  if (!rest.empty() && rest[0] != ' ') return false;
+  // A trailing comment is only stripped from plain scalars.
+  if (!rest.empty() && Trimmed(rest)[0] != '\'' && Trimmed(rest)[0] != '"') {
+    const size_t hash = rest.find(" #");
+    if (hash != std::string::npos) rest = rest.substr(0, hash);
+  }
+  *value = Unquote(rest);
+  return true;
+}
+
+// The lines of a YAML stream, one vector per document ("---" separates them); comments and
+// blank lines dropped.
+std::vector<std::vector<std::string>> Documents(const std::string& text) {
+  std::vector<std::vector<std::string>> docs(1);
+  for (const std::string& line : Lines(text)) {
+    if (line == "---") {
+      docs.emplace_back();
+      continue;
+    }
+    const std::string t = Trimmed(line);
+    if (t.empty() || t[0] == '#') continue;
+    docs.back().push_back(line);
+  }
+  std::vector<std::vector<std::string>> nonempty;
+  for (auto& doc : docs) {
+    if (!doc.empty()) nonempty.push_back(std::move(doc));
+  }
+  return nonempty;
+}
+
+// The value of `parent.child` where parent is a key at `indent` and child one level below
+// (first match), e.g. ("metadata", "name") at indent 0. "" when absent.
+std::string NestedValue(const std::vector<std::string>& doc, const std::string& parent,
+                        const std::string& child, int indent = 0) {
+  for (size_t i = 0; i < doc.size(); ++i) {
+    if (Indent(doc[i]) != indent || Trimmed(doc[i]) != parent + ":") continue;
+    for (size_t j = i + 1; j < doc.size() && Indent(doc[j]) > indent; ++j) {
+      std::string value;
+      if (Indent(doc[j]) == indent + 2 && KeyValue(doc[j], child, &value)) return value;
+    }
+  }
+  return "";
+}
+
+// Every value of `key` anywhere in these lines.
+std::vector<std::string> AllValues(const std::vector<std::string>& lines, const std::string& key) {
+  std::vector<std::string> values;
+  std::string value;
+  for (const std::string& line : lines) {
+    if (KeyValue(line, key, &value)) values.push_back(value);
+  }
+  return values;
+}
+
+// The env var `name`'s value in a Kubernetes pod spec ("- name: X" then "value: ...").
+std::vector<std::string> EnvValues(const std::vector<std::string>& doc, const std::string& name) {
+  std::vector<std::string> values;
+  for (size_t i = 0; i + 1 < doc.size(); ++i) {
+    std::string n, v;
+    if (KeyValue(doc[i], "name", &n) && n == name && KeyValue(doc[i + 1], "value", &v)) {
+      values.push_back(v);
+    }
+  }
+  return values;
+}
+
+// ["a", "b"] flow sequences as the files write commands.
+std::vector<std::string> FlowList(const std::string& text) {
+  std::string t = Trimmed(text);
+  EXPECT_TRUE(absl::StartsWith(t, "[") && absl::EndsWith(t, "]")) << "not a [list]: " << t;
+  if (t.size() < 2) return {};
+  std::vector<std::string> items;
+  for (absl::string_view item : absl::StrSplit(t.substr(1, t.size() - 2), ',')) {
+    items.push_back(Unquote(std::string(item)));
+  }
+  return items;
+}
+
+// Parses one TF_CONFIG and fails the test (with the text) when it does not parse.
+TfConfig MustParse(const std::string& where, const std::string& tf_config) {
+  absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
+  EXPECT_TRUE(config.ok()) << where << ": " << config.status() << "\n  " << tf_config;
+  return config.ok() ? *config : TfConfig{};
+}
+
+// The binaries the image puts in /usr/local/bin: the targets the Dockerfile builds.
+std::set<std::string> ImageBinaries() {
+  const std::string dockerfile = ReadFile(kDockerfile);
+  std::set<std::string> binaries;
+  for (const char* target : {"//ps_server:ps_server", "//worker:worker", "//chief:chief"}) {
+    if (absl::StrContains(dockerfile, target)) {
+      binaries.insert(std::string(absl::StripPrefix(strrchr(target, ':'), ":")));
+    }
+  }
+  return binaries;
+}
+
+// The checkout this runfile links to, found through its symlink, for files Bazel does not
+// hand this test (examples/ has no BUILD file). "" when it cannot be found.
+std::string SourceRoot() {
+  char resolved[PATH_MAX];
+  if (realpath(kCompose, resolved) == nullptr) return "";
+  std::string path = resolved;
+  const std::string suffix = std::string("/") + kCompose;
+  if (!absl::EndsWith(path, suffix)) return "";
+  return path.substr(0, path.size() - suffix.size());
+}
+
+// An example job file: from runfiles when Bazel provides it, else from the checkout.
+std::string FindExample(const std::string& relative) {
+  struct stat st;
+  if (stat(relative.c_str(), &st) == 0) return relative;
+  const std::string root = SourceRoot();
+  if (!root.empty() && stat((root + "/" + relative).c_str(), &st) == 0) {
+    return root + "/" + relative;
+  }
+  return "";
+}
+
+// The full path of `program` on PATH (or in /usr/bin, /usr/local/bin); "" when absent.
+std::string FindProgram(const std::string& program) {
+  const char* path = getenv("PATH");
+  std::vector<std::string> dirs = absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':');
+  dirs.push_back("/usr/bin");
+  dirs.push_back("/usr/local/bin");
+  for (const std::string& dir : dirs) {
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) {
+      return dir + "/" + program;
+    }
+  }
+  return "";
+}
+
+// Runs a shell command; returns its exit status and stdout+stderr.
+int RunCommand(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Expects the cluster of a 1 chief / 2 ps / 2 worker deployment and that `address_of`
+// gives each task's address.
+template <typename AddressOf>
+void ExpectCluster(const ClusterSpec& cluster, AddressOf address_of) {
+  EXPECT_EQ(cluster.num_tasks("chief"), 1);
+  EXPECT_EQ(cluster.num_tasks("ps"), 2);
+  EXPECT_EQ(cluster.num_tasks("worker"), 2);
+  EXPECT_EQ(cluster.total_tasks(), 5);
+  for (const std::string& job : cluster.jobs()) {
+    for (int i = 0; i < cluster.num_tasks(job); ++i) {
+      EXPECT_EQ(cluster.tasks(job)[i], address_of(TaskId{job, i})) << job << ":" << i;
+    }
+  }
+}
+
+// ---- Docker Compose --------------------------------------------------------------------
+
+struct ComposeService {
+  std::string tf_config;
+  std::vector<std::string> command;
+  std::string restart;
+  std::string image;
+};
+
+// Services of the compose file: top-level "services:", each a key at indent 2; the shared
+// settings come from the x-pstrain anchor merged with "<<: *pstrain".
+std::map<std::string, ComposeService> ComposeServices() {
+  const std::vector<std::string> doc = Documents(ReadFile(kCompose)).at(0);
+  ComposeService defaults;
+  std::map<std::string, ComposeService> services;
+  std::string section;  // top-level key
+  std::string current;  // service
+  for (const std::string& line : doc) {
+    if (Indent(line) == 0) {
+      section = std::string(absl::StripSuffix(Trimmed(line), ":"));
+      section = section.substr(0, section.find(':'));
+      current.clear();
+      continue;
+    }
+    ComposeService* target = nullptr;
+    if (section == "x-pstrain") {
+      target = &defaults;
+    } else if (section == "services") {
+      if (Indent(line) == 2) {
+        current = std::string(absl::StripSuffix(Trimmed(line), ":"));
+        services[current] = ComposeService{};
+        continue;
+      }
+      target = &services[current];
+      std::string merge;
+      if (KeyValue(line, "<<", &merge)) {
+        EXPECT_EQ(merge, "*pstrain") << current;
+        *target = defaults;
+        continue;
+      }
+    } else {
+      continue;
+    }
+    std::string value;
+    if (KeyValue(line, "TF_CONFIG", &value)) target->tf_config = value;
+    if (KeyValue(line, "command", &value)) target->command = FlowList(value);
+    if (KeyValue(line, "restart", &value)) target->restart = value;
+    if (KeyValue(line, "image", &value)) target->image = value;
+  }
+  return services;
+}
+
+// The compose service name of a task: "chief", "ps0", "worker1".
+std::string ComposeName(const TaskId& task) {
+  return task.type == "chief" ? "chief" : absl::StrCat(task.type, task.index);
+}
+
+TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
+  const std::map<std::string, ComposeService> services = ComposeServices();
+  std::vector<std::string> names;
+  for (const auto& [name, service] : services) names.push_back(name);
+  EXPECT_THAT(names, UnorderedElementsAre("chief", "ps0", "ps1", "worker0", "worker1"));
+
+  const std::set<std::string> binaries = ImageBinaries();
+  std::string cluster_json;
+  for (const auto& [name, service] : services) {
+    SCOPED_TRACE(name);
+    ASSERT_FALSE(service.tf_config.empty()) << "no TF_CONFIG";
+    const TfConfig config = MustParse(name, service.tf_config);
+    EXPECT_EQ(ComposeName(config.task), name) << "task " << TaskIdToString(config.task);
+    if (cluster_json.empty()) cluster_json = config.cluster.ToJson();
+    EXPECT_EQ(config.cluster.ToJson(), cluster_json) << "clusters differ";
+    ExpectCluster(config.cluster, [](const TaskId& t) { return ComposeName(t) + ":2222"; });
+
+    EXPECT_EQ(service.image, "pstrain:latest");
+    EXPECT_TRUE(absl::StartsWith(service.restart, "on-failure")) << service.restart;
+    ASSERT_FALSE(service.command.empty());
+    EXPECT_TRUE(binaries.count(service.command[0])) << service.command[0] << " not in image";
+    const std::string expected_binary = config.task.type == "ps" ? "ps_server" : config.task.type;
+    EXPECT_EQ(service.command[0], expected_binary);
+  }
+  // The image has examples/ at /opt/pstrain/examples.
+  EXPECT_THAT(services.at("chief").command,
+              testing::Contains("--job=/opt/pstrain/examples/fashion_mnist.json"));
+  if (FindExample(kExampleJob).empty()) {
+    std::printf("note: cannot reach %s from here; its presence was not checked\n", kExampleJob);
+  }
+}
+
+TEST(ComposeTest, DockerComposeAcceptsTheFile) {
+  const std::string docker_compose = FindProgram("docker-compose");
+  if (docker_compose.empty()) {
+    GTEST_SKIP() << "docker-compose is not installed; `docker-compose config -q` not run";
+  }
+  std::string output;
+  const int rc = RunCommand(absl::StrCat(docker_compose, " -f ", kCompose, " config -q"), &output);
+  EXPECT_EQ(rc, 0) << output;
+}
+
+// ---- Kubernetes ------------------------------------------------------------------------
+
+std::vector<std::vector<std::string>> K8sDocuments(const std::string& file) {
+  return Documents(ReadFile(absl::StrCat(kK8sDir, "/", file)));
+}
+
+std::vector<std::string> KustomizeResources() {
+  const std::vector<std::string> doc = K8sDocuments("kustomization.yaml").at(0);
+  std::vector<std::string> resources;
+  bool in_resources = false;
+  for (const std::string& line : doc) {
+    if (Indent(line) == 0) {
+      in_resources = Trimmed(line) == "resources:";
+    } else if (in_resources) {
+      resources.push_back(std::string(absl::StripPrefix(Trimmed(line), "- ")));
+    }
+  }
+  return resources;
+}
+
+TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
+  const std::vector<std::string> resources = KustomizeResources();
+  EXPECT_THAT(resources,
+              UnorderedElementsAre("services.yaml", "chief.yaml", "ps.yaml", "worker.yaml"));
+  std::map<std::string, std::vector<std::string>> services;  // name -> its doc
+  std::map<std::string, std::vector<std::string>> jobs;
+  for (const std::string& file : resources) {
+    for (const auto& doc : K8sDocuments(file)) {
+      std::string k;
+      for (const std::string& line : doc) {
+        if (Indent(line) == 0 && KeyValue(line, "kind", &k)) break;
+      }
+      const std::string name = NestedValue(doc, "metadata", "name");
+      if (k == "Service") {
+        services[name] = doc;
+      } else if (k == "Job") {
+        jobs[name] = doc;
+      } else {
+        ADD_FAILURE() << file << ": unexpected kind " << k;
+      }
+    }
+  }
+  std::vector<std::string> job_names;
+  for (const auto& [name, doc] : jobs) job_names.push_back(name);
+  EXPECT_THAT(job_names, UnorderedElementsAre("pstrain-chief-0", "pstrain-ps-0", "pstrain-ps-1",
+                                              "pstrain-worker-0", "pstrain-worker-1"));
+
+  const std::set<std::string> binaries = ImageBinaries();
+  std::string cluster_json;
+  for (const auto& [name, doc] : jobs) {
+    SCOPED_TRACE(name);
+    const std::vector<std::string> tf_configs = EnvValues(doc, "TF_CONFIG");
+    ASSERT_EQ(tf_configs.size(), 1u);
+    const TfConfig config = MustParse(name, tf_configs[0]);
+    EXPECT_EQ(absl::StrCat("pstrain-", config.task.type, "-", config.task.index), name);
+    if (cluster_json.empty()) cluster_json = config.cluster.ToJson();
+    EXPECT_EQ(config.cluster.ToJson(), cluster_json) << "clusters differ";
+    ExpectCluster(config.cluster, [](const TaskId& t) {
+      return absl::StrCat("pstrain-", t.type, "-", t.index, ":2222");
+    });
+
+    // The headless Service of the same name selects exactly this Job's pods.
+    ASSERT_TRUE(services.count(name)) << "no Service " << name;
+    const std::vector<std::string>& service = services.at(name);
+    EXPECT_EQ(NestedValue(service, "spec", "clusterIP"), "None");
+    EXPECT_EQ(NestedValue(service, "spec", "publishNotReadyAddresses"), "true");
+    const std::string task_label = absl::StrCat(config.task.type, "-", config.task.index);
+    EXPECT_EQ(NestedValue(service, "selector", "pstrain/task", 2), task_label);
+    EXPECT_THAT(AllValues(doc, "pstrain/task"), testing::Each(task_label));
+    EXPECT_THAT(AllValues(service, "port"), ElementsAre("2222"));
+
+    EXPECT_EQ(NestedValue(doc, "spec", "backoffLimit"), "4");
+    EXPECT_THAT(AllValues(doc, "restartPolicy"), ElementsAre("OnFailure"));
+    EXPECT_THAT(AllValues(doc, "containerPort"), ElementsAre("2222"));
+    // readinessProbe and livenessProbe, both gRPC on 2222.
+    EXPECT_EQ(AllValues(doc, "grpc").size(), 2u);
+    EXPECT_THAT(AllValues(doc, "port"), ElementsAre("2222", "2222"));
+    EXPECT_EQ(AllValues(doc, "requests").size(), 1u);
+    EXPECT_EQ(AllValues(doc, "limits").size(), 1u);
+
+    const std::vector<std::string> commands = AllValues(doc, "command");
+    ASSERT_EQ(commands.size(), 1u);
+    const std::vector<std::string> command = FlowList(commands[0]);
+    ASSERT_FALSE(command.empty());
+    EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
+    if (config.task.type == "chief") {
+      // The job spec comes from the ConfigMap mounted at /etc/pstrain/job.
+      EXPECT_THAT(command, testing::Contains("--job=/etc/pstrain/job/fashion_mnist.json"));
+      EXPECT_THAT(AllValues(doc, "mountPath"), ElementsAre("/etc/pstrain/job"));
+      EXPECT_THAT(AllValues(doc, "name"), testing::Contains("pstrain-job"));
+    }
+  }
+}
+
+TEST(K8sTest, ConfigMapIsTheExampleJobSpec) {
+  const std::string kustomization = ReadFile(absl::StrCat(kK8sDir, "/kustomization.yaml"));
+  EXPECT_THAT(kustomization, HasSubstr("- name: pstrain-job"));
+  EXPECT_THAT(kustomization, HasSubstr("- fashion_mnist.json"));
+  const std::string copy = ReadFile(absl::StrCat(kK8sDir, "/fashion_mnist.json"));
+  const std::string example = FindExample(kExampleJob);
+  if (example.empty()) GTEST_SKIP() << "cannot reach " << kExampleJob << " from the sandbox";
+  EXPECT_EQ(copy, ReadFile(example))
+      << "deploy/k8s/fashion_mnist.json must be a copy of " << kExampleJob;
+}
+
+TEST(K8sTest, KubectlKustomizeRenders) {
+  const std::string kubectl = FindProgram("kubectl");
+  if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed; `kubectl kustomize` not run";
+  std::string output;
+  // Runfiles are symlinks out of this folder, which kustomize's default restrictor refuses.
+  const int rc = RunCommand(
+      absl::StrCat(kubectl, " kustomize --load-restrictor=LoadRestrictionsNone ", kK8sDir),
+      &output);
+  if (rc != 0 && absl::StrContains(output, "unknown flag")) {
+    // kubectl before 1.21 (Debian's kubernetes-client is 1.20) has no --load-restrictor.
+    GTEST_SKIP() << "this kubectl's kustomize is too old: " << output;
+  }
+  ASSERT_EQ(rc, 0) << output;
+  std::map<std::string, int> kinds;
+  for (const std::string& line : Lines(output)) {
+    std::string kind;
+    if (Indent(line) == 0 && KeyValue(line, "kind", &kind)) ++kinds[kind];
+  }
+  EXPECT_EQ(kinds["Job"], 5);
+  EXPECT_EQ(kinds["Service"], 5);
+  EXPECT_EQ(kinds["ConfigMap"], 1);
+  EXPECT_THAT(output, HasSubstr("image: pstrain:latest"));
+}
+
+// ---- Kubeflow TFJob --------------------------------------------------------------------
+
+struct ReplicaSpec {
+  int replicas = -1;
+  std::vector<std::string> lines;
+};
+
+TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
+  const std::vector<std::string> doc = Documents(ReadFile(kTfJob)).at(0);
+  std::string api, kind;
+  for (const std::string& line : doc) {
+    if (Indent(line) != 0) continue;
+    KeyValue(line, "apiVersion", &api);
+    KeyValue(line, "kind", &kind);
+  }
+  EXPECT_EQ(api, "kubeflow.org/v1");
+  EXPECT_EQ(kind, "TFJob");
+  const std::string job_name = NestedValue(doc, "metadata", "name");
+  EXPECT_EQ(NestedValue(doc, "runPolicy", "cleanPodPolicy", 2), "Running");
+
+  // tfReplicaSpecs at indent 2; each replica type at indent 4.
+  std::map<std::string, ReplicaSpec> specs;
+  std::string current;
+  bool in_specs = false;
+  for (const std::string& line : doc) {
+    if (Indent(line) <= 2) {
+      in_specs = Trimmed(line) == "tfReplicaSpecs:";
+      current.clear();
+      continue;
+    }
+    if (!in_specs) continue;
+    if (Indent(line) == 4) {
+      current = std::string(absl::StripSuffix(Trimmed(line), ":"));
+      continue;
+    }
+    specs[current].lines.push_back(line);
+    std::string value;
+    if (Indent(line) == 6 && KeyValue(line, "replicas", &value)) {
+      EXPECT_TRUE(absl::SimpleAtoi(value, &specs[current].replicas)) << value;
+    }
+  }
+  std::map<std::string, int> counts;
+  for (const auto& [type, spec] : specs) counts[type] = spec.replicas;
+  EXPECT_THAT(counts, UnorderedElementsAre(testing::Pair("Chief", 1), testing::Pair("PS", 2),
+                                           testing::Pair("Worker", 2)));
+
+  // What the training operator will set: job names are the replica types in lower case,
+  // hosts <tfjob>-<type>-<index>.<namespace>.svc, the port of "tfjob-port".
+  std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
+  for (const auto& [type, spec] : specs) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < spec.replicas; ++i) {
+      addresses.push_back(
+          absl::StrCat(job_name, "-", absl::AsciiStrToLower(type), "-", i, ".default.svc:2222"));
+    }
+    jobs.push_back({absl::AsciiStrToLower(type), addresses});
+  }
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Create(jobs);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+
+  const std::set<std::string> binaries = ImageBinaries();
+  for (const auto& [type, spec] : specs) {
+    SCOPED_TRACE(type);
+    EXPECT_THAT(AllValues(spec.lines, "restartPolicy"), ElementsAre("OnFailure"));
+    // The operator sets TF_CONFIG in the container named "tensorflow" and takes the port
+    // from the one named "tfjob-port".
+    EXPECT_THAT(AllValues(spec.lines, "name"), ElementsAre("tensorflow", "tfjob-port"));
+    EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222"));
+    EXPECT_THAT(AllValues(spec.lines, "port"), ElementsAre("2222"));  // liveness, gRPC
+    EXPECT_TRUE(EnvValues(spec.lines, "TF_CONFIG").empty()) << "the operator sets TF_CONFIG";
+    const std::vector<std::string> commands = AllValues(spec.lines, "command");
+    ASSERT_EQ(commands.size(), 1u);
+    const std::vector<std::string> command = FlowList(commands[0]);
+    ASSERT_FALSE(command.empty());
+    EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
+    const std::string task_type = absl::AsciiStrToLower(type);
+    EXPECT_EQ(command[0], task_type == "ps" ? "ps_server" : task_type);
+    if (task_type == "chief") {
+      EXPECT_THAT(command, testing::Contains("--job=/opt/pstrain/examples/fashion_mnist.json"));
+    }
+    for (int i = 0; i < spec.replicas; ++i) {
+      const TfConfig config = MustParse(
+          type, absl::StrCat("{\"cluster\":", cluster->ToJson(), ",\"task\":{\"type\":\"",
+                             task_type, "\",\"index\":", i, "},\"environment\":\"cloud\"}"));
+      EXPECT_EQ(config.task.type, task_type);
+    }
+  }
+}
+
+// ---- Dockerfile ------------------------------------------------------------------------
+
+TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
+  const std::string dockerfile = ReadFile(kDockerfile);
+  EXPECT_THAT(dockerfile, HasSubstr("FROM debian:bookworm AS build"));
+  EXPECT_THAT(dockerfile, HasSubstr("FROM debian:bookworm-slim AS runtime"));
+  EXPECT_THAT(ImageBinaries(), UnorderedElementsAre("ps_server", "worker", "chief"));
+  for (const char* package : {"libgrpc++1.51", "libprotobuf32", "libabsl20220623",
+                              "libopenblas0-pthread", "zlib1g", "dataset-fashion-mnist"}) {
+    EXPECT_THAT(dockerfile, HasSubstr(package));
+  }
+  EXPECT_THAT(dockerfile, HasSubstr("COPY --from=build /out/bin/ /usr/local/bin/"));
+  EXPECT_THAT(dockerfile, HasSubstr("COPY examples/ /opt/pstrain/examples/"));
+  std::string user;
+  for (const std::string& line : Lines(dockerfile)) {
+    // No ENTRYPOINT: the command names the daemon.
+    EXPECT_FALSE(absl::StartsWith(line, "ENTRYPOINT")) << line;
+    if (absl::StartsWith(line, "USER ")) user = Trimmed(line.substr(5));
+  }
+  EXPECT_FALSE(user.empty()) << "no USER";
+  EXPECT_FALSE(absl::StartsWith(user, "0") || absl::StartsWith(user, "root")) << user;
+  // The uid the Kubernetes manifests ask for (runAsNonRoot needs a numeric USER).
+  EXPECT_THAT(user, testing::StartsWith("10001"));
+}
+
+}  // namespace
+}  // namespace pstrain
