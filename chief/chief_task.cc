@@ -18,6 +18,7 @@
 #include "common/parallel.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
+#include "ps_server/placement.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
 
@@ -75,6 +76,15 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     LogError(job.status().message());
     return 2;
   }
+  // The placement policy is checked before any task is waited for, so a typo in the job
+  // spec fails the chief at start rather than after every task has registered.
+  absl::StatusOr<PlacementPolicy> placement_policy = PlacementPolicyFromJson(
+      job->raw.is_object() && job->raw.contains("placement") ? job->raw["placement"]
+                                                             : nlohmann::json());
+  if (!placement_policy.ok()) {
+    LogError(absl::StrCat(options.job_path, ": ", placement_policy.status().message()));
+    return 2;
+  }
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
   absl::Status loss_set = model.ok() ? (*model)->SetLoss(job->loss) : model.status();
@@ -84,9 +94,11 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   }
   std::unique_ptr<Dataset> validation;
   if (job->data.is_object() && job->data.contains("validation")) {
-    absl::StatusOr<Dataset> loaded = LoadDataset(job->data["validation"], DirectoryOf(options.job_path));
+    absl::StatusOr<Dataset> loaded =
+        LoadJobDataset(job->data["validation"], DirectoryOf(options.job_path), "data.validation",
+                       job->one_hot_labels);
     if (!loaded.ok()) {
-      LogError(absl::StrCat(options.job_path, ": validation data: ", loaded.status().message()));
+      LogError(absl::StrCat(options.job_path, ": ", loaded.status().message()));
       return 2;
     }
     validation = std::make_unique<Dataset>(*std::move(loaded));
@@ -137,6 +149,7 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.register_timeout = options.daemon.register_timeout;
   coordinator_options.steps_per_call = options.steps_per_call;
   coordinator_options.ps_addresses = cluster.tasks("ps");
+  coordinator_options.placement_policy = *placement_policy;
   {
     absl::MutexLock lock(&coordinator_mu);
     coordinator = std::make_unique<Coordinator>(

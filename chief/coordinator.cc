@@ -59,9 +59,14 @@ absl::Status Coordinator::Run() {
     PS_RETURN_IF_ERROR(CreateVariables());
     SetPhase("training");
     for (const VariablePlacementEntry& e : placement_) {
-      LogInfo(absl::StrCat("variable ", e.name(), " ",
-                           ShapeToString(std::vector<int64_t>(e.shape().begin(), e.shape().end())),
-                           " on ps ", e.ps_index()));
+      LogInfo(absl::StrCat(
+          "variable ", e.name(), " ",
+          ShapeToString(std::vector<int64_t>(e.shape().begin(), e.shape().end())),
+          e.num_shards() > 1 ? absl::StrCat(" (rows ", e.row_offset(), "-",
+                                            e.row_offset() + e.num_rows() - 1, " of ",
+                                            e.variable_name(), ")")
+                             : "",
+          " on ps ", e.ps_index()));
     }
     for (int epoch = 0; epoch < job_->epochs; ++epoch) {
       {
@@ -108,12 +113,23 @@ absl::Status Coordinator::CreateVariables() {
   for (const VariableSpec& spec : model_->trainable_variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
+  const int num_ps = static_cast<int>(ps_.size());
   PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
-                      PlaceRoundRobin(shapes, static_cast<int>(ps_.size())));
+                      PlaceVariables(shapes, num_ps, options_.placement_policy));
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
+                      ResolveLayout(shapes, placement, num_ps));
   std::vector<Tensor> initial = model_->InitialValues(job_->seed);
   std::vector<std::vector<NamedTensor>> per_ps(ps_.size());
-  for (size_t i = 0; i < placement.size(); ++i) {
-    per_ps[placement[i].ps_index()].push_back({placement[i].name(), std::move(initial[i])});
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (layout[i].whole()) {
+      const VariablePlacementEntry& shard = layout[i].shards[0];
+      per_ps[shard.ps_index()].push_back({shard.name(), std::move(initial[i])});
+      continue;
+    }
+    for (const VariablePlacementEntry& shard : layout[i].shards) {
+      PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(initial[i], shard));
+      per_ps[shard.ps_index()].push_back({shard.name(), std::move(rows)});
+    }
   }
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -122,6 +138,9 @@ absl::Status Coordinator::CreateVariables() {
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(creates));
+  LogInfo(absl::StrCat("placement: ", DescribePolicy(options_.placement_policy), "; ",
+                       placement.size(), " shards of ", shapes.size(), " variables on ",
+                       num_ps, " ps"));
   absl::MutexLock lock(&mu_);
   placement_ = std::move(placement);
   return absl::OkStatus();
@@ -193,19 +212,38 @@ absl::Status Coordinator::Validate(EpochSummary* summary) {
     absl::MutexLock lock(&mu_);
     placement = placement_;
   }
-  std::vector<Tensor> weights(placement.size());
+  std::vector<VariableShape> shapes;
+  for (const VariableSpec& spec : model_->trainable_variables()) {
+    shapes.push_back({spec.name, spec.shape});
+  }
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
+                      ResolveLayout(shapes, placement, static_cast<int>(ps_.size())));
+  // Reassemble each variable: a whole one is taken as pulled, a split one gets each
+  // shard's rows written into a full-size tensor.
+  std::vector<Tensor> weights(layout.size());
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (!layout[i].whole()) weights[i] = Tensor(layout[i].shape);
+  }
   for (size_t p = 0; p < ps_.size(); ++p) {
     std::vector<std::string> names;
-    std::vector<size_t> indices;
-    for (size_t i = 0; i < placement.size(); ++i) {
-      if (placement[i].ps_index() == static_cast<int>(p)) {
-        names.push_back(placement[i].name());
-        indices.push_back(i);
+    std::vector<std::pair<size_t, const VariablePlacementEntry*>> targets;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      for (const VariablePlacementEntry& shard : layout[i].shards) {
+        if (shard.ps_index() != static_cast<int>(p)) continue;
+        names.push_back(shard.name());
+        targets.push_back({i, &shard});
       }
     }
     if (names.empty()) continue;
     PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names));
-    for (size_t k = 0; k < values.size(); ++k) weights[indices[k]] = std::move(values[k]);
+    for (size_t k = 0; k < values.size(); ++k) {
+      const size_t i = targets[k].first;
+      if (layout[i].whole()) {
+        weights[i] = std::move(values[k]);
+      } else {
+        PS_RETURN_IF_ERROR(CopyShardInto(values[k], *targets[k].second, &weights[i]));
+      }
+    }
   }
   constexpr int64_t kEvalBatch = 1000;
   double loss_sum = 0;

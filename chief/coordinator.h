@@ -17,6 +17,7 @@
 #include "common/model/model.h"
 #include "common/shutdown_signal.h"
 #include "proto/chief.pb.h"
+#include "ps_server/placement.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
 
@@ -39,7 +40,8 @@ struct EpochSummary {
 std::string FormatEpochLine(const EpochSummary& summary);
 
 // Runs a parameter-server job from the chief (TensorFlow's ClusterCoordinator): waits for
-// every task, creates the variables on the ps tasks, gives each worker its data shard
+// every task, splits and places the variables (Options::placement_policy) and creates each
+// shard on its ps with its rows of the initial value, gives each worker its data shard
 // epoch by epoch in chunks of steps, aggregates the workers' figures weighted by samples,
 // evaluates on the validation data and reports each epoch. Knows nothing of gRPC: peers
 // are PsClient and WorkerClient. Run() is called once; Describe() from any thread.
@@ -51,6 +53,8 @@ class Coordinator {
     int64_t steps_per_call = 100;
     // Where workers reach each ps (the cluster spec's addresses), in ps order.
     std::vector<std::string> ps_addresses;
+    // How variables are split and spread over the ps tasks (the job's "placement").
+    PlacementPolicy placement_policy;
   };
 
   // Pointers are not owned and must outlive the coordinator. `model` gives the variables
@@ -64,7 +68,7 @@ class Coordinator {
   //         worker call (naming the task); CANCELLED when `abort` was requested.
   absl::Status Run();
 
-  // Phase, epoch, step and placement for the chief's GetStatus.
+  // Phase, epoch, step and placement (one entry per shard) for the chief's GetStatus.
   void Describe(ChiefStatusResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -2,9 +2,12 @@
 // with its own real gRPC server on a free port, configured by TF_CONFIG exactly as the
 // daemons are (as XLA's coordination-service client_server_test does).
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "chief/chief_task.h"
 #include "common/cluster_spec.h"
 #include "deploy/local/free_port.h"
@@ -62,6 +65,84 @@ TEST(InProcessClusterTest, TrainsAndEveryTaskExitsCleanly) {
   ASSERT_EQ(losses.size(), 4u) << out.str();
   EXPECT_LT(losses.back(), losses.front()) << out.str();
   EXPECT_NE(out.str().find("Epoch 4/4 - loss: "), std::string::npos) << out.str();
+}
+
+// The tiny job with each `from` text replaced by its `to`, written to a temp file.
+std::string WriteJobWith(const std::string& name,
+                         const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::ifstream in("tests/testdata/tiny_synthetic.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string job = text.str();
+  for (const auto& [from, to] : edits) {
+    const size_t at = job.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) job.replace(at, from.size(), to);
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::ofstream(path) << job;
+  return path;
+}
+
+// Every variable split in two over the 2 ps (size-balanced), with validation so the
+// chief's evaluation pull reassembles the shards: the job trains as an unsplit one does.
+TEST(InProcessClusterTest, TrainsWithPartitionedVariables) {
+  auto ports = PickFreePorts(5);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  auto address = [&](int i) { return "127.0.0.1:" + std::to_string((*ports)[i]); };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(0)}}, {"ps", {address(1), address(2)}},
+      {"worker", {address(3), address(4)}}};
+  ShutdownSignal signals[5];
+  int exit_codes[5] = {-1, -1, -1, -1, -1};
+  std::vector<std::thread> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.emplace_back([&, i] {
+      exit_codes[1 + i] = RunPsTask(OptionsFor(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+    });
+    tasks.emplace_back([&, i] {
+      exit_codes[3 + i] =
+          RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
+    });
+  }
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  const std::string train =
+      R"("train": {"type": "synthetic", "samples": 400, "features": 784, "classes": 10, "seed": 5})";
+  chief.job_path = WriteJobWith(
+      "partitioned.json",
+      {{"\"seed\": 3", R"("placement": {"strategy": "size_balanced", "num_shards": 2}, "seed": 3)"},
+       {train, train + R"(, "validation": {"type": "synthetic", "samples": 100, "features": 784,
+                                           "classes": 10, "seed": 6})"}});
+  chief.steps_per_call = 3;
+  std::ostringstream out;
+  exit_codes[0] = RunChiefTask(chief, &signals[0], out);
+  for (std::thread& t : tasks) t.join();
+
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i;
+  const std::vector<double> losses = ParseEpochLosses(out.str());
+  ASSERT_EQ(losses.size(), 4u) << out.str();
+  EXPECT_LT(losses.back(), losses.front()) << out.str();
+  EXPECT_NE(out.str().find("val_loss: "), std::string::npos) << out.str();
+}
+
+TEST(InProcessClusterTest, BadPlacementInTheJobFailsTheChiefAtStart) {
+  auto ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok());
+  auto address = [&](int i) { return "127.0.0.1:" + std::to_string((*ports)[i]); };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(0)}}, {"ps", {address(1)}}, {"worker", {address(2)}}};
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.job_path = WriteJobWith(
+      "bad_placement.json", {{"\"seed\": 3", R"("placement": {"strategy": "random"}, "seed": 3)"}});
+  ShutdownSignal signal;
+  std::ostringstream out;
+  // Exit 2 at once, without waiting for any task to register.
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 TEST(InProcessClusterTest, ChiefNamesTasksThatNeverRegister) {

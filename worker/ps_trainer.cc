@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
@@ -12,43 +11,50 @@ namespace pstrain {
 absl::StatusOr<std::unique_ptr<PsTrainer>> PsTrainer::Create(
     Model* model, std::vector<PsClient*> ps, const std::vector<VariablePlacementEntry>& placement,
     uint64_t dropout_seed) {
-  absl::flat_hash_map<std::string, const VariablePlacementEntry*> by_name;
-  for (const VariablePlacementEntry& entry : placement) by_name[entry.name()] = &entry;
-  std::vector<int> owner;
+  std::vector<VariableShape> shapes;
   for (const VariableSpec& spec : model->trainable_variables()) {
-    auto it = by_name.find(spec.name);
-    if (it == by_name.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable \"", spec.name, "\" has no placement on any ps"));
-    }
-    const VariablePlacementEntry& entry = *it->second;
-    if (std::vector<int64_t>(entry.shape().begin(), entry.shape().end()) != spec.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable \"", spec.name, "\" is placed with shape ",
-          ShapeToString(std::vector<int64_t>(entry.shape().begin(), entry.shape().end())),
-          " but the model has ", ShapeToString(spec.shape)));
-    }
-    if (entry.ps_index() < 0 || entry.ps_index() >= static_cast<int>(ps.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("variable \"", spec.name,
-                                                     "\" is placed on ps ", entry.ps_index(),
-                                                     " of ", ps.size()));
-    }
-    owner.push_back(entry.ps_index());
+    shapes.push_back({spec.name, spec.shape});
   }
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
+                      ResolveLayout(shapes, placement, static_cast<int>(ps.size())));
   return std::unique_ptr<PsTrainer>(
-      new PsTrainer(model, std::move(ps), std::move(owner), dropout_seed));
+      new PsTrainer(model, std::move(ps), std::move(layout), dropout_seed));
 }
 
-PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<int> owner,
+PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
                      uint64_t dropout_seed)
-    : model_(model), ps_(std::move(ps)), owner_(std::move(owner)), dropout_seed_(dropout_seed) {
+    : model_(model), ps_(std::move(ps)), layout_(std::move(layout)), dropout_seed_(dropout_seed) {
   by_ps_.resize(ps_.size());
-  const std::vector<VariableSpec>& specs = model_->trainable_variables();
-  for (size_t i = 0; i < owner_.size(); ++i) {
-    by_ps_[owner_[i]].push_back(static_cast<int>(i));
-    names_.push_back(specs[i].name);
+  names_by_ps_.resize(ps_.size());
+  weights_.resize(layout_.size());
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    // A split variable's full tensor exists before any pull, so that the per-ps threads
+    // write rows into it without ever resizing it.
+    if (!layout_[i].whole()) weights_[i] = Tensor(layout_[i].shape);
+    for (const VariablePlacementEntry& shard : layout_[i].shards) {
+      by_ps_[shard.ps_index()].push_back({static_cast<int>(i), shard});
+      names_by_ps_[shard.ps_index()].push_back(shard.name());
+    }
   }
-  weights_.resize(owner_.size());
+}
+
+absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values) {
+  if (values.size() != by_ps_[p].size()) {
+    return absl::InternalError(absl::StrCat(ps_[p]->name(), ": answered ", values.size(),
+                                            " values for ", by_ps_[p].size(), " variables"));
+  }
+  for (size_t k = 0; k < values.size(); ++k) {
+    const ShardRef& ref = by_ps_[p][k];
+    if (layout_[ref.variable].whole()) {
+      weights_[ref.variable] = std::move(values[k]);
+    } else {
+      absl::Status stored = CopyShardInto(values[k], ref.entry, &weights_[ref.variable]);
+      if (!stored.ok()) {
+        return absl::Status(stored.code(), absl::StrCat(ps_[p]->name(), ": ", stored.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsTrainer::PullAll() {
@@ -56,11 +62,8 @@ absl::Status PsTrainer::PullAll() {
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (by_ps_[p].empty()) continue;
     pulls.push_back([this, p]() -> absl::Status {
-      std::vector<std::string> names;
-      for (int i : by_ps_[p]) names.push_back(names_[i]);
-      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names));
-      for (size_t k = 0; k < values.size(); ++k) weights_[by_ps_[p][k]] = std::move(values[k]);
-      return absl::OkStatus();
+      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names_by_ps_[p]));
+      return StorePulled(p, std::move(values));
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(pulls));
@@ -79,10 +82,18 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
     exchanges.push_back([this, p, step]() -> absl::Status {
       std::vector<NamedTensor> grads;
       grads.reserve(by_ps_[p].size());
-      for (int i : by_ps_[p]) grads.push_back({names_[i], std::move(gradients_[i])});
+      for (const ShardRef& ref : by_ps_[p]) {
+        if (layout_[ref.variable].whole()) {
+          // Only this ps holds the variable: hand over the gradient without a copy.
+          grads.push_back({ref.entry.name(), std::move(gradients_[ref.variable])});
+        } else {
+          // Other threads read other rows of the same gradient: slice, never move.
+          PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(gradients_[ref.variable], ref.entry));
+          grads.push_back({ref.entry.name(), std::move(rows)});
+        }
+      }
       PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->PushPull(grads, step));
-      for (size_t k = 0; k < values.size(); ++k) weights_[by_ps_[p][k]] = std::move(values[k]);
-      return absl::OkStatus();
+      return StorePulled(p, std::move(values));
     });
   }
   absl::Status exchanged = RunConcurrently(exchanges);

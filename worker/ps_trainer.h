@@ -10,6 +10,7 @@
 #include "common/model/model.h"
 #include "common/tensor.h"
 #include "proto/chief.pb.h"
+#include "ps_server/placement.h"
 #include "ps_server/ps_client.h"
 
 namespace pstrain {
@@ -19,12 +20,20 @@ namespace pstrain {
 // the updated weights back in the same round trip (PushPull), one RPC per ps, all in
 // flight at once. Asynchronous: other workers push in between, as in TensorFlow's
 // ParameterServerStrategy. Not thread-safe: one trainer per worker thread.
+//
+// Partitioned variables (ps_server/placement.h): the gradient of a variable split into
+// shards is sliced by rows, each shard's slice pushed to the ps that holds the shard
+// (together with every other shard on that ps, in the same PushPull), and the pulled
+// shards are written straight into the rows of the full weight tensor. An unsplit
+// variable's gradient and value are moved, never copied. The rows of one variable may
+// come from different ps at slightly different versions, as with TensorFlow's
+// partitioned variables under asynchronous training.
 class PsTrainer {
  public:
-  // `model` and the clients are not owned. `placement` names, for every trainable
-  // variable of the model, the index into `ps` of the task that owns it.
+  // `model` and the clients are not owned. `placement` has one entry per shard (see
+  // ResolveLayout), ps indices into `ps`.
   // Errors: INVALID_ARGUMENT a variable is missing from the placement, has another shape,
-  //         or is placed on a ps index out of range.
+  //         its shards do not cover its rows exactly once, or a ps index is out of range.
   static absl::StatusOr<std::unique_ptr<PsTrainer>> Create(
       Model* model, std::vector<PsClient*> ps,
       const std::vector<VariablePlacementEntry>& placement, uint64_t dropout_seed);
@@ -36,18 +45,33 @@ class PsTrainer {
   // Errors: INVALID_ARGUMENT shapes that do not fit the model; PsClient errors.
   absl::StatusOr<StepResult> Step(const Tensor& x, const Tensor& y);
 
+  // The weights as last pulled, full tensors in trainable_variables() order.
+  const std::vector<Tensor>& weights() const { return weights_; }
+
   int64_t steps_done() const { return steps_done_; }
 
  private:
-  PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<int> owner,
+  // A shard held by one ps: which variable it belongs to and which rows.
+  struct ShardRef {
+    int variable;
+    VariablePlacementEntry entry;
+  };
+
+  PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
             uint64_t dropout_seed);
+
+  // Puts the values pulled from ps `p` (in by_ps_[p] order) into weights_. Called from
+  // one thread per ps at once: whole variables are owned by one ps, and split ones are
+  // preallocated, so each thread writes only its own tensors or rows.
+  absl::Status StorePulled(size_t p, std::vector<Tensor> values);
 
   Model* const model_;                 // Not owned.
   const std::vector<PsClient*> ps_;    // Not owned.
-  // owner_[i]: the ps index of trainable variable i; by_ps_[p]: variable indices on ps p.
-  const std::vector<int> owner_;
-  std::vector<std::vector<int>> by_ps_;
-  std::vector<std::string> names_;
+  const std::vector<VariableLayout> layout_;  // per trainable variable, in model order
+  // by_ps_[p]: the shards ps p holds, in the order they are pulled and pushed;
+  // names_by_ps_[p]: their names, in that order.
+  std::vector<std::vector<ShardRef>> by_ps_;
+  std::vector<std::vector<std::string>> names_by_ps_;
   std::vector<Tensor> weights_;
   std::vector<Tensor> gradients_;
   bool have_weights_ = false;

@@ -3,6 +3,9 @@
 
 #include "worker/ps_trainer.h"
 
+#include <atomic>
+#include <thread>
+
 #include "common/math/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -19,6 +22,30 @@ constexpr char kModel[] = R"({"class_name": "Sequential", "config": {"layers": [
   {"class_name": "Dense", "config": {"name": "hidden", "units": 8, "activation": "relu"}},
   {"class_name": "Dense", "config": {"name": "out", "units": 3, "activation": "softmax"}}]}})";
 
+// Creates `model`'s variables on two stores as `placement` says, each shard with its rows
+// of the initial values for `seed`, and returns in-process clients for them.
+std::vector<std::unique_ptr<PsClient>> CreateOnStores(
+    const Model& model, const std::vector<VariablePlacementEntry>& placement, uint64_t seed,
+    const OptimizerConfig& optimizer, VariableStore* stores) {
+  std::vector<VariableShape> shapes;
+  for (const VariableSpec& v : model.trainable_variables()) shapes.push_back({v.name, v.shape});
+  auto layout = ResolveLayout(shapes, placement, 2);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  std::vector<Tensor> initial = model.InitialValues(seed);
+  std::vector<std::vector<NamedTensor>> per_ps(2);
+  for (size_t i = 0; i < layout->size(); ++i) {
+    for (const VariablePlacementEntry& shard : (*layout)[i].shards) {
+      per_ps[shard.ps_index()].push_back({shard.name(), *SliceShard(initial[i], shard)});
+    }
+  }
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_TRUE(stores[p].CreateVariables(per_ps[p], optimizer).ok());
+    clients.push_back(CreateLocalPsClient(p, &stores[p]));
+  }
+  return clients;
+}
+
 class PsTrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -27,21 +54,12 @@ class PsTrainerTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
     ASSERT_TRUE(model_->SetLoss(LossConfig{}).ok());
-    std::vector<VariableShape> shapes;
-    for (const VariableSpec& v : model_->trainable_variables()) shapes.push_back({v.name, v.shape});
-    placement_ = *PlaceRoundRobin(shapes, 2);
-    std::vector<Tensor> initial = model_->InitialValues(7);
+    for (const VariableSpec& v : model_->trainable_variables()) shapes_.push_back({v.name, v.shape});
+    placement_ = *PlaceRoundRobin(shapes_, 2);
     OptimizerConfig adam;
     adam.set_name("adam");
     adam.set_learning_rate(0.02f);
-    std::vector<std::vector<NamedTensor>> per_ps(2);
-    for (size_t i = 0; i < placement_.size(); ++i) {
-      per_ps[placement_[i].ps_index()].push_back({placement_[i].name(), initial[i]});
-    }
-    for (int p = 0; p < 2; ++p) {
-      ASSERT_TRUE(stores_[p].CreateVariables(per_ps[p], adam).ok());
-      clients_.push_back(CreateLocalPsClient(p, &stores_[p]));
-    }
+    clients_ = CreateOnStores(*model_, placement_, 7, adam, stores_);
   }
 
   std::vector<PsClient*> Clients() { return {clients_[0].get(), clients_[1].get()}; }
@@ -64,6 +82,7 @@ class PsTrainerTest : public ::testing::Test {
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::vector<VariableShape> shapes_;
   std::vector<VariablePlacementEntry> placement_;
   VariableStore stores_[2];
   std::vector<std::unique_ptr<PsClient>> clients_;
@@ -109,6 +128,127 @@ TEST_F(PsTrainerTest, BatchOfTheWrongWidthFailsWithoutTouchingThePs) {
   Tensor x({8, 5}), y({8});
   EXPECT_EQ((*trainer)->Step(x, y).status().code(), absl::StatusCode::kInvalidArgument);
   for (int p = 0; p < 2; ++p) EXPECT_EQ(stores_[p].num_pushes(), 0);
+}
+
+// Every variable split in two, the halves on different ps: training with SGD must give the
+// same weights as with every variable whole, since slicing and reassembling only move rows.
+TEST_F(PsTrainerTest, PartitionedVariablesTrainLikeWholeOnes) {
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  sgd.set_learning_rate(0.1f);
+  PlacementPolicy split;
+  split.strategy = PlacementStrategy::kRoundRobin;
+  split.num_shards = 2;
+  auto partitioned = PlaceVariables(shapes_, 2, split);
+  ASSERT_TRUE(partitioned.ok());
+  ASSERT_EQ(partitioned->size(), 2 * shapes_.size());
+
+  VariableStore whole_stores[2], split_stores[2];
+  auto whole_clients = CreateOnStores(*model_, placement_, 11, sgd, whole_stores);
+  auto split_clients = CreateOnStores(*model_, *partitioned, 11, sgd, split_stores);
+  // Both halves of every variable: one on each ps.
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(split_stores[p].List().size(), shapes_.size());
+
+  auto whole = PsTrainer::Create(model_.get(), {whole_clients[0].get(), whole_clients[1].get()},
+                                 placement_, 5);
+  auto parts = PsTrainer::Create(model_.get(), {split_clients[0].get(), split_clients[1].get()},
+                                 *partitioned, 5);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  for (int step = 0; step < 40; ++step) {
+    Tensor x, y;
+    MakeBatch(32, 100 + step, &x, &y);
+    auto a = (*whole)->Step(x, y);
+    auto b = (*parts)->Step(x, y);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_NEAR(a->loss_sum, b->loss_sum, 1e-4);
+  }
+  // A fresh pull reassembles from the stores, not from the trainer's own copy.
+  ASSERT_TRUE((*whole)->PullAll().ok());
+  ASSERT_TRUE((*parts)->PullAll().ok());
+  const std::vector<Tensor>& wa = (*whole)->weights();
+  const std::vector<Tensor>& wb = (*parts)->weights();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i) {
+    ASSERT_EQ(wa[i].shape(), wb[i].shape()) << shapes_[i].name;
+    for (int64_t j = 0; j < wa[i].num_elements(); ++j) {
+      EXPECT_NEAR(wa[i].data()[j], wb[i].data()[j], 1e-6) << shapes_[i].name << "[" << j << "]";
+    }
+  }
+  // And training moved the weights away from their initial values.
+  std::vector<Tensor> initial = model_->InitialValues(11);
+  EXPECT_NE(std::vector<float>(wa[0].values().begin(), wa[0].values().end()),
+            std::vector<float>(initial[0].values().begin(), initial[0].values().end()));
+}
+
+// Issue 4's exact accounting: N threads each push a known gradient M times with SGD(lr=1)
+// into a variable split over two ps through the real stores; concurrent pushes to the same
+// shard must never lose an update, so the final value is exactly initial - sum of pushes.
+TEST(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
+  constexpr int kThreads = 3;
+  constexpr int kPushes = 50;
+  const std::vector<int64_t> shape = {7, 4};  // 7 rows: shards of 4 and 3 rows
+  PlacementPolicy split;
+  split.strategy = PlacementStrategy::kRoundRobin;
+  split.num_shards = 2;
+  auto placement = PlaceVariables({{"emb", shape}}, 2, split);
+  ASSERT_TRUE(placement.ok());
+  ASSERT_EQ(placement->size(), 2u);
+  ASSERT_NE((*placement)[0].ps_index(), (*placement)[1].ps_index());
+
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  sgd.set_learning_rate(1.0f);
+  VariableStore stores[2];
+  Tensor initial(shape);
+  for (int64_t i = 0; i < initial.num_elements(); ++i) initial.data()[i] = static_cast<float>(i);
+  for (const VariablePlacementEntry& shard : *placement) {
+    ASSERT_TRUE(stores[shard.ps_index()]
+                    .CreateVariables({{shard.name(), *SliceShard(initial, shard)}}, sgd)
+                    .ok());
+  }
+  std::unique_ptr<PsClient> clients[2] = {CreateLocalPsClient(0, &stores[0]),
+                                          CreateLocalPsClient(1, &stores[1])};
+
+  // Thread t pushes g_t[i] = t + 1 + i % 3: small integers, so every sum is exact in float.
+  auto gradient = [&](int t) {
+    Tensor g(shape);
+    for (int64_t i = 0; i < g.num_elements(); ++i) g.data()[i] = static_cast<float>(t + 1 + i % 3);
+    return g;
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const Tensor g = gradient(t);
+      for (int m = 0; m < kPushes; ++m) {
+        for (const VariablePlacementEntry& shard : *placement) {
+          auto rows = SliceShard(g, shard);
+          if (!rows.ok() ||
+              !clients[shard.ps_index()]->PushPull({{shard.name(), *std::move(rows)}}, m).ok()) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  Tensor final_value(shape);
+  for (const VariablePlacementEntry& shard : *placement) {
+    std::vector<int64_t> versions;
+    auto pulled = stores[shard.ps_index()].Pull({shard.name()}, &versions);
+    ASSERT_TRUE(pulled.ok());
+    EXPECT_EQ(versions[0], kThreads * kPushes) << shard.name();
+    ASSERT_TRUE(CopyShardInto((*pulled)[0], shard, &final_value).ok());
+  }
+  for (int64_t i = 0; i < final_value.num_elements(); ++i) {
+    float expected = initial.data()[i];
+    for (int t = 0; t < kThreads; ++t) expected -= kPushes * gradient(t).data()[i];
+    EXPECT_EQ(final_value.data()[i], expected) << "element " << i;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,183 @@
+// ps_throughput: push-and-pull throughput of the parameter server over gRPC on loopback,
+// next to a raw TCP loopback transfer measured in the same run.
+//
+// A real ps (VariableStore + PsServiceImpl behind StartServer, as the daemon runs it)
+// listens on a free port; 1 or 2 client threads ("workers") each own a gRPC client and
+// PushPull one variable of the given size as fast as they can for --seconds. Each
+// PushPull moves the tensor twice (gradient up, value down), counted both ways. The raw
+// TCP figure is one socket pair on 127.0.0.1 moving the same bytes in both directions at
+// once. Nothing here asserts a time: it prints a table.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
+#include "common/rpc/grpc_util.h"
+#include "ps_server/rpc/grpc_ps_client.h"
+#include "ps_server/rpc/ps_service.h"
+#include "ps_server/variable_store.h"
+
+ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
+ABSL_FLAG(std::string, workers, "1,2", "Concurrent pushing clients");
+ABSL_FLAG(double, seconds, 2.0, "Measuring time per cell");
+
+namespace pstrain {
+namespace {
+
+struct Cell {
+  double gbps = 0;          // bytes moved (both directions) per second, 1e9
+  double round_trips = 0;   // PushPull calls per second, all workers together
+};
+
+// One socket pair on loopback; each side sends `bytes` while reading what the other
+// sends, for `seconds`. Returns GB/s counted in both directions.
+double RawTcpLoopback(size_t chunk, double seconds) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  listen(listener, 1);
+  int a = socket(AF_INET, SOCK_STREAM, 0);
+  connect(a, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int b = accept(listener, nullptr, nullptr);
+  close(listener);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> received{0};
+  auto pump = [&](int fd) {
+    std::vector<char> out(chunk, 1), in(chunk);
+    std::thread reader([&] {
+      while (true) {
+        const ssize_t n = read(fd, in.data(), in.size());
+        if (n <= 0) break;
+        received += n;
+      }
+    });
+    while (!stop) {
+      size_t sent = 0;
+      while (sent < out.size()) {
+        const ssize_t n = write(fd, out.data() + sent, out.size() - sent);
+        if (n <= 0) break;
+        sent += n;
+      }
+    }
+    shutdown(fd, SHUT_WR);
+    reader.join();
+  };
+  const absl::Time start = absl::Now();
+  std::thread ta(pump, a), tb(pump, b);
+  absl::SleepFor(absl::Seconds(seconds));
+  const int64_t at_stop = received.load();
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  stop = true;
+  ta.join();
+  tb.join();
+  close(a);
+  close(b);
+  return at_stop / elapsed / 1e9;
+}
+
+Cell PushPull(const std::string& address, size_t bytes, int workers, double seconds) {
+  const int64_t elements = static_cast<int64_t>(bytes / sizeof(float));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::unique_ptr<PsClient> client = CreateGrpcPsClient(0, address, absl::Seconds(60));
+      const std::vector<NamedTensor> gradient = {
+          {"v" + std::to_string(elements), Tensor({elements}, std::vector<float>(elements, 0.0f))}};
+      while (!stop) {
+        absl::StatusOr<std::vector<Tensor>> values = client->PushPull(gradient, 0);
+        if (!values.ok()) {
+          std::fprintf(stderr, "worker %d: %s\n", w, std::string(values.status().message()).c_str());
+          return;
+        }
+        ++calls;
+      }
+    });
+  }
+  const absl::Time start = absl::Now();
+  absl::SleepFor(absl::Seconds(seconds));
+  const int64_t done = calls.load();
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  Cell cell;
+  cell.round_trips = done / elapsed;
+  cell.gbps = cell.round_trips * 2.0 * static_cast<double>(elements * sizeof(float)) / 1e9;
+  return cell;
+}
+
+int Main() {
+  std::vector<size_t> sizes;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
+    sizes.push_back(std::stoull(std::string(s)));
+  }
+  std::vector<int> worker_counts;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
+    worker_counts.push_back(std::stoi(std::string(s)));
+  }
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+
+  VariableStore store;
+  PsServiceImpl service(&store, [](const std::string&) {});
+  absl::StatusOr<RunningServer> server = StartServer({"127.0.0.1:0", {&service}});
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(server->port);
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  sgd.set_learning_rate(0.01f);
+  std::vector<NamedTensor> variables;
+  for (size_t bytes : sizes) {
+    const int64_t elements = static_cast<int64_t>(bytes / sizeof(float));
+    variables.push_back({"v" + std::to_string(elements), Tensor({elements})});
+  }
+  if (absl::Status s = store.CreateVariables(std::move(variables), sgd); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+
+  std::printf("ps push+pull over gRPC on loopback vs raw TCP loopback (both directions counted)\n");
+  std::printf("%10s %8s %14s %12s %14s %8s\n", "bytes", "workers", "pushpull/s", "GB/s",
+              "raw TCP GB/s", "%raw");
+  for (size_t bytes : sizes) {
+    const double raw = RawTcpLoopback(std::min<size_t>(bytes, 4 << 20), seconds / 2);
+    for (int workers : worker_counts) {
+      const Cell cell = PushPull(address, bytes, workers, seconds);
+      std::printf("%10zu %8d %14.0f %12.3f %14.3f %7.1f%%\n", bytes, workers, cell.round_trips,
+                  cell.gbps, raw, 100.0 * cell.gbps / raw);
+      std::fflush(stdout);
+    }
+  }
+  server->server->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace pstrain
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  pstrain::KeepLargeBlocksInHeap();
+  return pstrain::Main();
+}

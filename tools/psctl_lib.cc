@@ -1,0 +1,204 @@
+#include "tools/psctl_lib.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
+#include "chief/rpc/grpc_chief_client.h"
+#include "common/tensor.h"
+#include "ps_server/rpc/grpc_ps_client.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: psctl status --chief=HOST:PORT [--timeout=5s]\n"
+    "       psctl layout --chief=HOST:PORT [--timeout=5s]\n"
+    "       psctl ps --address=HOST:PORT [--timeout=5s]\n";
+
+std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& field) {
+  return std::vector<int64_t>(field.begin(), field.end());
+}
+
+// Left-aligned columns, two spaces apart; every line indented by `indent`.
+std::string Table(const std::vector<std::vector<std::string>>& rows, const std::string& indent) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (size_t c = 0; c < row.size(); ++c) {
+      absl::StrAppend(&line, row[c]);
+      if (c + 1 < row.size()) line.append(width[c] - row[c].size() + 2, ' ');
+    }
+    absl::StrAppend(&text, line, "\n");
+  }
+  return text;
+}
+
+// A status message on one line, without the client's own "peer: " prefix (the caller
+// names the peer by the address the user typed).
+std::string OneLine(const absl::Status& status, const std::string& peer_prefix) {
+  std::string message(status.message());
+  if (absl::StartsWith(message, peer_prefix)) message = message.substr(peer_prefix.size());
+  message = absl::StrReplaceAll(message, {{"\r", " "}, {"\n", " "}});
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message);
+}
+
+struct Flags {
+  std::string command;
+  std::string chief;
+  std::string address;
+  absl::Duration timeout = absl::Seconds(5);
+  bool help = false;
+};
+
+// Errors: a one-line message for the usage error.
+absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
+  for (const std::string& arg : args) {
+    if (arg == "-h" || arg == "--help" || arg == "help") {
+      flags->help = true;
+    } else if (absl::StartsWith(arg, "--chief=")) {
+      flags->chief = arg.substr(8);
+    } else if (absl::StartsWith(arg, "--address=")) {
+      flags->address = arg.substr(10);
+    } else if (absl::StartsWith(arg, "--timeout=")) {
+      const std::string value = arg.substr(10);
+      absl::Duration timeout;
+      double seconds = 0;
+      if (absl::ParseDuration(value, &timeout)) {
+      } else if (absl::SimpleAtod(value, &seconds)) {
+        timeout = absl::Seconds(seconds);
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--timeout=", value, " is not a duration (e.g. 500ms, 5s)"));
+      }
+      if (timeout <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(absl::StrCat("--timeout=", value, " must be > 0"));
+      }
+      flags->timeout = timeout;
+    } else if (absl::StartsWith(arg, "-")) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    } else if (flags->command.empty()) {
+      flags->command = arg;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument ", arg));
+    }
+  }
+  if (flags->help) return absl::OkStatus();
+  if (flags->command.empty()) return absl::InvalidArgumentError("no command given");
+  if (flags->command == "status" || flags->command == "layout") {
+    if (flags->chief.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(flags->command, " needs --chief=HOST:PORT"));
+    }
+  } else if (flags->command == "ps") {
+    if (flags->address.empty()) {
+      return absl::InvalidArgumentError("ps needs --address=HOST:PORT");
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown command \"", flags->command, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placement) {
+  std::vector<std::vector<std::string>> rows = {{"variable", "shard", "ps", "rows", "shape"}};
+  for (const VariablePlacementEntry& e : placement) {
+    // Entries from before partitioning describe a whole variable.
+    const bool old = e.variable_name().empty();
+    const std::vector<int64_t> shape = ToVector(e.shape());
+    const std::vector<int64_t> full = old ? shape : ToVector(e.full_shape());
+    const int64_t total = full.empty() ? 1 : full[0];
+    const int64_t first = old ? 0 : e.row_offset();
+    const int64_t count = old ? total : e.num_rows();
+    rows.push_back({old ? e.name() : e.variable_name(), e.name(), absl::StrCat(e.ps_index()),
+                    count == 0 ? absl::StrCat("-/", total)
+                               : absl::StrCat(first, "-", first + count - 1, "/", total),
+                    ShapeToString(shape)});
+  }
+  return Table(rows, "");
+}
+
+std::string FormatChiefStatus(const ChiefStatusResponse& status) {
+  std::string text = absl::StrCat("phase: ", status.phase(), "\nepoch: ", status.epoch(),
+                                  "\nglobal step: ", status.global_step(), "\ntasks:\n");
+  std::vector<std::vector<std::string>> tasks = {
+      {"type", "index", "address", "registered", "last heartbeat"}};
+  for (const TaskState& t : status.tasks()) {
+    tasks.push_back({t.task_type(), absl::StrCat(t.task_index()), t.address(),
+                     t.registered() ? "yes" : "no",
+                     t.registered() ? absl::StrCat(t.last_heartbeat_age_ms(), "ms ago") : "-"});
+  }
+  absl::StrAppend(&text, Table(tasks, "  "), "layout:\n");
+  if (status.placement().empty()) {
+    absl::StrAppend(&text, "  (no variables placed yet)\n");
+  } else {
+    std::string layout = FormatLayoutTable({status.placement().begin(), status.placement().end()});
+    absl::StrAppend(&text, "  ", absl::StrReplaceAll(layout, {{"\n", "\n  "}}));
+    text.resize(text.size() - 2);  // the indent after the last newline
+  }
+  return text;
+}
+
+std::string FormatPsStatus(const std::string& address, const PsStatusResponse& status) {
+  std::string text = absl::StrCat("ps ", address, ": optimizer ",
+                                  status.optimizer().empty() ? "(none)" : status.optimizer(),
+                                  ", ", status.pushes(), " pushes, ", status.pulls(), " pulls, ",
+                                  status.variables_size(), " variables\n");
+  std::vector<const VariableInfo*> sorted;
+  for (const VariableInfo& v : status.variables()) sorted.push_back(&v);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const VariableInfo* a, const VariableInfo* b) { return a->name() < b->name(); });
+  std::vector<std::vector<std::string>> rows = {{"variable", "shape", "version"}};
+  for (const VariableInfo* v : sorted) {
+    rows.push_back({v->name(), ShapeToString(ToVector(v->shape())), absl::StrCat(v->version())});
+  }
+  absl::StrAppend(&text, Table(rows, "  "));
+  return text;
+}
+
+int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Flags flags;
+  if (absl::Status parsed = ParseArgs(args, &flags); !parsed.ok()) {
+    err << "psctl: " << parsed.message() << "\n" << kUsage;
+    return kPsctlUsage;
+  }
+  if (flags.help) {
+    out << kUsage;
+    return kPsctlOk;
+  }
+  if (flags.command == "ps") {
+    std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);
+    absl::StatusOr<PsStatusResponse> status = ps->GetStatus();
+    if (!status.ok()) {
+      err << "psctl: ps at " << flags.address << ": "
+          << OneLine(status.status(), ps->name() + ": ") << "\n";
+      return kPsctlUnreachable;
+    }
+    out << FormatPsStatus(flags.address, *status);
+    return kPsctlOk;
+  }
+  std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(flags.chief, flags.timeout);
+  absl::StatusOr<ChiefStatusResponse> status = chief->GetStatus();
+  if (!status.ok()) {
+    err << "psctl: chief at " << flags.chief << ": "
+        << OneLine(status.status(), chief->name() + ": ") << "\n";
+    return kPsctlUnreachable;
+  }
+  out << (flags.command == "layout" ? FormatLayoutTable({status->placement().begin(), status->placement().end()})
+                                    : FormatChiefStatus(*status));
+  return kPsctlOk;
+}
+
+}  // namespace pstrain

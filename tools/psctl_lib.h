@@ -1,0 +1,47 @@
+#ifndef PSTRAIN_TOOLS_PSCTL_LIB_H_
+#define PSTRAIN_TOOLS_PSCTL_LIB_H_
+
+// psctl's logic, apart from main() so tests run it against real servers in-process.
+//
+//   psctl status --chief=HOST:PORT [--timeout=5s]   phase, epoch, step, tasks, layout
+//   psctl layout --chief=HOST:PORT [--timeout=5s]   the variable layout table only
+//   psctl ps --address=HOST:PORT [--timeout=5s]     a ps task's variables and counters
+//
+// Every RPC carries --timeout as its deadline (a duration such as "500ms", "5s", or a
+// number of seconds), so psctl never hangs on a task that does not answer.
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "proto/chief.pb.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+// Exit codes of RunPsctl, as the shell sees them.
+inline constexpr int kPsctlOk = 0;
+inline constexpr int kPsctlUnreachable = 1;  // an RPC failed (unreachable, deadline, ...)
+inline constexpr int kPsctlUsage = 2;        // bad command line
+
+// The layout table: one row per shard with columns variable, shard, ps, rows, shape
+// (rows as "first-last/total", shape the shard's own). Entries written before
+// partitioning existed show as whole variables. Ends with a newline; a header only
+// when `placement` is empty.
+std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placement);
+
+// Phase, epoch, global step, the task table and the layout table.
+std::string FormatChiefStatus(const ChiefStatusResponse& status);
+
+// A ps task's optimizer, counters and variables (name, shape, version).
+std::string FormatPsStatus(const std::string& address, const PsStatusResponse& status);
+
+// Runs psctl on `args` (without the program name): the report goes to `out`, errors to
+// `err` as one line starting "psctl: " (an unreachable task is named by its address).
+// Returns kPsctlOk, kPsctlUnreachable (any failed RPC) or kPsctlUsage (an unknown
+// command or flag, a missing or malformed flag; the usage text follows the error).
+int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_TOOLS_PSCTL_LIB_H_

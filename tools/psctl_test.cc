@@ -1,0 +1,174 @@
+// psctl against a real chief service and a real ps service on free ports: what a user
+// sees from `psctl status|layout|ps`, and the exit codes for unreachable tasks and bad
+// usage.
+
+#include "tools/psctl_lib.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chief/membership.h"
+#include "chief/rpc/chief_service.h"
+#include "common/cluster_spec.h"
+#include "common/rpc/grpc_util.h"
+#include "deploy/local/free_port.h"
+#include "gtest/gtest.h"
+#include "ps_server/placement.h"
+#include "ps_server/rpc/ps_service.h"
+#include "ps_server/variable_store.h"
+
+namespace pstrain {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunArgs(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = RunPsctl(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+class PsctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A ps holding the shards the chief placed on ps 0.
+    auto ps = StartServer({"127.0.0.1:0", {&ps_service_}});
+    ASSERT_TRUE(ps.ok()) << ps.status();
+    ps_server_ = std::move(ps->server);
+    ps_address_ = absl::StrCat("127.0.0.1:", ps->port);
+
+    PlacementPolicy policy;
+    policy.strategy = PlacementStrategy::kRoundRobin;
+    policy.num_shards = 2;
+    auto placement = PlaceVariables({{"dense/kernel", {5, 3}}, {"dense/bias", {3}}}, 2, policy);
+    ASSERT_TRUE(placement.ok());
+    placement_ = *placement;
+    std::vector<NamedTensor> on_ps0;
+    for (const auto& e : placement_) {
+      if (e.ps_index() == 0) {
+        on_ps0.push_back({e.name(), Tensor(std::vector<int64_t>(e.shape().begin(), e.shape().end()))});
+      }
+    }
+    OptimizerConfig sgd;
+    sgd.set_name("sgd");
+    sgd.set_learning_rate(0.1f);
+    ASSERT_TRUE(store_.CreateVariables(on_ps0, sgd).ok());
+
+    // A chief whose cluster has that ps (registered) and a worker (not yet).
+    auto cluster = ClusterSpec::Create({{"chief", {"127.0.0.1:1"}},
+                                        {"ps", {ps_address_, "127.0.0.1:3"}},
+                                        {"worker", {"127.0.0.1:2"}}});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    membership_ = std::make_unique<Membership>(*cluster);
+    ASSERT_TRUE(membership_->Register("ps", 0, ps_address_, 42).ok());
+    chief_service_ = std::make_unique<ChiefServiceImpl>(
+        membership_.get(), "{}", "/", [this](ChiefStatusResponse* response) {
+          response->set_phase("training");
+          response->set_epoch(3);
+          response->set_global_step(1234);
+          for (const auto& e : placement_) *response->add_placement() = e;
+        });
+    auto chief = StartServer({"127.0.0.1:0", {chief_service_.get()}});
+    ASSERT_TRUE(chief.ok()) << chief.status();
+    chief_server_ = std::move(chief->server);
+    chief_address_ = absl::StrCat("127.0.0.1:", chief->port);
+  }
+
+  void TearDown() override {
+    if (chief_server_) chief_server_->Shutdown();
+    if (ps_server_) ps_server_->Shutdown();
+  }
+
+  VariableStore store_;
+  PsServiceImpl ps_service_{&store_, [](const std::string&) {}};
+  std::unique_ptr<grpc::Server> ps_server_;
+  std::string ps_address_;
+  std::vector<VariablePlacementEntry> placement_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<ChiefServiceImpl> chief_service_;
+  std::unique_ptr<grpc::Server> chief_server_;
+  std::string chief_address_;
+};
+
+TEST_F(PsctlTest, StatusShowsProgressTasksAndLayout) {
+  Result r = RunArgs({"status", "--chief=" + chief_address_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "phase: training")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "epoch: 3")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "global step: 1234")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, ps_address_)) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "worker")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel/part_1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "variable")) << r.out;
+}
+
+TEST_F(PsctlTest, LayoutPrintsOneRowPerShard) {
+  Result r = RunArgs({"layout", "--chief=" + chief_address_, "--timeout=2s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "phase")) << r.out;
+  // Header + 2 kernel shards + 2 bias shards.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;
+  // dense/kernel [5,3] split in two: rows 0-2 on ps 0, rows 3-4 on ps 1.
+  EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel  dense/kernel/part_0  0   0-2/5  [3,3]"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel  dense/kernel/part_1  1   3-4/5  [2,3]"))
+      << r.out;
+  EXPECT_EQ(r.out, FormatLayoutTable(placement_));
+}
+
+TEST_F(PsctlTest, PsListsTheShardsItHolds) {
+  Result r = RunArgs({"ps", "--address=" + ps_address_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "optimizer sgd")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel/part_0")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "dense/bias/part_0")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "part_1")) << r.out;  // those are on ps 1
+}
+
+TEST_F(PsctlTest, UnreachableTaskIsOneLineNamingItAndExitOne) {
+  auto ports = PickFreePorts(1);
+  ASSERT_TRUE(ports.ok());
+  const std::string nobody = absl::StrCat("127.0.0.1:", (*ports)[0]);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"status", "--chief=" + nobody, "--timeout=1s"},
+           {"layout", "--chief=" + nobody, "--timeout=1s"},
+           {"ps", "--address=" + nobody, "--timeout=1s"}}) {
+    Result r = RunArgs(args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_TRUE(absl::StrContains(r.err, nobody)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("psctl: ", 0), 0u) << r.err;
+  }
+}
+
+TEST(PsctlUsageTest, BadUsageExitsTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate", "--chief=h:1"},
+           {"status"},
+           {"layout", "--address=h:1"},
+           {"ps", "--chief=h:1"},
+           {"status", "--chief=h:1", "--timeout=soon"},
+           {"status", "--chief=h:1", "--timeout=0s"},
+           {"status", "--chief=h:1", "--verbose"},
+           {"status", "extra", "--chief=h:1"}}) {
+    Result r = RunArgs(args);
+    EXPECT_EQ(r.code, 2) << absl::StrJoin(args, " ");
+    EXPECT_TRUE(absl::StrContains(r.err, "usage: psctl")) << r.err;
+  }
+  Result help = RunArgs({"--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_TRUE(absl::StrContains(help.out, "usage: psctl"));
+}
+
+}  // namespace
+}  // namespace pstrain
