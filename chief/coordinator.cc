@@ -131,10 +131,16 @@ absl::Status Coordinator::CreateVariables() {
       per_ps[shard.ps_index()].push_back({shard.name(), std::move(rows)});
     }
   }
+  // Every worker pushes its own batch's gradient: with scale_learning_rate the rate grows
+  // with the global batch (per-replica batch x workers), the seed's best practice.
+  OptimizerConfig optimizer = job_->optimizer;
+  if (job_->scale_learning_rate) {
+    optimizer.set_learning_rate(optimizer.learning_rate() * static_cast<float>(workers_.size()));
+  }
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
-    creates.push_back([this, p, &per_ps] {
-      return ps_[p]->CreateVariables(std::move(per_ps[p]), job_->optimizer);
+    creates.push_back([this, p, &per_ps, &optimizer] {
+      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer);
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(creates));
