@@ -1,0 +1,57 @@
+// The demo's job, as ./demo.sh runs it: 1 chief, 2 ps and 2 workers as separate processes
+// on loopback, training the seed's model on the real Fashion-MNIST asynchronously. Fewer
+// epochs than the demo's ten, to keep CI short; the accuracy it reaches is asserted.
+
+#include <sys/stat.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "deploy/local/local_cluster.h"
+#include "deploy/local/process_group.h"
+#include "gtest/gtest.h"
+#include "tests/cluster_test_util.h"
+
+namespace pstrain {
+namespace {
+
+// val_accuracy of the last Keras-style epoch line; -1 when there is none.
+double LastValAccuracy(const std::string& output) {
+  double last = -1;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    const size_t at = line.find(" - val_accuracy: ");
+    if (at == absl::string_view::npos) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(at + 17), &value)) last = value;
+  }
+  return last;
+}
+
+TEST(FashionMnistClusterTest, AsyncParameterServerTrainingReachesRealAccuracy) {
+  struct stat st;
+  if (stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) != 0) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)";
+  }
+  LocalClusterOptions options;
+  options.bin_dir = ".";
+  options.chief_args = {"--job=examples/fashion_mnist.json", "--epochs=3"};
+  options.worker_args = {"--device=cpu"};
+  ProcessGroup group;
+  ASSERT_TRUE(StartLocalCluster(options, &group).ok());
+  std::string chief_out, errors;
+  auto exits = group.Wait(absl::Minutes(10), absl::Seconds(10),
+                          [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+                            if (name == "chief" && !is_stderr) chief_out += line + "\n";
+                            if (is_stderr && line.rfind("E ", 0) == 0) errors += name + ": " + line + "\n";
+                          },
+                          nullptr);
+  for (const auto& exit : exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n" << errors;
+  }
+  const std::vector<double> losses = ParseEpochLosses(chief_out);
+  ASSERT_EQ(losses.size(), 3u) << chief_out;
+  EXPECT_LT(losses.back(), losses.front()) << chief_out;
+  EXPECT_GE(LastValAccuracy(chief_out), 0.85) << chief_out;
+}
+
+}  // namespace
+}  // namespace pstrain
