@@ -5,21 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/data/synthetic.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
 
-// An integer in [0, n) without modulo bias; std::uniform_int_distribution is not the same
-// on every standard library, and the order must be.
-uint64_t UniformBelow(std::mt19937_64& engine, uint64_t n) {
-  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t draw;
-  do {
-    draw = engine();
-  } while (draw >= limit);
-  return draw % n;
-}
 
 }  // namespace
 

@@ -10,9 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// "SparseCategoricalCrossentropy" and "sparse_categorical_crossentropy" both map to
-// "sparsecategoricalcrossentropy".
-std::string Canonical(const std::string& name) {
+}  // namespace
+
+std::string CanonicalKerasName(const std::string& name) {
   std::string out;
   for (char c : name) {
     if (c == '_') continue;
@@ -21,8 +21,10 @@ std::string Canonical(const std::string& name) {
   return out;
 }
 
+namespace {
+
 absl::StatusOr<LossConfig::Kind> KindFromName(const std::string& name) {
-  const std::string c = Canonical(name);
+  const std::string c = CanonicalKerasName(name);
   if (c == "sparsecategoricalcrossentropy") {
     return LossConfig::Kind::kSparseCategoricalCrossentropy;
   }

@@ -30,6 +30,10 @@ struct LossConfig {
 // Keras's snake_case name ("sparse_categorical_crossentropy", ...).
 std::string LossName(LossConfig::Kind kind);
 
+// Keras names compared the way Keras accepts them: "SparseCategoricalCrossentropy" and
+// "sparse_categorical_crossentropy" both give "sparsecategoricalcrossentropy".
+std::string CanonicalKerasName(const std::string& name);
+
 // Reads a Keras loss: a string ("sparse_categorical_crossentropy", "categorical_crossentropy",
 // "mse"/"mean_squared_error", "binary_crossentropy", also the CamelCase class names) or a
 // config dict {"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": true,

@@ -112,14 +112,6 @@ void Fill(const Initializer& init, const std::vector<int64_t>& shape, uint64_t s
   }
 }
 
-std::string Canonical(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '_') continue;
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  }
-  return out;
-}
 
 // Context for error messages: "layer 'dense_1' (Dense)".
 struct Ctx {
@@ -181,7 +173,7 @@ absl::StatusOr<Initializer> ParseInitializer(const json& v, const char* field, c
   using K = Initializer::Kind;
   using M = Initializer::Mode;
   using D = Initializer::Dist;
-  const std::string c = Canonical(class_name);
+  const std::string c = CanonicalKerasName(class_name);
   auto vs = [&init](double scale, M mode, D dist) {
     init.kind = K::kVarianceScaling;
     init.scale = scale;
