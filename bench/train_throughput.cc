@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -29,6 +28,7 @@
 #include "common/data/batcher.h"
 #include "common/data/data_spec.h"
 #include "common/data/synthetic.h"
+#include "common/malloc_tuning.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"

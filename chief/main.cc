@@ -6,12 +6,11 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "chief/chief_task.h"
-#include "common/malloc_tuning.h"
+#include "common/command_line.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/shutdown_signal.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON): model, compile, fit, data");
@@ -22,11 +21,10 @@ ABSL_FLAG(absl::Duration, run_steps_timeout, absl::Minutes(10),
           "Deadline for one request of steps_per_call steps");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pstrain::ParseCommandLineWithUsage(argc, argv,
       "pstrain chief: coordinates training.\n"
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"chief\",\"index\":0}}' "
       "chief --job=examples/seed_synthetic.json");
-  absl::ParseCommandLine(argc, argv);
   // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
   pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> daemon = pstrain::DaemonOptionsFromFlags("chief");

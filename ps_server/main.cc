@@ -3,20 +3,18 @@
 
 #include <cstdio>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/malloc_tuning.h"
+#include "common/command_line.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/shutdown_signal.h"
 #include "ps_server/ps_task.h"
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pstrain::ParseCommandLineWithUsage(argc, argv,
       "pstrain parameter-server task.\n"
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"ps\",\"index\":0}}' ps_server");
-  absl::ParseCommandLine(argc, argv);
   // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
   pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> options = pstrain::DaemonOptionsFromFlags("ps");

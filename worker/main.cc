@@ -4,12 +4,11 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/malloc_tuning.h"
+#include "common/command_line.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/shutdown_signal.h"
 #include "worker/worker_task.h"
 
@@ -17,10 +16,9 @@ ABSL_FLAG(std::string, device, "auto",
           "Where to compute: cpu, auto (a CUDA GPU when one answers, else the CPU), cuda, cuda:N");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pstrain::ParseCommandLineWithUsage(argc, argv,
       "pstrain worker task.\n"
       "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"worker\",\"index\":0}}' worker");
-  absl::ParseCommandLine(argc, argv);
   // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
   pstrain::KeepLargeBlocksInHeap();
   absl::StatusOr<pstrain::DaemonOptions> options = pstrain::DaemonOptionsFromFlags("worker");

@@ -13,10 +13,9 @@
 #include <memory>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/shutdown_signal.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
@@ -59,9 +58,8 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pstrain::ParseCommandLineWithUsage(argc, argv,
       "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
-  absl::ParseCommandLine(argc, argv);
   const std::string strategy = absl::GetFlag(FLAGS_strategy);
   const std::string device = absl::GetFlag(FLAGS_device);
   if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
