@@ -47,4 +47,8 @@ int TaskRuntime::WaitAndStop() {
   return exit_code;
 }
 
+int ExitCodeForStartError(const absl::Status& status) {
+  return absl::IsUnavailable(status) ? 1 : 2;
+}
+
 }  // namespace pstrain

@@ -47,6 +47,11 @@ class TaskRuntime {
   std::unique_ptr<TaskAgent> agent_;
 };
 
+// The exit code for a TaskRuntime::Start error: 1 when the port could not be bound (a
+// runtime problem, worth a restart), 2 when the cluster spec itself is wrong (no restart
+// will help), as for a malformed TF_CONFIG.
+int ExitCodeForStartError(const absl::Status& status);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_CHIEF_TASK_RUNTIME_H_

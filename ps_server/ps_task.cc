@@ -17,7 +17,7 @@ int RunPsTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
       TaskRuntime::Start(options, {&service}, shutdown);
   if (!runtime.ok()) {
     LogError(runtime.status().message());
-    return 1;
+    return ExitCodeForStartError(runtime.status());
   }
   // A ps has nothing to build: it serves whatever the chief creates on it.
   if ((*runtime)->Register().ok()) (*runtime)->StartHeartbeats();

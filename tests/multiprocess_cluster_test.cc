@@ -79,6 +79,28 @@ TEST(MultiprocessClusterTest, MalformedTfConfigIsOneLineAndExitCode2) {
   EXPECT_EQ(run.exits[0].exit_code, 2);
 }
 
+TEST(MultiprocessClusterTest, ClusterWithoutChiefIsAConfigError) {
+  // Parameter-server tasks need a chief to coordinate them: a spec without one is as wrong
+  // as a malformed TF_CONFIG, so the same exit code 2 and one line naming it.
+  for (const std::string type : {"ps", "worker"}) {
+    const std::string binary = type == "ps" ? "ps_server/ps_server" : "worker/worker";
+    const std::string tf_config =
+        R"({"cluster":{"ps":["localhost:1"],"worker":["localhost:2"]},"task":{"type":")" + type +
+        R"(","index":0}})";
+    ProcessGroup group;
+    ASSERT_TRUE(group.Start({"task", binary, {}, {{"TF_CONFIG", tf_config}}}).ok());
+    RunResult run = WaitFor(group, absl::Seconds(30));
+    EXPECT_EQ(run.exits[0].exit_code, 2) << binary << "\n" << run.stderr_of["task"];
+    EXPECT_NE(run.stderr_of["task"].find("no chief"), std::string::npos) << run.stderr_of["task"];
+    // One error line (an informational line about the device may come before it).
+    int error_lines = 0;
+    for (absl::string_view line : absl::StrSplit(run.stderr_of["task"], '\n')) {
+      error_lines += absl::StartsWith(line, "E ") ? 1 : 0;
+    }
+    EXPECT_EQ(error_lines, 1) << run.stderr_of["task"];
+  }
+}
+
 TEST(MultiprocessClusterTest, ChiefNamesTheWorkerThatNeverCame) {
   auto ports = PickFreePorts(4);
   ASSERT_TRUE(ports.ok());

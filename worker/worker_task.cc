@@ -28,7 +28,7 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
       TaskRuntime::Start(options, {&service}, shutdown);
   if (!runtime.ok()) {
     LogError(runtime.status().message());
-    return 1;
+    return ExitCodeForStartError(runtime.status());
   }
   absl::StatusOr<RegisterTaskResponse> registered = (*runtime)->Register();
   if (registered.ok()) {

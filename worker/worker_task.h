@@ -11,7 +11,8 @@ namespace pstrain {
 // Runs one worker task until shutdown: serves the Worker service (with health and
 // reflection), registers with the chief, builds the job the chief sends and runs the
 // steps it is given. Returns the exit code: 0 after a Shutdown RPC, the chief's end of
-// job or SIGTERM; 1 when the chief is lost or the job cannot be built.
+// job or SIGTERM; 1 when the chief is lost or the job cannot be built; 2 for a cluster
+// spec with no chief or no port for the task, or an unusable device.
 // `shutdown` is not owned; requesting it stops the task.
 // `device` chooses where gradients are computed: "cpu", "auto", "cuda" or "cuda:N"
 // (common/math/backend_factory.h); a device that cannot be used is exit code 2.
