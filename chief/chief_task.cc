@@ -18,6 +18,7 @@
 #include "common/parallel.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
+#include "ps_server/consistency.h"
 #include "ps_server/placement.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
@@ -85,6 +86,15 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     LogError(absl::StrCat(options.job_path, ": ", placement_policy.status().message()));
     return 2;
   }
+  // Likewise the consistency mode (replicas_to_aggregate defaults to every worker).
+  absl::StatusOr<ConsistencyConfig> consistency = ConsistencyConfigFromJson(
+      job->raw.is_object() && job->raw.contains("consistency") ? job->raw["consistency"]
+                                                               : nlohmann::json(),
+      cluster.num_tasks("worker"));
+  if (!consistency.ok()) {
+    LogError(absl::StrCat(options.job_path, ": ", consistency.status().message()));
+    return 2;
+  }
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
   absl::Status loss_set = model.ok() ? (*model)->SetLoss(job->loss) : model.status();
@@ -150,6 +160,7 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.steps_per_call = options.steps_per_call;
   coordinator_options.ps_addresses = cluster.tasks("ps");
   coordinator_options.placement_policy = *placement_policy;
+  coordinator_options.consistency = *consistency;
   {
     absl::MutexLock lock(&coordinator_mu);
     coordinator = std::make_unique<Coordinator>(

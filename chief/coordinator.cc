@@ -140,13 +140,22 @@ absl::Status Coordinator::CreateVariables() {
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
     creates.push_back([this, p, &per_ps, &optimizer] {
-      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer);
+      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer, options_.consistency);
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(creates));
   LogInfo(absl::StrCat("placement: ", DescribePolicy(options_.placement_policy), "; ",
                        placement.size(), " shards of ", shapes.size(), " variables on ",
                        num_ps, " ps"));
+  if (!options_.consistency.mode().empty() && options_.consistency.mode() != "async") {
+    LogInfo(absl::StrCat("consistency: ", options_.consistency.mode(),
+                         options_.consistency.mode() == "sync"
+                             ? absl::StrCat(", aggregating ",
+                                            options_.consistency.replicas_to_aggregate(),
+                                            " gradients")
+                             : absl::StrCat(", staleness ", options_.consistency.staleness()),
+                         ", timeout ", options_.consistency.timeout_ms(), " ms"));
+  }
   absl::MutexLock lock(&mu_);
   placement_ = std::move(placement);
   return absl::OkStatus();

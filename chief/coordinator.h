@@ -17,6 +17,7 @@
 #include "common/model/model.h"
 #include "common/shutdown_signal.h"
 #include "proto/chief.pb.h"
+#include "proto/ps.pb.h"
 #include "ps_server/placement.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
@@ -55,6 +56,8 @@ class Coordinator {
     std::vector<std::string> ps_addresses;
     // How variables are split and spread over the ps tasks (the job's "placement").
     PlacementPolicy placement_policy;
+    // How every ps orders the workers' pushes (the job's "consistency"); default async.
+    ConsistencyConfig consistency;
   };
 
   // Pointers are not owned and must outlive the coordinator. `model` gives the variables

@@ -18,15 +18,21 @@ class LocalPsClient final : public PsClient {
   LocalPsClient(int ps_index, VariableStore* store)
       : name_(absl::StrCat("ps task ", ps_index, " (in-process)")), store_(store) {}
 
+  using PsClient::CreateVariables;
+  using PsClient::Pull;
+  using PsClient::PushPull;
+
   std::string name() const override { return name_; }
 
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
-                               const OptimizerConfig& optimizer) override {
-    return Named(name_, store_->CreateVariables(std::move(variables), optimizer));
+                               const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
+    return Named(name_, store_->CreateVariables(std::move(variables), optimizer, consistency));
   }
 
-  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) override {
-    absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, nullptr);
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
+                                           std::vector<int64_t>* versions) override {
+    absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, versions);
     if (!values.ok()) return Named(name_, values.status());
     return values;
   }
@@ -36,11 +42,14 @@ class LocalPsClient final : public PsClient {
   }
 
   absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
-                                               int64_t step) override {
-    if (absl::Status pushed = Push(gradients, step); !pushed.ok()) return pushed;
+                                               const PushContext& context,
+                                               std::vector<int64_t>* versions) override {
+    if (absl::Status pushed = Named(name_, store_->Push(gradients, context)); !pushed.ok()) {
+      return pushed;
+    }
     std::vector<std::string> names;
     for (const NamedTensor& g : gradients) names.push_back(g.name);
-    return Pull(names);
+    return Pull(names, versions);
   }
 
   absl::StatusOr<PsStatusResponse> GetStatus() override { return DescribeStore(*store_); }

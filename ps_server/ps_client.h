@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -10,6 +11,7 @@
 #include "absl/types/span.h"
 #include "common/tensor.h"
 #include "proto/ps.pb.h"
+#include "ps_server/consistency.h"
 
 namespace pstrain {
 
@@ -24,13 +26,39 @@ class PsClient {
   // "ps task 1 (host:port)".
   virtual std::string name() const = 0;
 
+  // Creates variables and sets the optimizer and consistency mode (see
+  // ps_server/variable_store.h).
   virtual absl::Status CreateVariables(std::vector<NamedTensor> variables,
-                                       const OptimizerConfig& optimizer) = 0;
-  virtual absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) = 0;
+                                       const OptimizerConfig& optimizer,
+                                       const ConsistencyConfig& consistency) = 0;
+  // As above, async.
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               const OptimizerConfig& optimizer) {
+    return CreateVariables(std::move(variables), optimizer, ConsistencyConfig());
+  }
+
+  // `versions` (may be null) gets each variable's version.
+  virtual absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
+                                                   std::vector<int64_t>* versions) = 0;
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) {
+    return Pull(names, nullptr);
+  }
+
   virtual absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t step) = 0;
-  // Push, then pull the same variables, in one round trip.
+
+  // Push, then pull the same variables, in one round trip; `versions` (may be null) gets
+  // the pulled versions. In sync or bounded_staleness mode the ps may hold the call for
+  // up to the mode's timeout_ms, so the deadline must exceed it.
   virtual absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
-                                                       int64_t step) = 0;
+                                                       const PushContext& context,
+                                                       std::vector<int64_t>* versions) = 0;
+  // As above, an anonymous push at `step` (async semantics).
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               int64_t step) {
+    PushContext context;
+    context.step = step;
+    return PushPull(gradients, context, nullptr);
+  }
   virtual absl::StatusOr<PsStatusResponse> GetStatus() = 0;
   virtual absl::Status Shutdown(const std::string& reason) = 0;
 };

@@ -4,13 +4,29 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace pstrain {
+namespace {
+
+// Async configs differ only in fields async ignores: compare them as one.
+ConsistencyConfig Normalized(const ConsistencyConfig& config) {
+  if (!config.mode().empty() && config.mode() != "async") return config;
+  ConsistencyConfig async;
+  async.set_mode("async");
+  return async;
+}
+
+}  // namespace
 
 absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
-                                            const OptimizerConfig& optimizer) {
+                                            const OptimizerConfig& optimizer,
+                                            const ConsistencyConfig& consistency_in) {
+  PS_RETURN_IF_ERROR(ValidateConsistency(consistency_in));
+  const ConsistencyConfig consistency = Normalized(consistency_in);
   absl::flat_hash_set<std::string> seen;
   for (const NamedTensor& v : variables) {
     if (v.name.empty()) return absl::InvalidArgumentError("variable with an empty name");
@@ -27,6 +43,12 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
         "this ps already runs optimizer \"", optimizer_config_.name(),
         "\" with other settings; one ps serves one optimizer configuration"));
   }
+  if (consistency_set_ &&
+      !google::protobuf::util::MessageDifferencer::Equals(consistency, consistency_config_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this ps already runs consistency mode \"", consistency_config_.mode(),
+        "\" with other settings; one ps serves one consistency configuration"));
+  }
   for (const NamedTensor& v : variables) {
     auto it = variables_.find(v.name);
     if (it == variables_.end()) continue;
@@ -40,6 +62,17 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
   if (new_optimizer != nullptr) {
     optimizer_ = std::move(new_optimizer);
     optimizer_config_ = optimizer;
+  }
+  if (!consistency_set_) {
+    consistency_set_ = true;
+    consistency_config_ = consistency;
+    Rules rules;
+    if (consistency.mode() == "bounded_staleness") rules.mode = Mode::kBoundedStaleness;
+    if (consistency.mode() == "sync") rules.mode = Mode::kSync;
+    rules.staleness = consistency.staleness();
+    rules.replicas_to_aggregate = std::max(1, consistency.replicas_to_aggregate());
+    rules.timeout = absl::Milliseconds(consistency.timeout_ms());
+    rules_ = rules;
   }
   for (NamedTensor& v : variables) {
     if (variables_.contains(v.name)) continue;
@@ -80,11 +113,14 @@ absl::StatusOr<std::vector<Tensor>> VariableStore::Pull(absl::Span<const std::st
   return values;
 }
 
-absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients) {
+absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
+                                 const PushContext& context) {
   const Optimizer* optimizer;
+  Rules rules;
   {
     absl::ReaderMutexLock lock(&mu_);
     optimizer = optimizer_.get();
+    rules = rules_;
   }
   if (optimizer == nullptr) {
     return absl::FailedPreconditionError("no variables have been created on this ps yet");
@@ -106,6 +142,17 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients) {
     }
     found.push_back(v);
   }
+  if (rules.mode == Mode::kSync) {
+    if (context.versions.size() != gradients.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sync mode needs the version each gradient was computed at: got ",
+          context.versions.size(), " versions for ", gradients.size(), " gradients"));
+    }
+    PushSync(found, gradients, context.versions, optimizer, rules);
+    ++pushes_;
+    return absl::OkStatus();
+  }
+  if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
   // Shapes never change after creation, so the checks above still hold here.
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
@@ -115,6 +162,85 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients) {
   }
   ++pushes_;
   return absl::OkStatus();
+}
+
+void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules& rules) {
+  if (context.worker.empty()) return;
+  absl::MutexLock lock(&progress_mu_);
+  // Recorded before waiting: this worker is at least this far, which only ever lets
+  // others proceed sooner. A worker whose latest push is of a later epoch is done with
+  // this one and is skipped, so a finished worker never holds the others back.
+  progress_[context.worker] = {context.epoch, context.step};
+  auto may_proceed = [this, &context, &rules]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
+    for (const auto& [worker, progress] : progress_) {
+      if (worker == context.worker || progress.epoch != context.epoch) continue;
+      if (context.step - progress.step > rules.staleness) return false;
+    }
+    return true;
+  };
+  if (!progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout) &&
+      !logged_staleness_timeout_.exchange(true)) {
+    LogInfo(absl::StrCat("bounded staleness: ", context.worker, " at epoch ", context.epoch,
+                         " step ", context.step, " waited ",
+                         absl::FormatDuration(rules.timeout),
+                         " for slower workers and proceeds (logged once)"));
+  }
+}
+
+void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer) {
+  if (v->pending_count > 1) {
+    const float scale = 1.0f / static_cast<float>(v->pending_count);
+    for (float& x : v->pending_sum) x *= scale;
+  }
+  optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
+  std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
+  v->pending_count = 0;
+  ++v->version;
+}
+
+void VariableStore::PushSync(absl::Span<Variable* const> found,
+                             absl::Span<const NamedTensor> gradients,
+                             absl::Span<const int64_t> versions, const Optimizer* optimizer,
+                             const Rules& rules) {
+  const absl::Time deadline = absl::Now() + rules.timeout;
+  // Every gradient joins its aggregate before this push waits on any, so one push that
+  // carries several variables never holds up the aggregates of the later ones.
+  std::vector<size_t> joined;
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    absl::MutexLock lock(&v->mu);
+    if (versions[i] != v->version) {
+      // Computed at another version (older, or from before a ps restart): the aggregate
+      // it belonged to is gone, as SyncReplicasOptimizer drops stale gradients.
+      ++stale_;
+      continue;
+    }
+    absl::Span<const float> g = gradients[i].tensor.values();
+    if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
+    for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
+    if (++v->pending_count >= rules.replicas_to_aggregate) {
+      ApplyPending(v, optimizer);
+    } else {
+      joined.push_back(i);
+    }
+  }
+  for (size_t i : joined) {
+    Variable* v = found[i];
+    const int64_t version = versions[i];
+    absl::MutexLock lock(&v->mu);
+    auto advanced = [v, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) {
+      return v->version > version;
+    };
+    if (v->mu.AwaitWithDeadline(absl::Condition(&advanced), deadline)) continue;
+    // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
+    if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer);
+    if (!logged_sync_timeout_.exchange(true)) {
+      LogInfo(absl::StrCat("sync: ", gradients[i].name, " waited ",
+                           absl::FormatDuration(rules.timeout), " for ",
+                           rules.replicas_to_aggregate,
+                           " gradients and applied the ones that arrived (logged once)"));
+    }
+  }
 }
 
 std::vector<VariableStore::VariableInfo> VariableStore::List() const {
@@ -133,6 +259,13 @@ int64_t VariableStore::num_pushes() const { return pushes_.load(); }
 
 int64_t VariableStore::num_pulls() const { return pulls_.load(); }
 
+int64_t VariableStore::stale_gradients() const { return stale_.load(); }
+
+std::string VariableStore::consistency_mode() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return consistency_set_ ? consistency_config_.mode() : "async";
+}
+
 std::string VariableStore::optimizer_name() const {
   absl::ReaderMutexLock lock(&mu_);
   return optimizer_config_.name();
@@ -149,6 +282,8 @@ PsStatusResponse DescribeStore(const VariableStore& store) {
   response.set_pushes(store.num_pushes());
   response.set_pulls(store.num_pulls());
   response.set_optimizer(store.optimizer_name());
+  response.set_stale_gradients(store.stale_gradients());
+  response.set_consistency_mode(store.consistency_mode());
   return response;
 }
 

@@ -13,9 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/model/optimizer.h"
 #include "common/tensor.h"
+#include "ps_server/consistency.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -26,6 +28,18 @@ namespace pstrain {
 // Thread-safe. Each variable has its own lock, so pushes to different variables proceed
 // in parallel and a pull never sees a half-applied update; the map itself is guarded by
 // a reader/writer lock taken only briefly to find a variable.
+//
+// Consistency (ConsistencyConfig, set by the first CreateVariables): "async" applies every
+// push at once. "bounded_staleness" holds a push whose (epoch, step) is more than
+// `staleness` steps ahead of the slowest other worker that pushed in the same epoch, until
+// that worker catches up or timeout_ms passes; a worker that moved on to a later epoch no
+// longer holds anyone back. "sync" accumulates, per variable, the gradients computed at
+// its current version and applies their mean once replicas_to_aggregate have arrived,
+// bumping the version; a gradient of an older version is dropped (stale_gradients()). A
+// sync push returns once the version of every variable it contributed to advanced, or
+// after timeout_ms, when the partial mean is applied, so a straggler never hangs the job.
+// Staleness state sits under its own small mutex and sync state under each variable's
+// lock, so async pushes never take a store-wide lock.
 class VariableStore {
  public:
   struct VariableInfo {
@@ -43,8 +57,12 @@ class VariableStore {
   // (a restarted chief repeats the call).
   // Errors: INVALID_ARGUMENT empty or duplicate name, unknown optimizer, or an optimizer
   //         that differs from the one already set; ALREADY_EXISTS same name, other shape.
+  // The first call also sets the consistency mode; a later call must repeat it.
+  // Errors: INVALID_ARGUMENT also an invalid consistency config, or one that differs from
+  //         the one already set.
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
-                               const OptimizerConfig& optimizer);
+                               const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency = ConsistencyConfig());
 
   // Current values of `names`, in order; `versions` (may be null) gets each variable's
   // count of applied updates. Errors: NOT_FOUND an unknown name.
@@ -53,14 +71,21 @@ class VariableStore {
 
   // Applies every gradient with the optimizer. Every gradient is validated before any is
   // applied, so a bad request changes nothing.
+  // `context` says who pushes and at which step and versions (see the class comment);
+  // in sync or bounded_staleness mode the call may block up to timeout_ms.
   // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a shape differs from the
-  //         variable's or a name repeats; FAILED_PRECONDITION no variables created yet.
-  absl::Status Push(absl::Span<const NamedTensor> gradients);
+  //         variable's or a name repeats, or (sync) context.versions is not aligned with
+  //         the gradients; FAILED_PRECONDITION no variables created yet.
+  absl::Status Push(absl::Span<const NamedTensor> gradients,
+                    const PushContext& context = PushContext());
 
   std::vector<VariableInfo> List() const;
   int64_t num_pushes() const;
   int64_t num_pulls() const;
+  // Sync mode: gradients dropped because they were computed at an older version.
+  int64_t stale_gradients() const;
   std::string optimizer_name() const;
+  std::string consistency_mode() const;
 
  private:
   struct Variable {
@@ -69,7 +94,40 @@ class VariableStore {
     Tensor value ABSL_GUARDED_BY(mu);
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
+    // Sync mode: sum and count of the gradients computed at `version` not yet applied.
+    std::vector<float> pending_sum ABSL_GUARDED_BY(mu);
+    int pending_count ABSL_GUARDED_BY(mu) = 0;
   };
+
+  enum class Mode { kAsync, kBoundedStaleness, kSync };
+  // The consistency config in the form the push path reads (no strings).
+  struct Rules {
+    Mode mode = Mode::kAsync;
+    int64_t staleness = 0;
+    int replicas_to_aggregate = 1;
+    absl::Duration timeout;
+  };
+
+  struct WorkerProgress {
+    int32_t epoch = 0;
+    int64_t step = 0;
+  };
+
+  // Bounded staleness: records the pusher's progress and waits while it is more than
+  // rules.staleness steps ahead of the slowest other worker in its epoch, at most
+  // rules.timeout.
+  void WaitForSlowerWorkers(const PushContext& context, const Rules& rules)
+      ABSL_LOCKS_EXCLUDED(progress_mu_);
+
+  // Sync: adds each gradient to its variable's aggregate (dropping stale ones), then waits
+  // until each aggregate it joined was applied, applying a partial one at the deadline.
+  void PushSync(absl::Span<Variable* const> found, absl::Span<const NamedTensor> gradients,
+                absl::Span<const int64_t> versions, const Optimizer* optimizer,
+                const Rules& rules);
+
+  // Applies the mean of v's pending gradients and bumps its version.
+  static void ApplyPending(Variable* v, const Optimizer* optimizer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu);
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -79,10 +137,22 @@ class VariableStore {
   absl::flat_hash_map<std::string, std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   OptimizerConfig optimizer_config_ ABSL_GUARDED_BY(mu_);
+  bool consistency_set_ ABSL_GUARDED_BY(mu_) = false;
+  ConsistencyConfig consistency_config_ ABSL_GUARDED_BY(mu_);
+  Rules rules_ ABSL_GUARDED_BY(mu_);
+
+  // Bounded staleness: each worker's latest pushed (epoch, step). A separate small lock,
+  // so that neither the map lock nor async pushes ever wait on it.
+  absl::Mutex progress_mu_;
+  absl::flat_hash_map<std::string, WorkerProgress> progress_ ABSL_GUARDED_BY(progress_mu_);
 
   // Counters for status pages; atomics so that counting never serialises requests.
   std::atomic<int64_t> pushes_{0};
   mutable std::atomic<int64_t> pulls_{0};
+  std::atomic<int64_t> stale_{0};
+  // A timed-out wait is logged once per store, not once per push.
+  std::atomic<bool> logged_staleness_timeout_{false};
+  std::atomic<bool> logged_sync_timeout_{false};
 };
 
 // The store's variables, versions and counters as the GetStatus RPC reports them.

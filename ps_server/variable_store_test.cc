@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -129,6 +130,115 @@ TEST(VariableStoreTest, ConcurrentPushesAreNeverLostAndPullsNeverTorn) {
   const Tensor final_value = (*store.Pull({"w"}, nullptr))[0];
   EXPECT_EQ(final_value.data()[0], -static_cast<float>(kThreads * kPushes));
   EXPECT_EQ(final_value.data()[kElements - 1], -static_cast<float>(kThreads * kPushes));
+}
+
+ConsistencyConfig Sync(int replicas, int64_t timeout_ms) {
+  ConsistencyConfig config;
+  config.set_mode("sync");
+  config.set_replicas_to_aggregate(replicas);
+  config.set_timeout_ms(timeout_ms);
+  return config;
+}
+
+ConsistencyConfig Bounded(int staleness, int64_t timeout_ms) {
+  ConsistencyConfig config;
+  config.set_mode("bounded_staleness");
+  config.set_staleness(staleness);
+  config.set_timeout_ms(timeout_ms);
+  return config;
+}
+
+PushContext At(const std::string& worker, int64_t step, std::vector<int64_t> versions = {}) {
+  PushContext context;
+  context.worker = worker;
+  context.step = step;
+  context.versions = std::move(versions);
+  return context;
+}
+
+TEST(VariableStoreSyncTest, AppliesTheMeanOfReplicasOnceAndDropsStale) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {10, 20})}}, Sgd(1), Sync(2, 10000)).ok());
+  absl::Status first;
+  std::thread a([&] { first = store.Push({{"w", Tensor({2}, {2, 4})}}, At("a", 0, {0})); });
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {4, 8})}}, At("b", 0, {0})).ok());
+  a.join();
+  ASSERT_TRUE(first.ok()) << first;
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w"}, &versions);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{7, 14}));  // w - (g1 + g2) / 2
+  EXPECT_EQ(versions[0], 1);
+
+  // Computed at version 0, which is gone: dropped, counted, returns at once.
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {100, 100})}}, At("a", 1, {0})).ok());
+  values = store.Pull({"w"}, &versions);
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{7, 14}));
+  EXPECT_EQ(versions[0], 1);
+  EXPECT_EQ(store.stale_gradients(), 1);
+  EXPECT_EQ(DescribeStore(store).stale_gradients(), 1);
+  EXPECT_EQ(DescribeStore(store).consistency_mode(), "sync");
+}
+
+TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {3})}}, At("a", 0, {0})).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w"}, &versions);
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{2}));
+  EXPECT_EQ(versions[0], 1);
+}
+
+TEST(VariableStoreSyncTest, RequiresVersionsAndOneConfig) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());
+  EXPECT_EQ(store.Push({{"w", Tensor({1}, {3})}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.CreateVariables({{"v", Tensor({1}, {5})}}, Sgd(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store.CreateVariables({{"v", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());
+}
+
+TEST(VariableStoreStalenessTest, AWorkerTooFarAheadWaitsForTheSlowOne) {
+  VariableStore store;
+  ASSERT_TRUE(
+      store.CreateVariables({{"w", Tensor({1}, {0})}}, Sgd(1), Bounded(2, 20000)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("slow", 0)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 2)).ok());  // 2 ahead: fine
+  std::atomic<bool> done{false};
+  std::thread fast([&] {
+    EXPECT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 3)).ok());  // 3 ahead: waits
+    done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(done.load());
+  EXPECT_EQ(store.num_pushes(), 2);
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("slow", 1)).ok());
+  fast.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(store.num_pushes(), 4);
+
+  // A worker in a later epoch is done with this one and holds nobody back.
+  PushContext next_epoch = At("slow", 0);
+  next_epoch.epoch = 1;
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, next_epoch).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 9)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(VariableStoreStalenessTest, ProceedsAfterTheTimeoutWhenTheSlowWorkerNeverPushes) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {0})}}, Sgd(1), Bounded(2, 100)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("slow", 0)).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 3)).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  std::vector<int64_t> versions;
+  ASSERT_TRUE(store.Pull({"w"}, &versions).ok());
+  EXPECT_EQ(versions[0], 2);
 }
 
 }  // namespace

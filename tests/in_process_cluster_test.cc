@@ -176,5 +176,76 @@ TEST(InProcessClusterTest, WorkerWithoutChiefGivesUpAndNamesIt) {
       << signal.reason();
 }
 
+// Runs the tiny job at `job_path` on 1 chief, 2 ps and 2 workers; returns the chief's output
+// after checking that every task exited 0 and the loss fell.
+std::string RunTinyCluster(const std::string& job_path) {
+  auto ports = PickFreePorts(5);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  if (!ports.ok()) return "";
+  auto address = [&](int i) { return "127.0.0.1:" + std::to_string((*ports)[i]); };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(0)}}, {"ps", {address(1), address(2)}},
+      {"worker", {address(3), address(4)}}};
+  ShutdownSignal signals[5];
+  int exit_codes[5] = {-1, -1, -1, -1, -1};
+  std::vector<std::thread> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.emplace_back([&, i] {
+      exit_codes[1 + i] = RunPsTask(OptionsFor(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+    });
+    tasks.emplace_back([&, i] {
+      exit_codes[3 + i] =
+          RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
+    });
+  }
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.job_path = job_path;
+  chief.steps_per_call = 3;
+  std::ostringstream out;
+  exit_codes[0] = RunChiefTask(chief, &signals[0], out);
+  for (std::thread& t : tasks) t.join();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i;
+  const std::vector<double> losses = ParseEpochLosses(out.str());
+  EXPECT_EQ(losses.size(), 4u) << out.str();
+  if (!losses.empty()) EXPECT_LT(losses.back(), losses.front()) << out.str();
+  return out.str();
+}
+
+// SyncReplicasOptimizer semantics: every ps averages both workers' gradients per version.
+TEST(InProcessClusterTest, TrainsInSyncMode) {
+  RunTinyCluster(WriteJobWith(
+      "sync.json",
+      {{"\"seed\": 3",
+        R"("consistency": {"mode": "sync", "timeout_ms": 3000}, "seed": 3)"}}));
+}
+
+// SSP: no worker runs more than one step ahead of the other within an epoch.
+TEST(InProcessClusterTest, TrainsWithBoundedStaleness) {
+  RunTinyCluster(WriteJobWith(
+      "bounded.json",
+      {{"\"seed\": 3",
+        R"("consistency": {"mode": "bounded_staleness", "staleness": 1, "timeout_ms": 3000},
+            "seed": 3)"}}));
+}
+
+// A bad consistency value fails the chief at start with exit code 2, before any task is
+// waited for.
+TEST(InProcessClusterTest, BadConsistencyFailsTheChiefAtStart) {
+  auto ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  auto address = [&](int i) { return "127.0.0.1:" + std::to_string((*ports)[i]); };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {address(0)}}, {"ps", {address(1)}}, {"worker", {address(2)}}};
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.job_path = WriteJobWith(
+      "bad_consistency.json",
+      {{"\"seed\": 3", R"("consistency": {"mode": "lockstep"}, "seed": 3)"}});
+  ShutdownSignal signal;
+  std::ostringstream out;
+  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+}
+
 }  // namespace
 }  // namespace pstrain

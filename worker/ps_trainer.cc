@@ -26,6 +26,7 @@ PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<Variab
     : model_(model), ps_(std::move(ps)), layout_(std::move(layout)), dropout_seed_(dropout_seed) {
   by_ps_.resize(ps_.size());
   names_by_ps_.resize(ps_.size());
+  versions_by_ps_.resize(ps_.size());
   weights_.resize(layout_.size());
   for (size_t i = 0; i < layout_.size(); ++i) {
     // A split variable's full tensor exists before any pull, so that the per-ps threads
@@ -38,8 +39,9 @@ PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<Variab
   }
 }
 
-absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values) {
-  if (values.size() != by_ps_[p].size()) {
+absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values,
+                                    std::vector<int64_t> versions) {
+  if (values.size() != by_ps_[p].size() || versions.size() != values.size()) {
     return absl::InternalError(absl::StrCat(ps_[p]->name(), ": answered ", values.size(),
                                             " values for ", by_ps_[p].size(), " variables"));
   }
@@ -54,6 +56,7 @@ absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values) {
       }
     }
   }
+  versions_by_ps_[p] = std::move(versions);
   return absl::OkStatus();
 }
 
@@ -62,8 +65,9 @@ absl::Status PsTrainer::PullAll() {
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (by_ps_[p].empty()) continue;
     pulls.push_back([this, p]() -> absl::Status {
-      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names_by_ps_[p]));
-      return StorePulled(p, std::move(values));
+      std::vector<int64_t> versions;
+      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names_by_ps_[p], &versions));
+      return StorePulled(p, std::move(values), std::move(versions));
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(pulls));
@@ -75,11 +79,16 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
   if (!have_weights_) PS_RETURN_IF_ERROR(PullAll());
   PS_ASSIGN_OR_RETURN(StepResult result,
                       model_->TrainStep(weights_, x, y, dropout_seed_ + steps_done_, &gradients_));
-  const int64_t step = steps_done_;
+  const int64_t step = has_position_ ? position_ : steps_done_;
   std::vector<std::function<absl::Status()>> exchanges;
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (by_ps_[p].empty()) continue;
     exchanges.push_back([this, p, step]() -> absl::Status {
+      PushContext context;
+      context.worker = worker_;
+      context.epoch = epoch_;
+      context.step = step;
+      if (send_versions_) context.versions = versions_by_ps_[p];
       std::vector<NamedTensor> grads;
       grads.reserve(by_ps_[p].size());
       for (const ShardRef& ref : by_ps_[p]) {
@@ -92,8 +101,10 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
           grads.push_back({ref.entry.name(), std::move(rows)});
         }
       }
-      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->PushPull(grads, step));
-      return StorePulled(p, std::move(values));
+      std::vector<int64_t> versions;
+      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values,
+                          ps_[p]->PushPull(grads, context, &versions));
+      return StorePulled(p, std::move(values), std::move(versions));
     });
   }
   absl::Status exchanged = RunConcurrently(exchanges);
@@ -103,6 +114,7 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
     return exchanged;
   }
   ++steps_done_;
+  ++position_;
   return result;
 }
 

@@ -50,6 +50,25 @@ class PsTrainer {
 
   int64_t steps_done() const { return steps_done_; }
 
+  // Who pushes and whether each push carries the versions its gradients were computed at
+  // (sync mode needs them; the ps ignores them otherwise). Call before the first Step.
+  void SetConsistency(std::string worker, bool send_versions) {
+    worker_ = std::move(worker);
+    send_versions_ = send_versions;
+  }
+
+  // The epoch and the step within it that the next Step pushes as (bounded staleness
+  // compares workers by them). Without a call, pushes count steps_done() in epoch 0.
+  void SetPosition(int32_t epoch, int64_t step) {
+    epoch_ = epoch;
+    position_ = step;
+    has_position_ = true;
+  }
+
+  // The version of each shard as last pulled, in by-ps order: versions_by_ps()[p][k] is
+  // that of the k-th shard ps p holds.
+  const std::vector<std::vector<int64_t>>& versions_by_ps() const { return versions_by_ps_; }
+
  private:
   // A shard held by one ps: which variable it belongs to and which rows.
   struct ShardRef {
@@ -63,7 +82,7 @@ class PsTrainer {
   // Puts the values pulled from ps `p` (in by_ps_[p] order) into weights_. Called from
   // one thread per ps at once: whole variables are owned by one ps, and split ones are
   // preallocated, so each thread writes only its own tensors or rows.
-  absl::Status StorePulled(size_t p, std::vector<Tensor> values);
+  absl::Status StorePulled(size_t p, std::vector<Tensor> values, std::vector<int64_t> versions);
 
   Model* const model_;                 // Not owned.
   const std::vector<PsClient*> ps_;    // Not owned.
@@ -72,6 +91,13 @@ class PsTrainer {
   // names_by_ps_[p]: their names, in that order.
   std::vector<std::vector<ShardRef>> by_ps_;
   std::vector<std::vector<std::string>> names_by_ps_;
+  // versions_by_ps_[p]: the version of each of ps p's shards as last pulled.
+  std::vector<std::vector<int64_t>> versions_by_ps_;
+  std::string worker_;
+  bool send_versions_ = false;
+  int32_t epoch_ = 0;
+  int64_t position_ = 0;
+  bool has_position_ = false;
   std::vector<Tensor> weights_;
   std::vector<Tensor> gradients_;
   bool have_weights_ = false;

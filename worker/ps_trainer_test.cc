@@ -251,5 +251,91 @@ TEST(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
   }
 }
 
+// Exact accounting in sync mode: N threads each push a known gradient M times with SGD(lr=1)
+// and replicas_to_aggregate = N into a variable split over two ps, each push carrying the
+// version it last got back; every round's N gradients form one aggregate, so the final
+// value is exactly initial - M * mean(gradients), and the version is M.
+TEST(PartitionedAccountingTest, SyncAppliesEveryRoundsMeanExactlyOnce) {
+  constexpr int kThreads = 3;
+  constexpr int kPushes = 20;
+  const std::vector<int64_t> shape = {7, 4};
+  PlacementPolicy split;
+  split.strategy = PlacementStrategy::kRoundRobin;
+  split.num_shards = 2;
+  auto placement = PlaceVariables({{"emb", shape}}, 2, split);
+  ASSERT_TRUE(placement.ok());
+  ASSERT_EQ(placement->size(), 2u);
+  ASSERT_NE((*placement)[0].ps_index(), (*placement)[1].ps_index());
+
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  sgd.set_learning_rate(1.0f);
+  ConsistencyConfig sync;
+  sync.set_mode("sync");
+  sync.set_replicas_to_aggregate(kThreads);
+  sync.set_timeout_ms(60000);  // long: a timed-out partial aggregate would break the sum
+  VariableStore stores[2];
+  Tensor initial(shape);
+  for (int64_t i = 0; i < initial.num_elements(); ++i) initial.data()[i] = static_cast<float>(i);
+  for (const VariablePlacementEntry& shard : *placement) {
+    ASSERT_TRUE(stores[shard.ps_index()]
+                    .CreateVariables({{shard.name(), *SliceShard(initial, shard)}}, sgd, sync)
+                    .ok());
+  }
+  std::unique_ptr<PsClient> clients[2] = {CreateLocalPsClient(0, &stores[0]),
+                                          CreateLocalPsClient(1, &stores[1])};
+  // g_t[i] = t + 1 + i % 3: the mean over t is 2 + i % 3, exact in float.
+  auto gradient = [&](int t) {
+    Tensor g(shape);
+    for (int64_t i = 0; i < g.num_elements(); ++i) g.data()[i] = static_cast<float>(t + 1 + i % 3);
+    return g;
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const Tensor g = gradient(t);
+      std::vector<int64_t> version(placement->size(), 0);
+      for (int m = 0; m < kPushes; ++m) {
+        for (size_t s = 0; s < placement->size(); ++s) {
+          const VariablePlacementEntry& shard = (*placement)[s];
+          auto rows = SliceShard(g, shard);
+          PushContext context;
+          context.worker = "worker " + std::to_string(t);
+          context.step = m;
+          context.versions = {version[s]};
+          std::vector<int64_t> pulled;
+          if (!rows.ok() || !clients[shard.ps_index()]
+                                 ->PushPull({{shard.name(), *std::move(rows)}}, context, &pulled)
+                                 .ok() ||
+              pulled.size() != 1) {
+            ++failures;
+            continue;
+          }
+          version[s] = pulled[0];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  Tensor final_value(shape);
+  for (const VariablePlacementEntry& shard : *placement) {
+    std::vector<int64_t> versions;
+    auto pulled = stores[shard.ps_index()].Pull({shard.name()}, &versions);
+    ASSERT_TRUE(pulled.ok());
+    EXPECT_EQ(versions[0], kPushes) << shard.name();
+    EXPECT_EQ(stores[shard.ps_index()].stale_gradients(), 0);
+    ASSERT_TRUE(CopyShardInto((*pulled)[0], shard, &final_value).ok());
+  }
+  for (int64_t i = 0; i < final_value.num_elements(); ++i) {
+    float mean = 0;
+    for (int t = 0; t < kThreads; ++t) mean += gradient(t).data()[i];
+    mean /= kThreads;
+    EXPECT_EQ(final_value.data()[i], initial.data()[i] - kPushes * mean) << "element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

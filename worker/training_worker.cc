@@ -18,6 +18,14 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
+  // The worker does not know how many workers there are, so replicas_to_aggregate is the
+  // chief's to check; everything else is checked here too.
+  PS_ASSIGN_OR_RETURN(
+      ConsistencyConfig consistency,
+      ConsistencyConfigFromJson(job.raw.is_object() && job.raw.contains("consistency")
+                                    ? job.raw["consistency"]
+                                    : nlohmann::json(),
+                                1 << 30));
   PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
                                                     job.one_hot_labels));
   if (train.num_features() != model->input_size()) {
@@ -26,14 +34,15 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
         model->input_size()));
   }
   return std::unique_ptr<TrainingWorker>(new TrainingWorker(
-      std::move(job), worker_index, std::move(backend), std::move(model),
+      std::move(job), consistency.mode() == "sync", worker_index, std::move(backend), std::move(model),
       std::make_shared<const Dataset>(std::move(train)), std::move(make_ps_client)));
 }
 
-TrainingWorker::TrainingWorker(JobSpec job, int worker_index, std::unique_ptr<Backend> backend,
+TrainingWorker::TrainingWorker(JobSpec job, bool sync, int worker_index, std::unique_ptr<Backend> backend,
                                std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
                                PsClientFactory make_ps_client)
     : job_(std::move(job)),
+      sync_(sync),
       worker_index_(worker_index),
       backend_(std::move(backend)),
       make_ps_client_(std::move(make_ps_client)),
@@ -64,6 +73,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
   PS_ASSIGN_OR_RETURN(trainer_,
                       PsTrainer::Create(model_.get(), std::move(clients), placement,
                                         job_.seed * 7919 + 104729 * (worker_index_ + 1)));
+  trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
   placement_key_ = key;
   return absl::OkStatus();
 }
@@ -131,6 +141,7 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
         break;
       }
       if (!batch.ok()) return batch.status();
+      trainer_->SetPosition(request.epoch(), batcher_position_);
       ++batcher_position_;
       PS_ASSIGN_OR_RETURN(StepResult step, trainer_->Step(batch->x, batch->y));
       response.set_loss_sum(response.loss_sum() + step.loss_sum);

@@ -16,6 +16,7 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "proto/worker.pb.h"
+#include "ps_server/consistency.h"
 #include "ps_server/ps_client.h"
 #include "worker/ps_trainer.h"
 
@@ -47,7 +48,7 @@ class TrainingWorker {
   WorkerStatusResponse GetStatus() const;
 
  private:
-  TrainingWorker(JobSpec job, int worker_index, std::unique_ptr<Backend> backend,
+  TrainingWorker(JobSpec job, bool sync, int worker_index, std::unique_ptr<Backend> backend,
                  std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
                  PsClientFactory make_ps_client);
 
@@ -55,6 +56,8 @@ class TrainingWorker {
   absl::Status PrepareBatcher(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec job_;
+  // Consistency mode "sync": pushes carry the versions their gradients were computed at.
+  const bool sync_;
   const int worker_index_;
   std::unique_ptr<Backend> backend_;
   const PsClientFactory make_ps_client_;

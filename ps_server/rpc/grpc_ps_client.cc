@@ -11,7 +11,8 @@ namespace pstrain {
 namespace {
 
 absl::StatusOr<std::vector<Tensor>> UnpackPull(const PullResponse& response, size_t expected,
-                                               const std::string& peer) {
+                                               const std::string& peer,
+                                               std::vector<int64_t>* versions) {
   if (static_cast<size_t>(response.values_size()) != expected) {
     return absl::InternalError(absl::StrCat(peer, ": answered ", response.values_size(),
                                             " values for ", expected, " variables"));
@@ -23,11 +24,22 @@ absl::StatusOr<std::vector<Tensor>> UnpackPull(const PullResponse& response, siz
     if (!t.ok()) return absl::InternalError(absl::StrCat(peer, ": ", t.status().message()));
     values.push_back(*std::move(t));
   }
+  if (versions != nullptr) {
+    if (static_cast<size_t>(response.versions_size()) != expected) {
+      return absl::InternalError(absl::StrCat(peer, ": answered ", response.versions_size(),
+                                              " versions for ", expected, " variables"));
+    }
+    versions->assign(response.versions().begin(), response.versions().end());
+  }
   return values;
 }
 
-void PackPush(absl::Span<const NamedTensor> gradients, int64_t step, PushRequest* request) {
-  request->set_step(step);
+void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& context,
+              PushRequest* request) {
+  request->set_worker(context.worker);
+  request->set_epoch(context.epoch);
+  request->set_step(context.step);
+  for (int64_t v : context.versions) request->add_versions(v);
   for (const NamedTensor& g : gradients) {
     Gradient* out = request->add_gradients();
     out->set_name(g.name);
@@ -42,12 +54,18 @@ class GrpcPsClient final : public PsClient {
         stub_(ParameterServer::NewStub(CreateChannel(address))),
         timeout_(timeout) {}
 
+  using PsClient::CreateVariables;
+  using PsClient::Pull;
+  using PsClient::PushPull;
+
   std::string name() const override { return name_; }
 
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
-                               const OptimizerConfig& optimizer) override {
+                               const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
     CreateVariablesRequest request;
     *request.mutable_optimizer() = optimizer;
+    *request.mutable_consistency() = consistency;
     for (const NamedTensor& v : variables) {
       VariableDef* def = request.add_variables();
       def->set_name(v.name);
@@ -59,7 +77,8 @@ class GrpcPsClient final : public PsClient {
     return FromGrpcStatus(stub_->CreateVariables(&context, request, &response), name_);
   }
 
-  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names) override {
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
+                                           std::vector<int64_t>* versions) override {
     PullRequest request;
     for (const std::string& n : names) request.add_names(n);
     PullResponse response;
@@ -67,12 +86,14 @@ class GrpcPsClient final : public PsClient {
     SetTimeout(&context, timeout_);
     absl::Status status = FromGrpcStatus(stub_->Pull(&context, request, &response), name_);
     if (!status.ok()) return status;
-    return UnpackPull(response, names.size(), name_);
+    return UnpackPull(response, names.size(), name_, versions);
   }
 
   absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t step) override {
     PushRequest request;
-    PackPush(gradients, step, &request);
+    PushContext push_context;
+    push_context.step = step;
+    PackPush(gradients, push_context, &request);
     PushResponse response;
     grpc::ClientContext context;
     SetTimeout(&context, timeout_);
@@ -80,15 +101,16 @@ class GrpcPsClient final : public PsClient {
   }
 
   absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
-                                               int64_t step) override {
+                                               const PushContext& push_context,
+                                               std::vector<int64_t>* versions) override {
     PushPullRequest request;
-    PackPush(gradients, step, request.mutable_push());
+    PackPush(gradients, push_context, request.mutable_push());
     PushPullResponse response;
     grpc::ClientContext context;
     SetTimeout(&context, timeout_);
     absl::Status status = FromGrpcStatus(stub_->PushPull(&context, request, &response), name_);
     if (!status.ok()) return status;
-    return UnpackPull(response.pull(), gradients.size(), name_);
+    return UnpackPull(response.pull(), gradients.size(), name_, versions);
   }
 
   absl::StatusOr<PsStatusResponse> GetStatus() override {

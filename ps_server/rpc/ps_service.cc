@@ -23,6 +23,15 @@ absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& requ
   return gradients;
 }
 
+PushContext ContextOf(const PushRequest& request) {
+  PushContext context;
+  context.worker = request.worker();
+  context.epoch = request.epoch();
+  context.step = request.step();
+  context.versions.assign(request.versions().begin(), request.versions().end());
+  return context;
+}
+
 absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
                       PullResponse* response) {
   std::vector<int64_t> versions;
@@ -53,7 +62,8 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
     }
     variables.push_back({def.name(), *std::move(value)});
   }
-  return ToGrpcStatus(store_->CreateVariables(std::move(variables), request->optimizer()));
+  return ToGrpcStatus(store_->CreateVariables(std::move(variables), request->optimizer(),
+                                              request->consistency()));
 }
 
 grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
@@ -67,14 +77,16 @@ grpc::Status PsServiceImpl::Push(grpc::ServerContext*, const PushRequest* reques
                                  PushResponse*) {
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
   if (!gradients.ok()) return ToGrpcStatus(gradients.status());
-  return ToGrpcStatus(store_->Push(*gradients));
+  return ToGrpcStatus(store_->Push(*gradients, ContextOf(*request)));
 }
 
 grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest* request,
                                      PushPullResponse* response) {
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
   if (!gradients.ok()) return ToGrpcStatus(gradients.status());
-  if (absl::Status pushed = store_->Push(*gradients); !pushed.ok()) return ToGrpcStatus(pushed);
+  if (absl::Status pushed = store_->Push(*gradients, ContextOf(request->push())); !pushed.ok()) {
+    return ToGrpcStatus(pushed);
+  }
   std::vector<std::string> names;
   for (const NamedTensor& g : *gradients) names.push_back(g.name);
   return ToGrpcStatus(PullInto(*store_, std::move(names), response->mutable_pull()));
