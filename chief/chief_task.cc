@@ -47,6 +47,13 @@ absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
                         absl::StrCat(options.job_path, ": ", job.status().message()));
   }
   if (options.epochs_override > 0) job->epochs = options.epochs_override;
+  // Flags win over the file; the job's other consistency settings (timeout_ms, ...) stay.
+  if (!options.consistency_override.empty()) {
+    job->raw["consistency"]["mode"] = options.consistency_override;
+  }
+  if (options.staleness_override >= 0) {
+    job->raw["consistency"]["staleness"] = options.staleness_override;
+  }
   return job;
 }
 

@@ -15,6 +15,10 @@ struct ChiefOptions {
   std::string job_path;
   // When > 0, overrides fit.epochs of the job spec.
   int epochs_override = 0;
+  // When not empty, replaces the job's "consistency" mode ("async", "bounded_staleness",
+  // "sync"); staleness_override (>= 0) its "staleness". Workers receive the job as changed.
+  std::string consistency_override;
+  int staleness_override = -1;
   int64_t steps_per_call = 100;
   // Deadline of one RunSteps call (a chunk of training steps on a worker).
   absl::Duration run_steps_timeout = absl::Minutes(10);

@@ -15,6 +15,9 @@
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON): model, compile, fit, data");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job spec when > 0");
+ABSL_FLAG(std::string, consistency, "",
+          "Overrides the job's consistency mode: async, bounded_staleness or sync");
+ABSL_FLAG(int, staleness, -1, "Overrides the job's bounded-staleness bound when >= 0");
 ABSL_FLAG(int64_t, steps_per_call, 100,
           "Training steps a worker runs per request from the chief");
 ABSL_FLAG(absl::Duration, run_steps_timeout, absl::Minutes(10),
@@ -37,6 +40,8 @@ int main(int argc, char** argv) {
   options.daemon = *daemon;
   options.job_path = absl::GetFlag(FLAGS_job);
   options.epochs_override = absl::GetFlag(FLAGS_epochs);
+  options.consistency_override = absl::GetFlag(FLAGS_consistency);
+  options.staleness_override = absl::GetFlag(FLAGS_staleness);
   options.steps_per_call = absl::GetFlag(FLAGS_steps_per_call);
   options.run_steps_timeout = absl::GetFlag(FLAGS_run_steps_timeout);
   if (options.steps_per_call < 1) {
