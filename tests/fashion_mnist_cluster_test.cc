@@ -1,6 +1,7 @@
 // The demo's job, as ./demo.sh runs it: 1 chief, 2 ps and 2 workers as separate processes
-// on loopback, training the seed's model on the real Fashion-MNIST asynchronously. Fewer
-// epochs than the demo's ten, to keep CI short; the accuracy it reaches is asserted.
+// on loopback, training the seed's model on the real Fashion-MNIST, in each consistency
+// mode. Fewer epochs than the demo's ten, to keep CI short; the accuracy it reaches is
+// asserted.
 
 #include <sys/stat.h>
 
@@ -26,7 +27,10 @@ double LastValAccuracy(const std::string& output) {
   return last;
 }
 
-TEST(FashionMnistClusterTest, AsyncParameterServerTrainingReachesRealAccuracy) {
+// The consistency modes ./demo.sh offers: async (default), --staleness=2, --sync.
+class FashionMnistClusterTest : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
   struct stat st;
   if (stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) != 0) {
     GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)";
@@ -34,13 +38,14 @@ TEST(FashionMnistClusterTest, AsyncParameterServerTrainingReachesRealAccuracy) {
   LocalClusterOptions options;
   options.bin_dir = ".";
   options.chief_args = {"--job=examples/fashion_mnist.json", "--epochs=3"};
+  for (const std::string& arg : GetParam()) options.chief_args.push_back(arg);
   options.worker_args = {"--device=cpu"};
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  std::string chief_out, errors;
+  std::string chief_out, chief_log, errors;
   auto exits = group.Wait(absl::Minutes(10), absl::Seconds(10),
                           [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-                            if (name == "chief" && !is_stderr) chief_out += line + "\n";
+                            if (name == "chief") (is_stderr ? chief_log : chief_out) += line + "\n";
                             if (is_stderr && line.rfind("E ", 0) == 0) errors += name + ": " + line + "\n";
                           },
                           nullptr);
@@ -51,7 +56,23 @@ TEST(FashionMnistClusterTest, AsyncParameterServerTrainingReachesRealAccuracy) {
   ASSERT_EQ(losses.size(), 3u) << chief_out;
   EXPECT_LT(losses.back(), losses.front()) << chief_out;
   EXPECT_GE(LastValAccuracy(chief_out), 0.85) << chief_out;
+  // The mode asked for is the mode the ps tasks ran.
+  if (!GetParam().empty()) {
+    const std::string mode = GetParam()[0].substr(GetParam()[0].find('=') + 1);
+    EXPECT_NE(chief_log.find("consistency: " + mode), std::string::npos) << chief_log;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, FashionMnistClusterTest,
+    ::testing::Values(std::vector<std::string>{},
+                      std::vector<std::string>{"--consistency=bounded_staleness", "--staleness=2"},
+                      std::vector<std::string>{"--consistency=sync"}),
+    [](const ::testing::TestParamInfo<std::vector<std::string>>& info) {
+      return info.param.empty() ? std::string("Async")
+                                : info.param.size() == 2 ? std::string("BoundedStaleness2")
+                                                         : std::string("Sync");
+    });
 
 }  // namespace
 }  // namespace pstrain
