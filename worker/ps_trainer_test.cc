@@ -182,51 +182,81 @@ TEST_F(PsTrainerTest, PartitionedVariablesTrainLikeWholeOnes) {
             std::vector<float>(initial[0].values().begin(), initial[0].values().end()));
 }
 
-// Issue 4's exact accounting: N threads each push a known gradient M times with SGD(lr=1)
-// into a variable split over two ps through the real stores; concurrent pushes to the same
-// shard must never lose an update, so the final value is exactly initial - sum of pushes.
-TEST(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
-  constexpr int kThreads = 3;
-  constexpr int kPushes = 50;
-  const std::vector<int64_t> shape = {7, 4};  // 7 rows: shards of 4 and 3 rows
-  PlacementPolicy split;
-  split.strategy = PlacementStrategy::kRoundRobin;
-  split.num_shards = 2;
-  auto placement = PlaceVariables({{"emb", shape}}, 2, split);
-  ASSERT_TRUE(placement.ok());
-  ASSERT_EQ(placement->size(), 2u);
-  ASSERT_NE((*placement)[0].ps_index(), (*placement)[1].ps_index());
+// Issue 4's exact accounting: kThreads threads each push a known gradient kPushes times
+// with SGD(lr=1) into a variable split over two ps (shards of 4 and 3 rows) through the
+// real stores, and the final value must match the exact total.
+class PartitionedAccountingTest : public ::testing::Test {
+ protected:
+  static constexpr int kThreads = 3;
 
-  OptimizerConfig sgd;
-  sgd.set_name("sgd");
-  sgd.set_learning_rate(1.0f);
-  VariableStore stores[2];
-  Tensor initial(shape);
-  for (int64_t i = 0; i < initial.num_elements(); ++i) initial.data()[i] = static_cast<float>(i);
-  for (const VariablePlacementEntry& shard : *placement) {
-    ASSERT_TRUE(stores[shard.ps_index()]
-                    .CreateVariables({{shard.name(), *SliceShard(initial, shard)}}, sgd)
-                    .ok());
+  // Creates the split variable on both stores; `consistency` as the ps would receive it.
+  void CreateVariable(const ConsistencyConfig& consistency) {
+    PlacementPolicy split;
+    split.strategy = PlacementStrategy::kRoundRobin;
+    split.num_shards = 2;
+    auto placement = PlaceVariables({{"emb", shape_}}, 2, split);
+    ASSERT_TRUE(placement.ok());
+    placement_ = *placement;
+    ASSERT_EQ(placement_.size(), 2u);
+    ASSERT_NE(placement_[0].ps_index(), placement_[1].ps_index());
+    OptimizerConfig sgd;
+    sgd.set_name("sgd");
+    sgd.set_learning_rate(1.0f);
+    initial_ = Tensor(shape_);
+    for (int64_t i = 0; i < initial_.num_elements(); ++i) initial_.data()[i] = static_cast<float>(i);
+    for (const VariablePlacementEntry& shard : placement_) {
+      ASSERT_TRUE(stores_[shard.ps_index()]
+                      .CreateVariables({{shard.name(), *SliceShard(initial_, shard)}}, sgd,
+                                       consistency)
+                      .ok());
+    }
+    clients_[0] = CreateLocalPsClient(0, &stores_[0]);
+    clients_[1] = CreateLocalPsClient(1, &stores_[1]);
   }
-  std::unique_ptr<PsClient> clients[2] = {CreateLocalPsClient(0, &stores[0]),
-                                          CreateLocalPsClient(1, &stores[1])};
 
-  // Thread t pushes g_t[i] = t + 1 + i % 3: small integers, so every sum is exact in float.
-  auto gradient = [&](int t) {
-    Tensor g(shape);
+  // Thread t pushes g_t[i] = t + 1 + i % 3: small integers, so every sum and mean is exact.
+  Tensor Gradient(int t) const {
+    Tensor g(shape_);
     for (int64_t i = 0; i < g.num_elements(); ++i) g.data()[i] = static_cast<float>(t + 1 + i % 3);
     return g;
-  };
+  }
+
+  // The variable reassembled from both stores; checks every shard's version.
+  Tensor FinalValue(int64_t expected_version) {
+    Tensor value(shape_);
+    for (const VariablePlacementEntry& shard : placement_) {
+      std::vector<int64_t> versions;
+      auto pulled = stores_[shard.ps_index()].Pull({shard.name()}, &versions);
+      EXPECT_TRUE(pulled.ok());
+      if (!pulled.ok()) continue;
+      EXPECT_EQ(versions[0], expected_version) << shard.name();
+      EXPECT_TRUE(CopyShardInto((*pulled)[0], shard, &value).ok());
+    }
+    return value;
+  }
+
+  const std::vector<int64_t> shape_ = {7, 4};
+  std::vector<VariablePlacementEntry> placement_;
+  Tensor initial_;
+  VariableStore stores_[2];
+  std::unique_ptr<PsClient> clients_[2];
+};
+
+// Async: concurrent pushes to the same shard never lose an update, so the final value is
+// exactly initial - the sum of every push.
+TEST_F(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
+  constexpr int kPushes = 50;
+  CreateVariable(ConsistencyConfig());
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      const Tensor g = gradient(t);
+      const Tensor g = Gradient(t);
       for (int m = 0; m < kPushes; ++m) {
-        for (const VariablePlacementEntry& shard : *placement) {
+        for (const VariablePlacementEntry& shard : placement_) {
           auto rows = SliceShard(g, shard);
           if (!rows.ok() ||
-              !clients[shard.ps_index()]->PushPull({{shard.name(), *std::move(rows)}}, m).ok()) {
+              !clients_[shard.ps_index()]->PushPull({{shard.name(), *std::move(rows)}}, m).ok()) {
             ++failures;
           }
         }
@@ -235,77 +265,40 @@ TEST(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-
-  Tensor final_value(shape);
-  for (const VariablePlacementEntry& shard : *placement) {
-    std::vector<int64_t> versions;
-    auto pulled = stores[shard.ps_index()].Pull({shard.name()}, &versions);
-    ASSERT_TRUE(pulled.ok());
-    EXPECT_EQ(versions[0], kThreads * kPushes) << shard.name();
-    ASSERT_TRUE(CopyShardInto((*pulled)[0], shard, &final_value).ok());
-  }
+  const Tensor final_value = FinalValue(kThreads * kPushes);
   for (int64_t i = 0; i < final_value.num_elements(); ++i) {
-    float expected = initial.data()[i];
-    for (int t = 0; t < kThreads; ++t) expected -= kPushes * gradient(t).data()[i];
+    float expected = initial_.data()[i];
+    for (int t = 0; t < kThreads; ++t) expected -= kPushes * Gradient(t).data()[i];
     EXPECT_EQ(final_value.data()[i], expected) << "element " << i;
   }
 }
 
-// Exact accounting in sync mode: N threads each push a known gradient M times with SGD(lr=1)
-// and replicas_to_aggregate = N into a variable split over two ps, each push carrying the
-// version it last got back; every round's N gradients form one aggregate, so the final
-// value is exactly initial - M * mean(gradients), and the version is M.
-TEST(PartitionedAccountingTest, SyncAppliesEveryRoundsMeanExactlyOnce) {
-  constexpr int kThreads = 3;
+// Sync with replicas_to_aggregate = kThreads, each push carrying the version it last got
+// back: every round's gradients form one aggregate, so the final value is exactly
+// initial - kPushes * mean(gradients), and the version is kPushes.
+TEST_F(PartitionedAccountingTest, SyncAppliesEveryRoundsMeanExactlyOnce) {
   constexpr int kPushes = 20;
-  const std::vector<int64_t> shape = {7, 4};
-  PlacementPolicy split;
-  split.strategy = PlacementStrategy::kRoundRobin;
-  split.num_shards = 2;
-  auto placement = PlaceVariables({{"emb", shape}}, 2, split);
-  ASSERT_TRUE(placement.ok());
-  ASSERT_EQ(placement->size(), 2u);
-  ASSERT_NE((*placement)[0].ps_index(), (*placement)[1].ps_index());
-
-  OptimizerConfig sgd;
-  sgd.set_name("sgd");
-  sgd.set_learning_rate(1.0f);
   ConsistencyConfig sync;
   sync.set_mode("sync");
   sync.set_replicas_to_aggregate(kThreads);
   sync.set_timeout_ms(60000);  // long: a timed-out partial aggregate would break the sum
-  VariableStore stores[2];
-  Tensor initial(shape);
-  for (int64_t i = 0; i < initial.num_elements(); ++i) initial.data()[i] = static_cast<float>(i);
-  for (const VariablePlacementEntry& shard : *placement) {
-    ASSERT_TRUE(stores[shard.ps_index()]
-                    .CreateVariables({{shard.name(), *SliceShard(initial, shard)}}, sgd, sync)
-                    .ok());
-  }
-  std::unique_ptr<PsClient> clients[2] = {CreateLocalPsClient(0, &stores[0]),
-                                          CreateLocalPsClient(1, &stores[1])};
-  // g_t[i] = t + 1 + i % 3: the mean over t is 2 + i % 3, exact in float.
-  auto gradient = [&](int t) {
-    Tensor g(shape);
-    for (int64_t i = 0; i < g.num_elements(); ++i) g.data()[i] = static_cast<float>(t + 1 + i % 3);
-    return g;
-  };
+  CreateVariable(sync);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      const Tensor g = gradient(t);
-      std::vector<int64_t> version(placement->size(), 0);
+      const Tensor g = Gradient(t);
+      std::vector<int64_t> version(placement_.size(), 0);
       for (int m = 0; m < kPushes; ++m) {
-        for (size_t s = 0; s < placement->size(); ++s) {
-          const VariablePlacementEntry& shard = (*placement)[s];
+        for (size_t s = 0; s < placement_.size(); ++s) {
+          const VariablePlacementEntry& shard = placement_[s];
           auto rows = SliceShard(g, shard);
           PushContext context;
           context.worker = "worker " + std::to_string(t);
           context.step = m;
           context.versions = {version[s]};
           std::vector<int64_t> pulled;
-          if (!rows.ok() || !clients[shard.ps_index()]
+          if (!rows.ok() || !clients_[shard.ps_index()]
                                  ->PushPull({{shard.name(), *std::move(rows)}}, context, &pulled)
                                  .ok() ||
               pulled.size() != 1) {
@@ -319,21 +312,13 @@ TEST(PartitionedAccountingTest, SyncAppliesEveryRoundsMeanExactlyOnce) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-
-  Tensor final_value(shape);
-  for (const VariablePlacementEntry& shard : *placement) {
-    std::vector<int64_t> versions;
-    auto pulled = stores[shard.ps_index()].Pull({shard.name()}, &versions);
-    ASSERT_TRUE(pulled.ok());
-    EXPECT_EQ(versions[0], kPushes) << shard.name();
-    EXPECT_EQ(stores[shard.ps_index()].stale_gradients(), 0);
-    ASSERT_TRUE(CopyShardInto((*pulled)[0], shard, &final_value).ok());
-  }
+  const Tensor final_value = FinalValue(kPushes);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(stores_[p].stale_gradients(), 0);
   for (int64_t i = 0; i < final_value.num_elements(); ++i) {
     float mean = 0;
-    for (int t = 0; t < kThreads; ++t) mean += gradient(t).data()[i];
+    for (int t = 0; t < kThreads; ++t) mean += Gradient(t).data()[i];
     mean /= kThreads;
-    EXPECT_EQ(final_value.data()[i], initial.data()[i] - kPushes * mean) << "element " << i;
+    EXPECT_EQ(final_value.data()[i], initial_.data()[i] - kPushes * mean) << "element " << i;
   }
 }
 
