@@ -2,7 +2,9 @@
 # Installs what is missing, builds, and trains on a local cluster on loopback:
 # 1 chief, 2 ps and 2 workers, each its own process configured only by TF_CONFIG,
 # on Fashion-MNIST. Flags go to the launcher: --strategy --job --epochs --workers --ps
-# --device --verbose (./demo.sh --help lists them all).
+# --device --devices --verbose (./demo.sh --help lists them all). --strategy=mirrored
+# --devices=cpu:0,cpu:1 trains two local replicas in one process;
+# --strategy=multi_worker_mirrored --workers=2 trains two synchronous worker processes.
 set -euo pipefail
 
 # A relative --job is relative to where the user stands, not to the repository.

@@ -97,6 +97,16 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
     return absl::InvalidArgumentError(absl::StrCat("strategy ", strategy->name(), " has ",
                                                    replicas, " replicas"));
   }
+  // Replicas [local_begin, local_begin + local_count) run here; a multi-worker strategy
+  // runs the rest in other processes and sums them in with CrossWorkerSum.
+  const int local_begin = strategy->first_local_replica();
+  const int local_count = strategy->num_local_replicas();
+  if (local_count < 1 || local_begin < 0 || local_begin + local_count > replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy ", strategy->name(), " runs replicas [", local_begin, ", ",
+        local_begin + local_count, ") of ", replicas));
+  }
+  const bool multi_worker = local_count != replicas;
   const int epochs = options.epochs > 0 ? options.epochs : job.epochs;
   if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs, " < 1"));
   if (data.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
@@ -105,7 +115,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
   // One backend and model per replica: neither may be shared between threads.
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::unique_ptr<Model>> models;
-  for (int r = 0; r < replicas; ++r) {
+  for (int r = 0; r < local_count; ++r) {
     std::unique_ptr<Backend> backend;
     if (options.make_backend) {
       PS_ASSIGN_OR_RETURN(backend, options.make_backend(r));
@@ -162,6 +172,16 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
   }
 
   const int64_t n = data.train->num_examples();
+  std::vector<std::vector<float>> reduced(num_vars);
+  auto check_in_sync = [&]() -> absl::Status {
+    if (!multi_worker) return absl::OkStatus();
+    std::vector<absl::Span<const float>> w;
+    for (const Tensor& t : result.weights) w.push_back(t.values());
+    return strategy->CheckInSync(w);
+  };
+  // Before the first step: every worker starts from the same weights (and this first
+  // collective is where the workers meet).
+  PS_RETURN_IF_ERROR(check_in_sync());
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const absl::Time start = absl::Now();
     BatcherOptions bo;
@@ -183,7 +203,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
       if (!batch.ok()) return batch.status();
       const int64_t rows = batch->x.shape()[0];
       if (replicas > 1) {
-        for (int r = 0; r < replicas; ++r) {
+        for (int r = local_begin; r < local_begin + local_count; ++r) {
           const int64_t begin = rows * r / replicas;
           const int64_t end = rows * (r + 1) / replicas;
           slice_rows[r] = end - begin;
@@ -195,7 +215,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
       }
       const int64_t global_step = result.steps;
       PS_RETURN_IF_ERROR(strategy->Run([&](int r) -> absl::Status {
-        if (r < 0 || r >= replicas) {
+        if (r < local_begin || r >= local_begin + local_count) {
           return absl::InternalError(absl::StrCat("strategy ran replica ", r));
         }
         if (slice_rows[r] == 0) {  // a short last batch leaves a replica nothing to do
@@ -207,11 +227,11 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
         const Tensor& x = replicas > 1 ? slice_x[r] : batch->x;
         const Tensor& y = replicas > 1 ? slice_y[r] : batch->y;
         PS_ASSIGN_OR_RETURN(step_results[r],
-                            models[r]->TrainStep(result.weights, x, y,
+                            models[r - local_begin]->TrainStep(result.weights, x, y,
                                                  StepSeed(job.seed, global_step, r), &grads[r]));
         return absl::OkStatus();
       }));
-      for (int r = 0; r < replicas; ++r) {
+      for (int r = local_begin; r < local_begin + local_count; ++r) {
         totals.loss_sum += step_results[r].loss_sum;
         totals.correct += step_results[r].correct;
         totals.samples += step_results[r].samples;
@@ -223,7 +243,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
       } else {
         // Each replica's gradient is of its slice's mean loss: weight by slice share so
         // the sum is the gradient of the global batch's mean loss.
-        for (int r = 0; r < replicas; ++r) {
+        for (int r = local_begin; r < local_begin + local_count; ++r) {
           const float share = static_cast<float>(slice_rows[r]) / static_cast<float>(rows);
           for (size_t v = 0; v < num_vars; ++v) {
             for (float& g : grads[r][v].values()) g *= share;
@@ -231,13 +251,25 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
         }
         for (size_t v = 0; v < num_vars; ++v) {
           std::vector<absl::Span<const float>> per_replica;
-          for (int r = 0; r < replicas; ++r) per_replica.push_back(grads[r][v].values());
-          PS_ASSIGN_OR_RETURN(std::vector<float> sum,
-                              strategy->Reduce(ReduceOp::kSum, per_replica));
-          optimizer->Apply(sum, result.weights[v].values(), states[v].get());
+          for (int r = local_begin; r < local_begin + local_count; ++r) {
+            per_replica.push_back(grads[r][v].values());
+          }
+          PS_ASSIGN_OR_RETURN(reduced[v], strategy->Reduce(ReduceOp::kSum, per_replica));
+        }
+        if (multi_worker) {
+          // One call for all variables, so the all-reduce can fuse them into buckets.
+          std::vector<absl::Span<float>> spans;
+          for (std::vector<float>& g : reduced) spans.push_back(absl::MakeSpan(g));
+          PS_RETURN_IF_ERROR(strategy->CrossWorkerSum(spans));
+        }
+        for (size_t v = 0; v < num_vars; ++v) {
+          optimizer->Apply(reduced[v], result.weights[v].values(), states[v].get());
         }
       }
       ++result.steps;
+      if (options.sync_check_every > 0 && result.steps % options.sync_check_every == 0) {
+        PS_RETURN_IF_ERROR(check_in_sync());
+      }
       if (options.on_batch) {
         BatchProgress p;
         p.epoch = epoch + 1;
@@ -251,6 +283,19 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
       }
     }
 
+    if (multi_worker) {
+      // Metrics over every replica of every worker. Floats hold the counts exactly (below
+      // 2^24 samples an epoch) and the loss sum to far better than the 4 digits printed.
+      std::vector<float> sums = {static_cast<float>(totals.loss_sum),
+                                 static_cast<float>(totals.correct),
+                                 static_cast<float>(totals.samples)};
+      std::vector<absl::Span<float>> spans = {absl::MakeSpan(sums)};
+      PS_RETURN_IF_ERROR(strategy->CrossWorkerSum(spans));
+      totals.loss_sum = sums[0];
+      totals.correct = static_cast<int64_t>(sums[1]);
+      totals.samples = static_cast<int64_t>(sums[2]);
+      PS_RETURN_IF_ERROR(check_in_sync());
+    }
     EpochSummary summary;
     summary.epoch = epoch + 1;
     summary.epochs = epochs;

@@ -1,7 +1,7 @@
 #ifndef PSTRAIN_WORKER_FIT_H_
 #define PSTRAIN_WORKER_FIT_H_
 
-// Keras's model.fit for training inside one process, written against the Strategy API
+// Keras's model.fit, written against the Strategy API
 // (worker/strategy.h) so that it is one user of that API, as DESIGN.md asks, and a user's
 // own loop can do what it does.
 //
@@ -10,7 +10,12 @@
 // per-replica gradients of the slice mean loss, weighted by slice size, are summed with
 // Strategy::Reduce into the gradient of the global-batch mean loss; one Optimizer::Apply
 // per variable updates the host weights. With one replica the reduce is skipped (it would
-// be a copy).
+// be a copy). Under a multi-worker strategy (num_local_replicas() < num_replicas_in_sync())
+// every worker process builds the same global batch (same data, same seed) and runs only
+// its replicas' slices; the local gradient sums of all variables go through one
+// CrossWorkerSum (an all-reduce) per step, the epoch's loss/correct/sample sums through
+// one more per epoch, and the weights' fingerprints are compared with CheckInSync, so all
+// workers take the same update and report the same figures.
 //
 // Each epoch: a Batcher over the training data, reshuffled with a seed derived from
 // (job seed, epoch) when fit.shuffle, yields full passes (steps_per_epoch = 0) or exactly
@@ -74,7 +79,8 @@ struct BatchProgress {
 struct FitOptions {
   // Overrides fit.epochs when > 0.
   int epochs = 0;
-  // One backend per replica (a Backend serves one thread). Empty: the CPU backend.
+  // One backend per local replica (a Backend serves one thread), called with the local
+  // index 0..strategy->num_local_replicas()-1. Empty: the CPU backend.
   std::function<absl::StatusOr<std::unique_ptr<Backend>>(int replica)> make_backend;
   // Called after each epoch, validation included. Return false to stop training (Keras's
   // model.stop_training = True); the epoch just finished stays in the history.
@@ -83,6 +89,9 @@ struct FitOptions {
   std::function<void(const BatchProgress&)> on_batch;
   // Batches the Batcher prepares ahead on its own thread.
   int prefetch = 2;
+  // Multi-worker strategies: compare a fingerprint of the weights across workers every
+  // this many steps (and before the first step and after every epoch); 0: only those.
+  int64_t sync_check_every = 100;
 };
 
 struct FitResult {

@@ -8,10 +8,11 @@ namespace pstrain {
 
 absl::StatusOr<std::vector<float>> Strategy::Reduce(
     ReduceOp op, absl::Span<const absl::Span<const float>> per_replica) const {
-  const int replicas = num_replicas_in_sync();
+  const int replicas = num_local_replicas();
   if (static_cast<int>(per_replica.size()) != replicas) {
     return absl::InvalidArgumentError(absl::StrCat("Reduce got ", per_replica.size(),
-                                                   " values for ", replicas, " replicas"));
+                                                   " values for ", replicas,
+                                                   " local replicas"));
   }
   if (per_replica.empty()) return std::vector<float>();
   const size_t n = per_replica[0].size();

@@ -42,18 +42,43 @@ class Strategy {
   // Replicas that take one step together; the global batch is split across them.
   virtual int num_replicas_in_sync() const = 0;
 
-  // Calls step_fn(replica) once for every local replica in [0, num_replicas_in_sync())
+  // Replicas this process runs: [first_local_replica(), first_local_replica() +
+  // num_local_replicas()). One-process strategies run them all; a multi-worker strategy
+  // runs a part and sums the rest in with CrossWorkerSum.
+  virtual int first_local_replica() const { return 0; }
+  virtual int num_local_replicas() const { return num_replicas_in_sync(); }
+
+  // Calls step_fn(replica) once for every local replica (global replica ids, see above)
   // and returns when all have finished. Returns the first non-OK status in replica order
   // (so an error names the same replica whatever the timing); every replica still runs.
   virtual absl::Status Run(const std::function<absl::Status(int replica)>& step_fn) = 0;
 
-  // Element-wise sum or mean over replicas of one vector per replica (all the same
-  // length). A cross-worker strategy overrides this with an all-reduce; the local
-  // implementation here adds in replica order, so results are deterministic.
-  // Errors: INVALID_ARGUMENT when per_replica.size() != num_replicas_in_sync() or the
+  // Element-wise sum or mean over this process's replicas of one vector per local
+  // replica (all the same length). The implementation here adds in replica order, so
+  // results are deterministic. Cross-worker sums are CrossWorkerSum's job.
+  // Errors: INVALID_ARGUMENT when per_replica.size() != num_local_replicas() or the
   // lengths differ (both named in the message).
   virtual absl::StatusOr<std::vector<float>> Reduce(
       ReduceOp op, absl::Span<const absl::Span<const float>> per_replica) const;
+
+  // Replaces each tensor, in place, by its element-wise sum over every worker process in
+  // sync (an all-reduce); every process must call it with the same shapes in the same
+  // order. Default (one process): leaves the values alone and returns OK.
+  // Errors (multi-worker strategies): DEADLINE_EXCEEDED / UNAVAILABLE naming the worker
+  // that did not answer; INTERNAL when workers disagree about the shapes.
+  virtual absl::Status CrossWorkerSum(absl::Span<const absl::Span<float>> tensors) {
+    (void)tensors;
+    return absl::OkStatus();
+  }
+
+  // Checks that `weights` are bit-identical in every worker process (a cheap fingerprint
+  // compared through the all-reduce); a collective, so every process calls it at the same
+  // step. Default (one process: local replicas share one copy of the weights): OK.
+  // Errors: FAILED_PRECONDITION when the weights differ; CrossWorkerSum's errors.
+  virtual absl::Status CheckInSync(absl::Span<const absl::Span<const float>> weights) {
+    (void)weights;
+    return absl::OkStatus();
+  }
 };
 
 // TensorFlow's default strategy: one replica, in this process, on the calling thread.

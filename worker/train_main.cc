@@ -1,10 +1,18 @@
-// train: single-process training of a job spec (TensorFlow's default strategy), printing
-// Keras-style epoch lines on stdout and, when stderr is a terminal, a progress bar there.
+// train: trains a job spec, printing Keras-style epoch lines on stdout and, when stderr
+// is a terminal, a progress bar there.
 //
 //   train --job=examples/fashion_mnist.json [--epochs=N] [--device=cpu|auto|cuda[:N]]
+//       --strategy=default                 one replica in this process (TensorFlow's default)
+//       --strategy=mirrored [--devices=cpu:0,cpu:1|cuda:0,cuda:1]
+//                                          K replicas in lockstep, one thread per device
+//       --strategy=multi_worker_mirrored   this process is one worker of a synchronous
+//                                          cluster read from TF_CONFIG (chief, if any, then
+//                                          workers are the ring's ranks); gradients are
+//                                          ring all-reduced over gRPC on the task's port;
+//                                          only rank 0 prints epoch lines
 //
-// Exit status: 0 trained; 2 bad flags, job spec or data (one line on stderr); 1 a failure
-// while training.
+// Exit status: 0 trained; 2 bad flags, TF_CONFIG, job spec or data (one line on stderr);
+// 1 a failure while training (e.g. a peer worker died: named in the message).
 
 #include <cblas.h>
 #include <unistd.h>
@@ -20,18 +28,36 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/math/backend_factory.h"
 #include "common/model/job_spec.h"
+#include "common/cluster_spec.h"
+#include "common/rpc/grpc_util.h"
+#include "worker/allreduce/chunk_mailbox.h"
+#include "worker/allreduce/grpc_ring_transport.h"
 #include "worker/fit.h"
+#include "worker/mirrored_strategy.h"
+#include "worker/multi_worker_mirrored_strategy.h"
 #include "worker/strategy.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs when > 0.");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu, auto (CUDA when a device answers, else the CPU), cuda or cuda:N.");
+ABSL_FLAG(std::string, strategy, "default", "default, mirrored or multi_worker_mirrored.");
+ABSL_FLAG(std::string, devices, "",
+          "mirrored: comma-separated cpu:N / cuda:N, one replica each (default: every GPU, "
+          "else one CPU replica).");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
+          "multi_worker_mirrored: a worker that does not answer an all-reduce within this "
+          "is declared dead, and named.");
+ABSL_FLAG(absl::Duration, startup_timeout, absl::Seconds(120),
+          "multi_worker_mirrored: how long the workers wait for each other at start.");
+ABSL_FLAG(int64_t, allreduce_bucket_bytes, 25 << 20, "Fusion bucket of the ring all-reduce.");
+ABSL_FLAG(int64_t, allreduce_chunk_bytes, 1 << 20, "One message of the ring all-reduce.");
 
 namespace pstrain {
 namespace {
@@ -97,34 +123,122 @@ int Main() {
   // The backend is chosen before training so a bad --device fails at once; "auto" says in
   // one line why it fell back to the CPU, as get_strategy()'s fallback does.
   std::string note;
-  absl::StatusOr<std::unique_ptr<Backend>> first_backend = CreateBackend(device, &note);
+  // mirrored makes its backends from --devices; --device serves the other strategies.
+  absl::StatusOr<std::unique_ptr<Backend>> first_backend =
+      absl::GetFlag(FLAGS_strategy) == "mirrored" ? std::unique_ptr<Backend>()
+                                                  : CreateBackend(device, &note);
   if (!first_backend.ok()) {
     return Fail(absl::IsInvalidArgument(first_backend.status()) ? 2 : 1,
                 absl::StrCat("--device=", device, ": ", first_backend.status().message()));
   }
   if (!note.empty()) LogInfo(note);
 
-  std::unique_ptr<Strategy> strategy = CreateDefaultStrategy();
-  const bool tty = isatty(STDERR_FILENO) == 1;
+  const std::string strategy_name = absl::GetFlag(FLAGS_strategy);
+  std::vector<std::string> replica_devices;  // mirrored: CreateBackend strings per replica
+  // multi_worker_mirrored: the ring's transport and the server that fills its mailbox.
+  ChunkMailbox mailbox;
+  std::unique_ptr<CollectiveService> collective_service;
+  RunningServer server;
+  std::unique_ptr<GrpcRingTransport> transport;
+  std::unique_ptr<Strategy> strategy;  // after the transport: destroyed before it
+  bool prints = true;  // only rank 0 of a multi-worker job writes epoch lines
+  if (strategy_name == "default") {
+    strategy = CreateDefaultStrategy();
+  } else if (strategy_name == "mirrored") {
+    absl::StatusOr<std::unique_ptr<MirroredStrategy>> mirrored =
+        CreateMirroredStrategy(absl::GetFlag(FLAGS_devices));
+    if (!mirrored.ok()) return Fail(2, absl::StrCat("--devices: ", mirrored.status().message()));
+    for (const std::string& d : (*mirrored)->devices()) {
+      replica_devices.push_back(BackendDeviceFor(d));
+    }
+    std::cout << "pstrain: mirrored strategy, num_replicas_in_sync=" << replica_devices.size()
+              << " (" << absl::StrJoin((*mirrored)->devices(), ", ") << ")" << std::endl;
+    strategy = *std::move(mirrored);
+  } else if (strategy_name == "multi_worker_mirrored") {
+    absl::StatusOr<TfConfig> config = TfConfigFromEnvironment();
+    if (!config.ok()) return Fail(2, std::string(config.status().message()));
+    // TensorFlow's order: the chief (if any) is worker 0 of the collective, then workers.
+    GrpcRingOptions ring;
+    int rank = -1;
+    for (const char* job_name : {"chief", "worker"}) {
+      const std::vector<std::string>& tasks = config->cluster.tasks(job_name);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (config->task.type == job_name && config->task.index == static_cast<int>(i)) {
+          rank = static_cast<int>(ring.addresses.size());
+        }
+        ring.addresses.push_back(tasks[i]);
+        ring.names.push_back(absl::StrCat(job_name, " ", i));
+      }
+    }
+    if (rank < 0) {
+      return Fail(2, absl::StrCat("TF_CONFIG: multi_worker_mirrored runs on chief and worker "
+                                  "tasks, not ", TaskIdToString(config->task)));
+    }
+    ring.rank = rank;
+    const int n = static_cast<int>(ring.addresses.size());
+    SetLogTag(absl::StrCat(config->task.type, config->task.index));
+    absl::StatusOr<std::string> listen = ListenAddressFor(ring.addresses[rank]);
+    if (!listen.ok()) return Fail(2, absl::StrCat("TF_CONFIG: ", listen.status().message()));
+    collective_service = std::make_unique<CollectiveService>(&mailbox, (rank + n - 1) % n);
+    ServerOptions so;
+    so.listen_address = *listen;
+    so.services = {collective_service.get()};
+    absl::StatusOr<RunningServer> started = StartServer(so);
+    if (!started.ok()) return Fail(1, std::string(started.status().message()));
+    server = *std::move(started);
+    absl::StatusOr<std::unique_ptr<GrpcRingTransport>> t =
+        GrpcRingTransport::Create(ring, &mailbox);
+    if (!t.ok()) return Fail(2, std::string(t.status().message()));
+    transport = *std::move(t);
+    MultiWorkerMirroredOptions mo;
+    mo.ring.timeout = absl::GetFlag(FLAGS_collective_timeout);
+    mo.ring.bucket_bytes = absl::GetFlag(FLAGS_allreduce_bucket_bytes);
+    mo.ring.chunk_bytes = absl::GetFlag(FLAGS_allreduce_chunk_bytes);
+    mo.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
+    strategy = std::make_unique<MultiWorkerMirroredStrategy>(transport.get(), mo);
+    prints = rank == 0;
+    LogInfo(absl::StrCat("multi_worker_mirrored: rank ", rank, " of ", n, ", serving the "
+                         "all-reduce on ", *listen));
+    if (prints) {
+      std::cout << "pstrain: multi_worker_mirrored strategy, num_replicas_in_sync=" << n << " ("
+                << absl::StrJoin(ring.names, ", ") << ")" << std::endl;
+    }
+  } else {
+    return Fail(2, absl::StrCat("--strategy=", strategy_name,
+                                " is not one of default, mirrored, multi_worker_mirrored"));
+  }
+  const bool tty = isatty(STDERR_FILENO) == 1 && prints;
   ProgressBar bar;
   FitOptions options;
   options.epochs = absl::GetFlag(FLAGS_epochs);
   // Replica 0 takes the backend made above (a CUDA context is costly to create twice).
   options.make_backend = [&](int replica) -> absl::StatusOr<std::unique_ptr<Backend>> {
+    if (!replica_devices.empty()) return CreateBackend(replica_devices[replica], nullptr);
     if (replica == 0 && *first_backend != nullptr) return std::move(*first_backend);
     return CreateBackend(device, nullptr);
   };
   if (tty) options.on_batch = [&bar](const BatchProgress& p) { bar.Update(p); };
-  options.on_epoch = [&bar](const EpochSummary& s) {
+  options.on_epoch = [&bar, prints](const EpochSummary& s) {
     bar.Clear();
-    std::cout << FormatEpochLine(s) << std::endl;
+    if (prints) std::cout << FormatEpochLine(s) << std::endl;
     return true;
   };
   absl::StatusOr<FitResult> result = Fit(*job, *data, strategy.get(), options);
   bar.Clear();
+  if (server.server != nullptr) {
+    mailbox.Close();
+    server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
   if (!result.ok()) {
     const int code = absl::IsInvalidArgument(result.status()) ? 2 : 1;
-    return Fail(code, absl::StrCat(job_path, ": ", result.status().message()));
+    Fail(code, absl::StrCat(job_path, ": ", result.status().message()));
+    // A broken ring may still hold sends waiting on a dead peer: leave at once rather
+    // than wait for them in destructors.
+    if (server.server != nullptr) {
+      std::fflush(stdout);
+      std::_Exit(code);
+    }
+    return code;
   }
   return 0;
 }
@@ -135,7 +249,8 @@ int Main() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains a job spec in this process.\n"
-      "  train --job=FILE [--epochs=N] [--device=cpu|auto|cuda[:N]]");
+      "  train --job=FILE [--epochs=N] [--device=cpu|auto|cuda[:N]]\n"
+      "        [--strategy=default|mirrored|multi_worker_mirrored] [--devices=cpu:0,cpu:1]");
   absl::ParseCommandLine(argc, argv);
   // Every batch is a fresh tensor of a few hundred KiB.
   pstrain::KeepLargeBlocksInHeap();

@@ -17,11 +17,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/shutdown_signal.h"
+#include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 
 ABSL_FLAG(std::string, strategy, "parameter_server",
-          "parameter_server (a cluster of processes) or default (one process, no cluster)");
+          "parameter_server (a cluster of processes), default (one process, no cluster), "
+          "mirrored (one process, one replica per --devices entry) or multi_worker_mirrored "
+          "(--workers processes training synchronously with a ring all-reduce)");
+ABSL_FLAG(std::string, devices, "",
+          "mirrored: cpu:0,cpu:1 or cuda:0,cuda:1 (default: every GPU, else one CPU replica)");
+ABSL_FLAG(std::string, collective_timeout, "",
+          "multi_worker_mirrored: how long a silent worker is waited for (default: train's)");
 ABSL_FLAG(std::string, job, "examples/fashion_mnist.json",
           "Job spec (JSON); examples/seed_synthetic.json is the seed's random data");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job when > 0");
@@ -67,11 +74,16 @@ int main(int argc, char** argv) {
   }
   const std::string bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
                                                                    : absl::GetFlag(FLAGS_bin_dir);
-  if (strategy == "default") {
-    // TensorFlow's default strategy: one process, no cluster. The trainer is its own binary.
+  if (strategy == "default" || strategy == "mirrored") {
+    // TensorFlow's default and mirrored strategies: one process, no cluster. The trainer is
+    // its own binary.
     const std::string train = bin_dir + "/worker/train";
     std::vector<std::string> args = {train, absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
-                                     absl::StrCat("--device=", device)};
+                                     absl::StrCat("--device=", device),
+                                     absl::StrCat("--strategy=", strategy)};
+    if (strategy == "mirrored") {
+      args.push_back(absl::StrCat("--devices=", absl::GetFlag(FLAGS_devices)));
+    }
     if (absl::GetFlag(FLAGS_epochs) > 0) {
       args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
     }
@@ -81,10 +93,12 @@ int main(int argc, char** argv) {
     execv(train.c_str(), argv_train.data());
     return Fail(absl::StrCat("cannot execute ", train));
   }
-  if (strategy != "parameter_server") {
+  if (strategy != "parameter_server" && strategy != "multi_worker_mirrored") {
     return Fail(absl::StrCat("--strategy=", strategy,
-                             " is not available yet; use parameter_server or default"));
+                             " is not one of parameter_server, default, mirrored, "
+                             "multi_worker_mirrored"));
   }
+  const bool mwms = strategy == "multi_worker_mirrored";
 
   std::string log_dir = absl::GetFlag(FLAGS_log_dir);
   if (log_dir.empty()) {
@@ -105,18 +119,54 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_epochs) > 0) {
     options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
   }
-  std::printf("pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s\n",
-              strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str());
+  if (mwms) {
+    std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s\n", strategy.c_str(),
+                options.num_workers, log_dir.c_str());
+  } else {
+    std::printf("pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s\n",
+                strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str());
+  }
   std::fflush(stdout);
 
   pstrain::ProcessGroup group;
-  if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
+  // Whose stdout is the job's output: the chief's, or worker 0's in a chief-less cluster.
+  std::string reporter = "chief";
+  if (mwms) {
+    // Worker processes only (TF_CONFIG with worker entries), each worker/train in
+    // multi_worker_mirrored mode serving the all-reduce on its own port.
+    reporter = "worker0";
+    if (options.num_workers < 1) return Fail("--workers must be >= 1");
+    absl::StatusOr<std::vector<int>> ports = pstrain::PickFreePorts(options.num_workers);
+    if (!ports.ok()) return Fail(std::string(ports.status().message()));
+    std::vector<std::string> addresses;
+    for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
+    const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+        {"worker", addresses}};
+    for (int i = 0; i < options.num_workers; ++i) {
+      std::vector<std::string> args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
+                                       absl::StrCat("--device=", device),
+                                       "--strategy=multi_worker_mirrored"};
+      if (absl::GetFlag(FLAGS_epochs) > 0) {
+        args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
+      }
+      if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
+        args.push_back(absl::StrCat("--collective_timeout=",
+                                    absl::GetFlag(FLAGS_collective_timeout)));
+      }
+      absl::Status started = group.Start(
+          {absl::StrCat("worker", i), bin_dir + "/worker/train", args,
+           {{"TF_CONFIG", pstrain::MakeTfConfig(cluster, "worker", i)},
+            // Several processes share the cores: one BLAS thread each.
+            {"OPENBLAS_NUM_THREADS", "1"}}});
+      if (!started.ok()) return Fail(std::string(started.message()));
+    }
+  } else if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
     return Fail(std::string(started.message()));
   }
   std::map<std::string, std::unique_ptr<std::ofstream>> logs;
   const bool verbose = absl::GetFlag(FLAGS_verbose);
   auto on_line = [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-    if (!is_stderr && name == "chief") {
+    if (!is_stderr && name == reporter) {
       std::cout << line << std::endl;
       return;
     }

@@ -1,0 +1,197 @@
+// The synchronous strategies as real processes: worker/train --strategy=mirrored (one
+// process, two CPU replicas) and --strategy=multi_worker_mirrored (two processes, each
+// configured only by TF_CONFIG, all-reducing over gRPC on loopback), on Fashion-MNIST;
+// and a worker killed mid-run making the other stop, naming it, within the deadline.
+
+#include <signal.h>
+
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "deploy/local/free_port.h"
+#include "deploy/local/local_cluster.h"
+#include "deploy/local/process_group.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+struct RunResult {
+  std::vector<ProcessGroup::Exit> exits;
+  std::map<std::string, std::string> stdout_of;
+  std::map<std::string, std::string> stderr_of;
+};
+
+// The last val_accuracy printed in Keras-style epoch lines; -1 when none.
+double LastValAccuracy(const std::string& out) {
+  static const std::regex kVal("val_accuracy: ([0-9.]+)");
+  double last = -1;
+  for (std::sregex_iterator it(out.begin(), out.end(), kVal), end; it != end; ++it) {
+    last = std::stod((*it)[1]);
+  }
+  return last;
+}
+
+// Starts `n` workers of a chief-less multi_worker_mirrored cluster.
+std::vector<std::string> StartWorkers(ProcessGroup& group, int n,
+                                      const std::vector<std::string>& args) {
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(n);
+  EXPECT_TRUE(ports.ok());
+  std::vector<std::string> addresses;
+  for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> a = args;
+    a.push_back("--strategy=multi_worker_mirrored");
+    EXPECT_TRUE(group
+                    .Start({absl::StrCat("worker", i), "worker/train", a,
+                            {{"TF_CONFIG", MakeTfConfig({{"worker", addresses}}, "worker", i)},
+                             {"OPENBLAS_NUM_THREADS", "1"}}})
+                    .ok());
+  }
+  return addresses;
+}
+
+RunResult Collect(ProcessGroup& group, absl::Duration timeout) {
+  RunResult r;
+  r.exits = group.Wait(
+      timeout, absl::Seconds(30),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? r.stderr_of : r.stdout_of)[name] += line + "\n";
+      },
+      nullptr);
+  return r;
+}
+
+TEST(MirroredMultiprocessTest, TwoWorkersTrainFashionMnistInSync) {
+  ProcessGroup group;
+  StartWorkers(group, 2, {"--job=examples/fashion_mnist.json", "--epochs=3"});
+  RunResult run = Collect(group, absl::Minutes(8));
+  ASSERT_EQ(run.exits.size(), 2u);
+  for (const auto& exit : run.exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of[exit.name];
+  }
+  const std::string& out = run.stdout_of["worker0"];
+  EXPECT_NE(out.find("num_replicas_in_sync=2"), std::string::npos) << out;
+  EXPECT_NE(out.find("Epoch 3/3"), std::string::npos) << out;
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  // Only worker 0 reports.
+  EXPECT_EQ(run.stdout_of["worker1"].find("Epoch"), std::string::npos);
+}
+
+TEST(MirroredMultiprocessTest, TwoLocalReplicasTrainFashionMnist) {
+  ProcessGroup group;
+  ASSERT_TRUE(group
+                  .Start({"train", "worker/train",
+                          {"--job=examples/fashion_mnist.json", "--epochs=3",
+                           "--strategy=mirrored", "--devices=cpu:0,cpu:1"},
+                          {}})
+                  .ok());
+  RunResult run = Collect(group, absl::Minutes(8));
+  ASSERT_EQ(run.exits.size(), 1u);
+  EXPECT_EQ(run.exits[0].exit_code, 0) << run.stderr_of["train"];
+  const std::string& out = run.stdout_of["train"];
+  EXPECT_NE(out.find("num_replicas_in_sync=2"), std::string::npos) << out;
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+}
+
+TEST(MirroredMultiprocessTest, AKilledWorkerIsNamedByTheOtherWithinTheDeadline) {
+  ProcessGroup group;
+  const std::vector<std::string> addresses = StartWorkers(
+      group, 2,
+      {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000", "--collective_timeout=5s"});
+  bool killed = false;
+  absl::Time killed_at;
+  std::map<std::string, std::string> err;
+  auto exits = group.Wait(
+      absl::Minutes(3), absl::Seconds(30),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        if (is_stderr) err[name] += line + "\n";
+        if (name == "worker0" && !is_stderr && absl::StartsWith(line, "Epoch 3/") && !killed) {
+          killed = true;
+          killed_at = absl::Now();
+          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(killed) << err["worker0"];
+  // Detected within the 5 s deadline (plus start-up of nothing: both are mid-run).
+  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(12));
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[1].signal, SIGKILL);
+  EXPECT_EQ(exits[0].signal, 0) << "worker0 had to be killed";
+  EXPECT_EQ(exits[0].exit_code, 1) << err["worker0"];
+  EXPECT_NE(err["worker0"].find("worker 1 (" + addresses[1] + ")"), std::string::npos)
+      << err["worker0"];
+}
+
+// A worker that stalls (SIGSTOP: alive, connected, silent) is named when the deadline passes.
+TEST(MirroredMultiprocessTest, AStalledWorkerIsNamedWhenTheDeadlinePasses) {
+  ProcessGroup group;
+  const std::vector<std::string> addresses = StartWorkers(
+      group, 2,
+      {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000", "--collective_timeout=3s"});
+  bool stopped = false;
+  absl::Time stopped_at, failed_at;
+  std::map<std::string, std::string> err;
+  auto exits = group.Wait(
+      absl::Minutes(3), absl::Seconds(1),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        if (is_stderr) err[name] += line + "\n";
+        if (name == "worker0" && is_stderr && absl::StartsWith(line, "train:")) {
+          failed_at = absl::Now();
+        }
+        if (name == "worker0" && !is_stderr && absl::StartsWith(line, "Epoch 3/") && !stopped) {
+          stopped = true;
+          stopped_at = absl::Now();
+          ASSERT_TRUE(group.Signal("worker1", SIGSTOP).ok());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(stopped) << err["worker0"];
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].signal, 0) << "worker0 had to be killed";
+  EXPECT_EQ(exits[0].exit_code, 1) << err["worker0"];
+  EXPECT_GE(failed_at - stopped_at, absl::Seconds(2)) << err["worker0"];
+  EXPECT_LT(failed_at - stopped_at, absl::Seconds(10)) << err["worker0"];
+  EXPECT_NE(err["worker0"].find("worker 1 (" + addresses[1] + ")"), std::string::npos)
+      << err["worker0"];
+}
+
+// With a chief in TF_CONFIG the chief is rank 0 of the ring (as in TensorFlow) and the one
+// that reports; the worker stays quiet.
+TEST(MirroredMultiprocessTest, AChiefTakesPartAndReports) {
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(2);
+  ASSERT_TRUE(ports.ok());
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {absl::StrCat("localhost:", (*ports)[0])}},
+      {"worker", {absl::StrCat("localhost:", (*ports)[1])}}};
+  ProcessGroup group;
+  for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
+           {"chief", "chief"}, {"worker", "worker0"}}) {
+    ASSERT_TRUE(group
+                    .Start({name, "worker/train",
+                            {"--job=tests/testdata/tiny_synthetic.json", "--epochs=2",
+                             "--strategy=multi_worker_mirrored"},
+                            {{"TF_CONFIG", MakeTfConfig(cluster, type, 0)}}})
+                    .ok());
+  }
+  RunResult run = Collect(group, absl::Minutes(2));
+  ASSERT_EQ(run.exits.size(), 2u);
+  for (const auto& exit : run.exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of[exit.name];
+  }
+  EXPECT_NE(run.stdout_of["chief"].find("(chief 0, worker 0)"), std::string::npos)
+      << run.stdout_of["chief"];
+  EXPECT_NE(run.stdout_of["chief"].find("Epoch 2/2"), std::string::npos);
+  EXPECT_EQ(run.stdout_of["worker0"], "");
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,98 @@
+#ifndef PSTRAIN_WORKER_ALLREDUCE_RING_ALLREDUCE_H_
+#define PSTRAIN_WORKER_ALLREDUCE_RING_ALLREDUCE_H_
+
+// Bandwidth-optimal ring all-reduce (sum) over a RingTransport: reduce-scatter then
+// all-gather, each rank sending and receiving 2(n-1)/n of the data once.
+//
+// The tensors of one call are fused, in order, into buckets of at most bucket_bytes; each
+// bucket is cut into n segments (sizes differ by at most one element; empty segments are
+// fine, so buckets smaller than n work) and each segment into chunks of at most
+// chunk_bytes. Chunks are pipelined: a chunk received and added in round k is queued to
+// the next rank for round k+1 at once, on a sender thread, while the next chunk is being
+// received, so the link stays busy and no rank waits for a whole segment.
+//
+// Every rank must call AllReduceSum with the same element counts in the same order (the
+// call's sequence number names its chunks). All ranks end with bit-identical results:
+// each element's sum is formed once, on one rank, and then copied around.
+//
+// Thread-safety: one thread calls AllReduceSum at a time.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "worker/allreduce/ring_transport.h"
+
+namespace pstrain {
+
+struct RingAllReduceOptions {
+  int64_t bucket_bytes = 25 << 20;  // fusion bucket (PyTorch DDP's default)
+  int64_t chunk_bytes = 1 << 20;    // one message; gRPC is fastest at 256 KiB - 4 MiB
+  // A peer that has not delivered an expected chunk (or accepted ours) within this is
+  // declared dead and named in the error.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class RingAllReduce {
+ public:
+  // `transport` is not owned and must outlive this object.
+  RingAllReduce(RingTransport* transport, RingAllReduceOptions options);
+  ~RingAllReduce();
+  RingAllReduce(const RingAllReduce&) = delete;
+  RingAllReduce& operator=(const RingAllReduce&) = delete;
+
+  // Replaces every element of every tensor by its sum over all ranks.
+  // Errors: INVALID_ARGUMENT for options with bucket or chunk below 4 bytes;
+  // DEADLINE_EXCEEDED "all-reduce 12: no data from worker 1 (host:port) within 5s" when
+  // the previous rank is late; UNAVAILABLE / DEADLINE_EXCEEDED naming the next rank when
+  // it does not accept a chunk; INTERNAL when a rank sent a chunk of the wrong size (the
+  // ranks disagree about the shapes). After an error the ring is unusable (the ranks are
+  // out of step): the caller stops.
+  absl::Status AllReduceSum(absl::Span<const absl::Span<float>> tensors);
+
+  // Changes the timeout for later calls (e.g. long while the workers start, short after).
+  void set_timeout(absl::Duration timeout) { options_.timeout = timeout; }
+  absl::Duration timeout() const { return options_.timeout; }
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+
+ private:
+  struct PendingSend {
+    ChunkKey key;
+    std::vector<float> data;
+    absl::Duration timeout;  // read by the sender thread: a copy, not options_
+  };
+
+  absl::Status ReduceBucket(uint64_t step, int32_t bucket, absl::Span<float> data);
+  void Send(const ChunkKey& key, absl::Span<const float> data);
+  absl::Status SendError();
+  // Waits until every queued send is done; returns the first send error.
+  absl::Status Flush();
+  void SenderLoop();
+
+  RingTransport* const transport_;  // Not owned.
+  RingAllReduceOptions options_;
+  uint64_t next_step_ = 0;
+  std::vector<float> fusion_;
+
+  // State below is protected by mu_; the sender thread drains queue_.
+  absl::Mutex mu_;
+  std::deque<PendingSend> queue_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status send_error_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sender_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_ALLREDUCE_RING_ALLREDUCE_H_
