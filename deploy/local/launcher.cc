@@ -32,6 +32,12 @@ ABSL_FLAG(std::string, collective_timeout, "",
 ABSL_FLAG(std::string, job, "examples/fashion_mnist.json",
           "Job spec (JSON); examples/seed_synthetic.json is the seed's random data");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job when > 0");
+ABSL_FLAG(int, staleness, -1,
+          "parameter_server: bounded staleness, no worker more than N steps ahead of the "
+          "slowest (default: the job's mode, async unless it says otherwise)");
+ABSL_FLAG(bool, sync, false,
+          "parameter_server: synchronous updates (each ps applies the mean of every "
+          "worker's gradient once per step, as TensorFlow's SyncReplicasOptimizer)");
 ABSL_FLAG(int, workers, 2, "Worker processes");
 ABSL_FLAG(int, ps, 2, "Parameter-server processes");
 ABSL_FLAG(std::string, device, "auto",
@@ -118,6 +124,14 @@ int main(int argc, char** argv) {
   options.worker_args = {absl::StrCat("--device=", device)};
   if (absl::GetFlag(FLAGS_epochs) > 0) {
     options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
+  }
+  if (absl::GetFlag(FLAGS_sync) && absl::GetFlag(FLAGS_staleness) >= 0) {
+    return Fail("--sync and --staleness exclude each other");
+  }
+  if (absl::GetFlag(FLAGS_sync)) options.chief_args.push_back("--consistency=sync");
+  if (absl::GetFlag(FLAGS_staleness) >= 0) {
+    options.chief_args.push_back("--consistency=bounded_staleness");
+    options.chief_args.push_back(absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)));
   }
   if (mwms) {
     std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s\n", strategy.c_str(),
