@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chief/coordinator.h"
+#include "common/checkpoint/checkpoint.h"
 #include "chief/membership.h"
 #include "chief/rpc/chief_service.h"
 #include "common/data/data_spec.h"
@@ -120,6 +121,36 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     }
     validation = std::make_unique<Dataset>(*std::move(loaded));
   }
+  if (options.keep_checkpoints < 1) {
+    LogError("--keep_checkpoints must be at least 1");
+    return 2;
+  }
+  // The checkpoint to continue from is opened (and verified) before any task is waited
+  // for, so a bad --restore fails at start.
+  std::unique_ptr<CheckpointReader> restore;
+  if (options.restore == "latest") {
+    if (!options.checkpoint_dir.empty()) {
+      absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
+          CheckpointReader::Open(options.checkpoint_dir);
+      if (found.ok()) {
+        restore = *std::move(found);
+      } else if (found.status().code() == absl::StatusCode::kNotFound) {
+        LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint_dir,
+                             "; starting from freshly initialized variables"));
+      } else {
+        LogError(absl::StrCat("cannot restore: ", found.status().message()));
+        return 1;
+      }
+    }
+  } else if (options.restore != "none" && !options.restore.empty()) {
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
+        CheckpointReader::Open(options.restore);
+    if (!opened.ok()) {
+      LogError(absl::StrCat("--restore=", options.restore, ": ", opened.status().message()));
+      return 2;
+    }
+    restore = *std::move(opened);
+  }
   if (cluster.num_tasks("ps") == 0 || cluster.num_tasks("worker") == 0) {
     LogError("parameter-server training needs at least one ps and one worker task");
     return 2;
@@ -168,6 +199,10 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.ps_addresses = cluster.tasks("ps");
   coordinator_options.placement_policy = *placement_policy;
   coordinator_options.consistency = *consistency;
+  coordinator_options.checkpoint_dir = options.checkpoint_dir;
+  coordinator_options.keep_checkpoints = options.keep_checkpoints;
+  // evaluate resolves the job's relative data paths against this folder.
+  coordinator_options.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   {
     absl::MutexLock lock(&coordinator_mu);
     coordinator = std::make_unique<Coordinator>(
@@ -176,7 +211,8 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
           out << FormatEpochLine(summary) << std::endl;
           LogInfo(absl::StrCat("epoch ", summary.epoch, ": ", summary.samples, " samples in ",
                                absl::FormatDuration(summary.elapsed)));
-        });
+        },
+        restore.get());
   }
   const absl::Status result = coordinator->Run();
   int exit_code = 0;

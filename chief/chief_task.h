@@ -22,12 +22,23 @@ struct ChiefOptions {
   int64_t steps_per_call = 100;
   // Deadline of one RunSteps call (a chunk of training steps on a worker).
   absl::Duration run_steps_timeout = absl::Minutes(10);
+  // Where a checkpoint is written at the end of every epoch; empty = no checkpoints.
+  std::string checkpoint_dir;
+  // Checkpoints kept in checkpoint_dir (older ones are deleted). >= 1.
+  int keep_checkpoints = 3;
+  // "latest": continue from the newest good checkpoint in checkpoint_dir, or start fresh
+  // (one log line) when there is none; "none": always start fresh; anything else: the
+  // path of a checkpoint (or of a checkpoint root) to continue from, which must verify.
+  std::string restore = "latest";
 };
 
 // Runs the chief until the job ends: serves the Chief service, waits for every ps and
 // worker task, coordinates training, writes one Keras-style line per epoch to `out`, then
 // tells every task to shut down. Returns the exit code: 0 when the job completed, 1 when
-// it failed (the error, naming the task at fault, is logged), 2 for a bad job spec.
+// it failed (the error, naming the task at fault, is logged), 2 for a bad job spec or
+// checkpoint options (a --restore PATH that does not verify, keep_checkpoints < 1). With
+// --restore=latest, checkpoints that exist but none of which verifies fail the job (1)
+// rather than silently starting over.
 // `shutdown` is not owned; requesting it aborts the job.
 int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ostream& out);
 

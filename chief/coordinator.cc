@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
@@ -26,7 +27,8 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                          Membership* membership, std::vector<PsClient*> ps,
                          std::vector<WorkerClient*> workers, const Dataset* validation,
                          const ShutdownSignal* abort,
-                         std::function<void(const EpochSummary&)> on_epoch)
+                         std::function<void(const EpochSummary&)> on_epoch,
+                         const CheckpointReader* restore)
     : options_(options),
       job_(job),
       model_(model),
@@ -35,7 +37,14 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       workers_(std::move(workers)),
       validation_(validation),
       abort_(abort),
-      on_epoch_(std::move(on_epoch)) {}
+      on_epoch_(std::move(on_epoch)),
+      restore_(restore) {
+  if (!options_.checkpoint_dir.empty()) {
+    CheckpointWriter::Options writer_options;
+    writer_options.keep = options_.keep_checkpoints;
+    writer_ = std::make_unique<CheckpointWriter>(options_.checkpoint_dir, writer_options);
+  }
+}
 
 void Coordinator::SetPhase(const std::string& phase) {
   absl::MutexLock lock(&mu_);
@@ -68,7 +77,25 @@ absl::Status Coordinator::Run() {
                              : "",
           " on ps ", e.ps_index()));
     }
-    for (int epoch = 0; epoch < job_->epochs; ++epoch) {
+    int first_epoch = 0;
+    if (restore_ != nullptr) {
+      SetPhase("restoring");
+      PS_RETURN_IF_ERROR(RestoreCheckpoint());
+      SetPhase("training");
+      first_epoch = restore_->epoch();
+      {
+        absl::MutexLock lock(&mu_);
+        global_step_ = restore_->step();
+        epoch_ = first_epoch;
+      }
+      LogInfo(absl::StrCat("restored ", restore_->path(), " (epoch ", restore_->epoch(),
+                           ", step ", restore_->step(), ") onto ", ps_.size(), " ps",
+                           first_epoch >= job_->epochs
+                               ? absl::StrCat("; it already has all ", job_->epochs,
+                                              " epochs, nothing to train")
+                               : absl::StrCat("; continuing with epoch ", first_epoch + 1)));
+    }
+    for (int epoch = first_epoch; epoch < job_->epochs; ++epoch) {
       {
         absl::MutexLock lock(&mu_);
         epoch_ = epoch + 1;
@@ -81,6 +108,10 @@ absl::Status Coordinator::Run() {
       if (validation_ != nullptr) PS_RETURN_IF_ERROR(Validate(&summary));
       summary.elapsed = absl::Now() - start;
       on_epoch_(summary);
+      // Every worker's RunSteps has returned, so no push is in flight: each shard's state
+      // belongs to the same step and the checkpoint is consistent across the ps tasks.
+      // The last epoch's checkpoint is the end-of-job one.
+      if (writer_ != nullptr) PS_RETURN_IF_ERROR(WriteCheckpoint(epoch + 1));
     }
     return absl::OkStatus();
   }();
@@ -221,7 +252,7 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary) {
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::Validate(EpochSummary* summary) {
+absl::StatusOr<std::vector<VariableLayout>> Coordinator::CurrentLayout() const {
   std::vector<VariablePlacementEntry> placement;
   {
     absl::MutexLock lock(&mu_);
@@ -231,8 +262,169 @@ absl::Status Coordinator::Validate(EpochSummary* summary) {
   for (const VariableSpec& spec : model_->trainable_variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
-                      ResolveLayout(shapes, placement, static_cast<int>(ps_.size())));
+  return ResolveLayout(shapes, placement, static_cast<int>(ps_.size()));
+}
+
+namespace {
+
+// Checkpoint tensor name of a variable's optimizer slot.
+std::string SlotTensorName(const std::string& variable, const std::string& slot) {
+  return absl::StrCat(variable, "/optimizer/", slot);
+}
+
+}  // namespace
+
+absl::Status Coordinator::WriteCheckpoint(int epochs_done) {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
+  // Each shard's state, by shard name, gathered from every ps at once.
+  std::vector<std::vector<VariableSnapshot>> per_ps(ps_.size());
+  std::vector<std::function<absl::Status()>> reads;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    std::vector<std::string> names;
+    for (const VariableLayout& v : layout) {
+      for (const VariablePlacementEntry& shard : v.shards) {
+        if (shard.ps_index() == static_cast<int>(p)) names.push_back(shard.name());
+      }
+    }
+    if (names.empty()) continue;
+    reads.push_back([this, p, names, &per_ps]() -> absl::Status {
+      PS_ASSIGN_OR_RETURN(per_ps[p], ps_[p]->ReadState(names));
+      return absl::OkStatus();
+    });
+  }
+  PS_RETURN_IF_ERROR(RunConcurrently(reads));
+  absl::flat_hash_map<std::string, const VariableSnapshot*> by_shard;
+  for (const auto& snapshots : per_ps) {
+    for (const VariableSnapshot& s : snapshots) by_shard[s.name] = &s;
+  }
+
+  CheckpointContents contents;
+  {
+    absl::MutexLock lock(&mu_);
+    contents.step = global_step_;
+  }
+  contents.epoch = epochs_done;
+  contents.job_spec = nlohmann::json::parse(SerializeJobSpec(*job_), nullptr,
+                                            /*allow_exceptions=*/false);
+  contents.metadata = options_.checkpoint_metadata.is_object() ? options_.checkpoint_metadata
+                                                               : nlohmann::json::object();
+  contents.metadata["global_step"] = contents.step;
+  contents.metadata["epochs_done"] = epochs_done;
+  contents.metadata["num_ps"] = ps_.size();
+  contents.metadata["optimizer"] = job_->optimizer.name();
+  nlohmann::json variables = nlohmann::json::object();
+  for (const VariableLayout& v : layout) {
+    // A whole variable is taken as read; a split one gets each shard's rows (and its
+    // slots' rows) written into full-size tensors.
+    Tensor value(v.shape);
+    std::vector<NamedTensor> slots;
+    int64_t iterations = 0;
+    int64_t version = 0;
+    for (const VariablePlacementEntry& shard : v.shards) {
+      auto it = by_shard.find(shard.name());
+      if (it == by_shard.end()) {
+        return absl::InternalError(absl::StrCat("ps ", shard.ps_index(),
+                                                " did not return the state of ", shard.name()));
+      }
+      const VariableSnapshot& s = *it->second;
+      PS_RETURN_IF_ERROR(CopyShardInto(s.value, shard, &value));
+      if (slots.empty()) {
+        for (const NamedTensor& slot : s.slots) slots.push_back({slot.name, Tensor(v.shape)});
+      }
+      if (s.slots.size() != slots.size()) {
+        return absl::InternalError(absl::StrCat("shards of ", v.name, " keep different slots"));
+      }
+      for (size_t k = 0; k < slots.size(); ++k) {
+        if (s.slots[k].name != slots[k].name) {
+          return absl::InternalError(absl::StrCat("shards of ", v.name, " keep different slots"));
+        }
+        PS_RETURN_IF_ERROR(CopyShardInto(s.slots[k].tensor, shard, &slots[k].tensor));
+      }
+      // Every push updates every shard of a variable, so their counts agree; the largest
+      // is kept should one shard have missed a push.
+      iterations = std::max(iterations, s.iterations);
+      version = std::max(version, s.version);
+    }
+    nlohmann::json slot_names = nlohmann::json::array();
+    for (const NamedTensor& slot : slots) slot_names.push_back(slot.name);
+    variables[v.name] = {{"shape", v.shape},
+                         {"iterations", iterations},
+                         {"version", version},
+                         {"slots", slot_names},
+                         {"num_shards", v.shards.size()}};
+    contents.tensors.push_back({v.name, std::move(value)});
+    for (NamedTensor& slot : slots) {
+      contents.tensors.push_back({SlotTensorName(v.name, slot.name), std::move(slot.tensor)});
+    }
+  }
+  contents.metadata["variables"] = std::move(variables);
+  PS_ASSIGN_OR_RETURN(std::string path, writer_->Write(contents));
+  LogInfo(absl::StrCat("checkpoint ", path, " written (epoch ", epochs_done, ", step ",
+                       contents.step, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RestoreCheckpoint() {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
+  const nlohmann::json& info = restore_->metadata().contains("variables")
+                                   ? restore_->metadata()["variables"]
+                                   : nlohmann::json::object();
+  std::vector<std::vector<VariableSnapshot>> per_ps(ps_.size());
+  for (const VariableLayout& v : layout) {
+    absl::StatusOr<const Tensor*> value = restore_->Get(v.name);
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", restore_->path(), " does not fit the model: no variable ", v.name));
+    }
+    if ((*value)->shape() != v.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", restore_->path(), " does not fit the model: ", v.name, " is ",
+          (*value)->ShapeString(), " there, ", ShapeToString(v.shape), " in the model"));
+    }
+    int64_t iterations = 0;
+    int64_t version = 0;
+    std::vector<std::pair<std::string, const Tensor*>> slots;
+    if (info.is_object() && info.contains(v.name) && info[v.name].is_object()) {
+      const nlohmann::json& entry = info[v.name];
+      iterations = entry.value("iterations", int64_t{0});
+      version = entry.value("version", int64_t{0});
+      if (entry.contains("slots") && entry["slots"].is_array()) {
+        for (const nlohmann::json& slot : entry["slots"]) {
+          if (!slot.is_string()) continue;
+          PS_ASSIGN_OR_RETURN(const Tensor* t,
+                              restore_->Get(SlotTensorName(v.name, slot.get<std::string>())));
+          if (t->shape() != v.shape) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "checkpoint ", restore_->path(), ": slot ", slot.get<std::string>(), " of ",
+                v.name, " has shape ", t->ShapeString()));
+          }
+          slots.push_back({slot.get<std::string>(), t});
+        }
+      }
+    }
+    for (const VariablePlacementEntry& shard : v.shards) {
+      VariableSnapshot s;
+      s.name = shard.name();
+      PS_ASSIGN_OR_RETURN(s.value, SliceShard(**value, shard));
+      s.iterations = iterations;
+      s.version = version;
+      for (const auto& [slot_name, tensor] : slots) {
+        PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(*tensor, shard));
+        s.slots.push_back({slot_name, std::move(rows)});
+      }
+      per_ps[shard.ps_index()].push_back(std::move(s));
+    }
+  }
+  std::vector<std::function<absl::Status()>> restores;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (per_ps[p].empty()) continue;
+    restores.push_back([this, p, &per_ps] { return ps_[p]->RestoreState(per_ps[p]); });
+  }
+  return RunConcurrently(restores);
+}
+
+absl::Status Coordinator::Validate(EpochSummary* summary) {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
   // Reassemble each variable: a whole one is taken as pulled, a split one gets each
   // shard's rows written into a full-size tensor.
   std::vector<Tensor> weights(layout.size());

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/membership.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
@@ -58,17 +59,33 @@ class Coordinator {
     PlacementPolicy placement_policy;
     // How every ps orders the workers' pushes (the job's "consistency"); default async.
     ConsistencyConfig consistency;
+    // Where a checkpoint is written at the end of every epoch (the last one is the end of
+    // the job); empty = no checkpoints. The newest keep_checkpoints are kept.
+    std::string checkpoint_dir;
+    int keep_checkpoints = 3;
+    // Merged into every checkpoint's metadata (e.g. the job file's folder, which relative
+    // data paths in the job spec are relative to).
+    nlohmann::json checkpoint_metadata = nlohmann::json::object();
   };
 
   // Pointers are not owned and must outlive the coordinator. `model` gives the variables
-  // and their initial values, and evaluates on `validation` (may be null).
+  // and their initial values, and evaluates on `validation` (may be null). `restore`
+  // (may be null) is a verified checkpoint to continue from: after the variables are
+  // created, every shard's value, optimizer slots and iterations are replaced by the
+  // checkpoint's, sliced for the CURRENT placement (so the number of ps and the partition
+  // policy may differ from the run that wrote it), and training continues with the epoch
+  // after the checkpoint's and its global step.
   Coordinator(Options options, const JobSpec* job, Model* model, Membership* membership,
               std::vector<PsClient*> ps, std::vector<WorkerClient*> workers,
               const Dataset* validation, const ShutdownSignal* abort,
-              std::function<void(const EpochSummary&)> on_epoch);
+              std::function<void(const EpochSummary&)> on_epoch,
+              const CheckpointReader* restore = nullptr);
 
   // Errors: DEADLINE_EXCEEDED tasks never registered (named); the first error of a ps or
-  //         worker call (naming the task); CANCELLED when `abort` was requested.
+  //         worker call (naming the task); CANCELLED when `abort` was requested;
+  //         INVALID_ARGUMENT the checkpoint to restore does not fit the model (a missing
+  //         variable or another shape) or its slots do not fit the optimizer; a failed
+  //         checkpoint write (INTERNAL, naming the path).
   absl::Status Run();
 
   // Phase, epoch, step and placement (one entry per shard) for the chief's GetStatus.
@@ -80,6 +97,13 @@ class Coordinator {
   absl::Status CreateVariables();
   absl::Status RunEpoch(int epoch, EpochSummary* summary);
   absl::Status Validate(EpochSummary* summary);
+  // The model's variables and the current placement grouped by variable.
+  absl::StatusOr<std::vector<VariableLayout>> CurrentLayout() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces every shard's state with restore_'s, sliced for the current placement.
+  absl::Status RestoreCheckpoint();
+  // Pulls every shard's state, reassembles full tensors and writes a checkpoint of
+  // `epochs_done` completed epochs at the current global step.
+  absl::Status WriteCheckpoint(int epochs_done);
   void SetPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
@@ -91,6 +115,8 @@ class Coordinator {
   const Dataset* const validation_;        // Not owned; may be null.
   const ShutdownSignal* const abort_;      // Not owned.
   const std::function<void(const EpochSummary&)> on_epoch_;
+  const CheckpointReader* const restore_;  // Not owned; may be null.
+  std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint_dir
 
   // State below is protected by mu_ (read by Describe from RPC threads).
   mutable absl::Mutex mu_;

@@ -22,6 +22,12 @@ ABSL_FLAG(int64_t, steps_per_call, 100,
           "Training steps a worker runs per request from the chief");
 ABSL_FLAG(absl::Duration, run_steps_timeout, absl::Minutes(10),
           "Deadline for one request of steps_per_call steps");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Where a checkpoint is written at the end of every epoch; empty = none");
+ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir");
+ABSL_FLAG(std::string, restore, "latest",
+          "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), "
+          "none, or the path of a checkpoint to continue from");
 
 int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(argc, argv,
@@ -44,6 +50,9 @@ int main(int argc, char** argv) {
   options.staleness_override = absl::GetFlag(FLAGS_staleness);
   options.steps_per_call = absl::GetFlag(FLAGS_steps_per_call);
   options.run_steps_timeout = absl::GetFlag(FLAGS_run_steps_timeout);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  options.restore = absl::GetFlag(FLAGS_restore);
   if (options.steps_per_call < 1) {
     std::fprintf(stderr, "chief: --steps_per_call must be at least 1\n");
     return 2;

@@ -54,6 +54,17 @@ class LocalPsClient final : public PsClient {
 
   absl::StatusOr<PsStatusResponse> GetStatus() override { return DescribeStore(*store_); }
 
+  absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
+      absl::Span<const std::string> names) override {
+    absl::StatusOr<std::vector<VariableSnapshot>> state = store_->ReadState(names);
+    if (!state.ok()) return Named(name_, state.status());
+    return state;
+  }
+
+  absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) override {
+    return Named(name_, store_->RestoreState(snapshots));
+  }
+
   absl::Status Shutdown(const std::string&) override { return absl::OkStatus(); }
 
  private:

@@ -12,6 +12,7 @@
 #include "common/tensor.h"
 #include "proto/ps.pb.h"
 #include "ps_server/consistency.h"
+#include "ps_server/variable_snapshot.h"
 
 namespace pstrain {
 
@@ -60,6 +61,15 @@ class PsClient {
     return PushPull(gradients, context, nullptr);
   }
   virtual absl::StatusOr<PsStatusResponse> GetStatus() = 0;
+
+  // Value, version, optimizer iterations and slots of `names` in order (empty = every
+  // variable on the ps, by name), each consistent with itself. Errors: as
+  // VariableStore::ReadState (NOT_FOUND unknown variable), or the transport's.
+  virtual absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
+      absl::Span<const std::string> names) = 0;
+  // Replaces values, slots and iterations, all-or-nothing. Errors: as
+  // VariableStore::RestoreState (NOT_FOUND, INVALID_ARGUMENT), or the transport's.
+  virtual absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) = 0;
   virtual absl::Status Shutdown(const std::string& reason) = 0;
 };
 

@@ -164,6 +164,103 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<VariableStore::Snapshot>> VariableStore::ReadState(
+    absl::Span<const std::string> names_in) const {
+  std::vector<std::string> names(names_in.begin(), names_in.end());
+  if (names.empty()) {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, v] : variables_) names.push_back(name);
+    std::sort(names.begin(), names.end());
+  }
+  std::vector<Variable*> found;
+  found.reserve(names.size());
+  for (const std::string& name : names) {
+    PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
+    found.push_back(v);
+  }
+  std::vector<Snapshot> snapshots(found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    Snapshot& out = snapshots[i];
+    out.name = names[i];
+    absl::MutexLock lock(&v->mu);
+    out.value = v->value;
+    out.version = v->version;
+    out.iterations = v->state->iterations();
+    for (const auto& [slot_name, slot] : v->state->slots()) {
+      out.slots.push_back({slot_name, Tensor(v->value.shape(), *slot)});
+    }
+  }
+  return snapshots;
+}
+
+absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
+  std::string optimizer_name;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (optimizer_ == nullptr) {
+      return absl::FailedPreconditionError("no variables have been created on this ps yet");
+    }
+    // Read now: mu_ is never taken while a variable's lock is held.
+    optimizer_name = optimizer_config_.name();
+  }
+  std::vector<Variable*> found;
+  found.reserve(snapshots.size());
+  absl::flat_hash_set<std::string> seen;
+  for (const Snapshot& s : snapshots) {
+    if (!seen.insert(s.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state for \"", s.name, "\" given twice in one restore"));
+    }
+    if (s.version < 0 || s.iterations < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state for \"", s.name, "\" has a negative version or iterations"));
+    }
+    PS_ASSIGN_OR_RETURN(Variable * v, Find(s.name));
+    absl::MutexLock lock(&v->mu);
+    if (v->value.shape() != s.value.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restored value of \"", s.name, "\" has shape ", s.value.ShapeString(),
+          ", variable has ", v->value.ShapeString()));
+    }
+    absl::flat_hash_set<std::string> seen_slots;
+    for (const NamedTensor& slot : s.slots) {
+      if (!seen_slots.insert(slot.name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot \"", slot.name, "\" of \"", s.name, "\" given twice"));
+      }
+      if (v->state->slot(slot.name) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable \"", s.name, "\" has no optimizer slot \"", slot.name,
+            "\" (this ps runs ", optimizer_name, ")"));
+      }
+      if (slot.tensor.shape() != v->value.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot \"", slot.name, "\" of \"", s.name, "\" has shape ",
+            slot.tensor.ShapeString(), ", variable has ", v->value.ShapeString()));
+      }
+    }
+    found.push_back(v);
+  }
+  // Shapes and slot sets never change after creation, so the checks above still hold.
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    Snapshot& s = snapshots[i];
+    absl::MutexLock lock(&v->mu);
+    v->value = std::move(s.value);
+    v->version = s.version;
+    v->state->set_iterations(s.iterations);
+    for (const NamedTensor& slot : s.slots) {
+      std::vector<float>* target = v->state->slot(slot.name);
+      target->assign(slot.tensor.values().begin(), slot.tensor.values().end());
+    }
+    // Gradients aggregated against the old value mean nothing for the restored one.
+    std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
+    v->pending_count = 0;
+  }
+  return absl::OkStatus();
+}
+
 void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules& rules) {
   if (context.worker.empty()) return;
   absl::MutexLock lock(&progress_mu_);

@@ -18,6 +18,7 @@
 #include "common/model/optimizer.h"
 #include "common/tensor.h"
 #include "ps_server/consistency.h"
+#include "ps_server/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -47,6 +48,8 @@ class VariableStore {
     std::vector<int64_t> shape;
     int64_t version = 0;
   };
+
+  using Snapshot = VariableSnapshot;
 
   VariableStore() = default;
   VariableStore(const VariableStore&) = delete;
@@ -78,6 +81,21 @@ class VariableStore {
   //         the gradients; FAILED_PRECONDITION no variables created yet.
   absl::Status Push(absl::Span<const NamedTensor> gradients,
                     const PushContext& context = PushContext());
+
+  // The state of `names` in order (empty = every variable, by name), each variable read
+  // under its own lock, so each one is consistent with itself (value, slots and
+  // iterations of one update) though not with the others.
+  // Errors: NOT_FOUND an unknown name.
+  absl::StatusOr<std::vector<Snapshot>> ReadState(absl::Span<const std::string> names) const;
+
+  // Replaces each variable's value, version, iterations and the slots given (others keep
+  // theirs), and drops any half-aggregated sync gradients. All-or-nothing: every snapshot
+  // is validated before any is applied.
+  // Errors: FAILED_PRECONDITION no variables created yet; NOT_FOUND unknown variable;
+  //         INVALID_ARGUMENT a repeated variable or slot name, a value or slot whose shape
+  //         differs from the variable's, a slot the optimizer does not keep, a negative
+  //         version or iterations.
+  absl::Status RestoreState(std::vector<Snapshot> snapshots);
 
   std::vector<VariableInfo> List() const;
   int64_t num_pushes() const;

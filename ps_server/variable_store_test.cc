@@ -243,3 +243,112 @@ TEST(VariableStoreStalenessTest, ProceedsAfterTheTimeoutWhenTheSlowWorkerNeverPu
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+OptimizerConfig Adam() {
+  OptimizerConfig config;
+  config.set_name("adam");
+  config.set_learning_rate(0.1f);
+  return config;
+}
+
+std::vector<float> Floats(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+TEST(VariableStoreStateTest, ReadStateReturnsValueSlotsAndIterations) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}, {"b", Tensor({1}, {0})}},
+                                    Adam())
+                  .ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {1, -1})}}).ok());
+  auto state = store.ReadState({});
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->size(), 2u);
+  EXPECT_EQ((*state)[0].name, "b");  // every variable, by name
+  const VariableStore::Snapshot& w = (*state)[1];
+  EXPECT_EQ(w.name, "w");
+  EXPECT_EQ(w.version, 1);
+  EXPECT_EQ(w.iterations, 1);
+  ASSERT_EQ(w.slots.size(), 2u);
+  EXPECT_EQ(w.slots[0].name, "momentum");
+  EXPECT_EQ(w.slots[1].name, "velocity");
+  EXPECT_EQ(w.slots[0].tensor.shape(), (std::vector<int64_t>{2}));
+  EXPECT_NE(Floats(w.slots[0].tensor), (std::vector<float>{0, 0}));
+  EXPECT_EQ(store.ReadState({"nope"}).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Restoring the state read from one store onto a fresh one makes the next update
+// identical on both (Adam's slots and bias correction carry over).
+TEST(VariableStoreStateTest, RestoreReproducesTheNextUpdate) {
+  VariableStore a;
+  ASSERT_TRUE(a.CreateVariables({{"w", Tensor({2}, {1, 2})}}, Adam()).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.Push({{"w", Tensor({2}, {0.5f, -1})}}).ok());
+  auto saved = a.ReadState({"w"});
+  ASSERT_TRUE(saved.ok());
+
+  VariableStore b;
+  ASSERT_TRUE(b.CreateVariables({{"w", Tensor({2}, {9, 9})}}, Adam()).ok());
+  ASSERT_TRUE(b.RestoreState(*saved).ok());
+  ASSERT_TRUE(a.Push({{"w", Tensor({2}, {0.25f, 2})}}).ok());
+  ASSERT_TRUE(b.Push({{"w", Tensor({2}, {0.25f, 2})}}).ok());
+  std::vector<int64_t> va, vb;
+  auto wa = a.Pull({"w"}, &va);
+  auto wb = b.Pull({"w"}, &vb);
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  EXPECT_EQ(Floats((*wa)[0]), Floats((*wb)[0]));
+  EXPECT_EQ(va, vb);
+  EXPECT_EQ((*b.ReadState({"w"}))[0].iterations, 4);
+}
+
+TEST(VariableStoreStateTest, BadRestoreIsRejectedAndChangesNothing) {
+  VariableStore store;
+  EXPECT_EQ(store.RestoreState({}).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}, {"b", Tensor({1}, {0})}},
+                                    Adam())
+                  .ok());
+  auto good = [] {
+    VariableStore::Snapshot s;
+    s.name = "b";
+    s.value = Tensor({1}, {5});
+    s.iterations = 7;
+    return s;
+  };
+  VariableStore::Snapshot bad_shape;
+  bad_shape.name = "w";
+  bad_shape.value = Tensor({3});
+  EXPECT_EQ(store.RestoreState({good(), bad_shape}).code(), absl::StatusCode::kInvalidArgument);
+
+  VariableStore::Snapshot bad_slot;
+  bad_slot.name = "w";
+  bad_slot.value = Tensor({2});
+  bad_slot.slots.push_back({"accumulator", Tensor({2})});
+  EXPECT_EQ(store.RestoreState({good(), bad_slot}).code(), absl::StatusCode::kInvalidArgument);
+
+  VariableStore::Snapshot bad_slot_shape;
+  bad_slot_shape.name = "w";
+  bad_slot_shape.value = Tensor({2});
+  bad_slot_shape.slots.push_back({"momentum", Tensor({1})});
+  EXPECT_EQ(store.RestoreState({good(), bad_slot_shape}).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  VariableStore::Snapshot unknown;
+  unknown.name = "nope";
+  unknown.value = Tensor({1});
+  EXPECT_EQ(store.RestoreState({good(), unknown}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.RestoreState({good(), good()}).code(), absl::StatusCode::kInvalidArgument);
+
+  // None of the above touched "b".
+  auto b = store.ReadState({"b"});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Floats((*b)[0].value), (std::vector<float>{0}));
+  EXPECT_EQ((*b)[0].iterations, 0);
+
+  ASSERT_TRUE(store.RestoreState({good()}).ok());
+  b = store.ReadState({"b"});
+  EXPECT_EQ(Floats((*b)[0].value), (std::vector<float>{5}));
+  EXPECT_EQ((*b)[0].iterations, 7);
+}
+
+}  // namespace
+}  // namespace pstrain

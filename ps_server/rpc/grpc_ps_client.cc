@@ -123,6 +123,37 @@ class GrpcPsClient final : public PsClient {
     return response;
   }
 
+  absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
+      absl::Span<const std::string> names) override {
+    ReadStateRequest request;
+    for (const std::string& n : names) request.add_names(n);
+    ReadStateResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    absl::Status status = FromGrpcStatus(stub_->ReadState(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    if (!names.empty() && static_cast<size_t>(response.variables_size()) != names.size()) {
+      return absl::InternalError(absl::StrCat(name_, ": answered ", response.variables_size(),
+                                              " states for ", names.size(), " variables"));
+    }
+    std::vector<VariableSnapshot> snapshots;
+    for (const VariableState& v : response.variables()) {
+      absl::StatusOr<VariableSnapshot> s = SnapshotFromProto(v);
+      if (!s.ok()) return absl::InternalError(absl::StrCat(name_, ": ", s.status().message()));
+      snapshots.push_back(*std::move(s));
+    }
+    return snapshots;
+  }
+
+  absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) override {
+    RestoreStateRequest request;
+    for (const VariableSnapshot& s : snapshots) SnapshotToProto(s, request.add_variables());
+    RestoreStateResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    return FromGrpcStatus(stub_->RestoreState(&context, request, &response), name_);
+  }
+
   absl::Status Shutdown(const std::string& reason) override {
     ShutdownRequest request;
     request.set_reason(reason);

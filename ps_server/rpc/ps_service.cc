@@ -98,6 +98,28 @@ grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusReques
   return grpc::Status::OK;
 }
 
+grpc::Status PsServiceImpl::ReadState(grpc::ServerContext*, const ReadStateRequest* request,
+                                      ReadStateResponse* response) {
+  absl::StatusOr<std::vector<VariableSnapshot>> state = store_->ReadState(
+      std::vector<std::string>(request->names().begin(), request->names().end()));
+  if (!state.ok()) return ToGrpcStatus(state.status());
+  for (const VariableSnapshot& s : *state) SnapshotToProto(s, response->add_variables());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::RestoreState(grpc::ServerContext*,
+                                         const RestoreStateRequest* request,
+                                         RestoreStateResponse*) {
+  std::vector<VariableSnapshot> snapshots;
+  snapshots.reserve(request->variables_size());
+  for (const VariableState& v : request->variables()) {
+    absl::StatusOr<VariableSnapshot> s = SnapshotFromProto(v);
+    if (!s.ok()) return ToGrpcStatus(s.status());
+    snapshots.push_back(*std::move(s));
+  }
+  return ToGrpcStatus(store_->RestoreState(std::move(snapshots)));
+}
+
 grpc::Status PsServiceImpl::Shutdown(grpc::ServerContext*, const ShutdownRequest* request,
                                      ShutdownResponse*) {
   on_shutdown_(request->reason());

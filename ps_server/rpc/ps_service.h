@@ -25,6 +25,10 @@ class PsServiceImpl final : public ParameterServer::Service {
                         PushPullResponse* response) override;
   grpc::Status GetStatus(grpc::ServerContext* context, const PsStatusRequest* request,
                          PsStatusResponse* response) override;
+  grpc::Status ReadState(grpc::ServerContext* context, const ReadStateRequest* request,
+                         ReadStateResponse* response) override;
+  grpc::Status RestoreState(grpc::ServerContext* context, const RestoreStateRequest* request,
+                            RestoreStateResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
 

@@ -81,5 +81,40 @@ TEST_F(PsServiceTest, StatusListsVariablesAndShutdownCallsBack) {
   EXPECT_EQ(shutdown_reason_, "test over");
 }
 
+TEST_F(PsServiceTest, ReadStateAndRestoreStateRoundTripOverTheWire) {
+  ASSERT_TRUE(client_->Push({{"w", Tensor({2, 2}, {1, 1, 1, 1})}}, 0).ok());
+  auto state = client_->ReadState({"w"});
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->size(), 1u);
+  EXPECT_EQ((*state)[0].version, 1);
+  EXPECT_EQ((*state)[0].iterations, 1);
+  EXPECT_TRUE((*state)[0].slots.empty());  // plain SGD keeps none
+  EXPECT_EQ((*state)[0].value.data()[3], 3);
+
+  VariableSnapshot restored = (*state)[0];
+  restored.value = Tensor({2, 2}, {9, 8, 7, 6});
+  restored.iterations = 42;
+  ASSERT_TRUE(client_->RestoreState({restored}).ok());
+  auto after = client_->ReadState({});
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].value.data()[0], 9);
+  EXPECT_EQ((*after)[0].iterations, 42);
+
+  VariableSnapshot unknown_slot = restored;
+  unknown_slot.slots.push_back({"momentum", Tensor({2, 2})});
+  absl::Status status = client_->RestoreState({unknown_slot});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message().rfind("ps task 0", 0), 0u) << status;
+  VariableSnapshot wrong_shape = restored;
+  wrong_shape.value = Tensor({4});
+  EXPECT_EQ(client_->RestoreState({wrong_shape}).code(), absl::StatusCode::kInvalidArgument);
+  VariableSnapshot missing = restored;
+  missing.name = "missing";
+  EXPECT_EQ(client_->RestoreState({missing}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->ReadState({"missing"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*client_->Pull({"w"}))[0].data()[0], 9);  // the failed restores changed nothing
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -1,0 +1,441 @@
+#include "common/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/checkpoint/crc32c.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "checkpoint data files are little-endian float32, copied as is");
+
+namespace pstrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kManifest[] = "manifest.json";
+constexpr char kLatest[] = "latest";
+constexpr char kFormat[] = "pstrain-checkpoint";
+constexpr char kTempPrefix[] = ".tmp-";
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+// An open file descriptor closed on scope exit (error paths return early).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now so that a failing close (delayed write error) is reported.
+  int Close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", path);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FsyncPath(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return Errno("cannot open", path);
+  if (::fsync(fd.get()) != 0) return Errno("cannot fsync", path);
+  return absl::OkStatus();
+}
+
+// Writes `text` to a new file at `path` and fsyncs it.
+absl::Status WriteFileDurably(const std::string& path, const std::string& text) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return Errno("cannot create", path);
+  PS_RETURN_IF_ERROR(WriteAll(fd.get(), text.data(), text.size(), path));
+  if (::fsync(fd.get()) != 0) return Errno("cannot fsync", path);
+  if (fd.Close() != 0) return Errno("cannot close", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The step of a directory named "ckpt-<digits>", or -1 for any other name (temp
+// directories, `latest`, stray files).
+int64_t StepOfName(const std::string& name) {
+  absl::string_view rest(name);
+  if (!absl::ConsumePrefix(&rest, "ckpt-") || rest.empty()) return -1;
+  for (char c : rest) {
+    if (c < '0' || c > '9') return -1;
+  }
+  int64_t step;
+  if (!absl::SimpleAtoi(rest, &step)) return -1;
+  return step;
+}
+
+// Checkpoint directories under root, newest (highest step) first.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const int64_t step = StepOfName(name);
+    if (step >= 0 && it->is_directory(ec)) found.push_back({step, name});
+  }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  return found;
+}
+
+nlohmann::json ShapeJson(const std::vector<int64_t>& shape) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t d : shape) out.push_back(d);
+  return out;
+}
+
+bool IsNonNegativeInt(const nlohmann::json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
+absl::Status DataLoss(const std::string& dir, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("checkpoint ", dir, ": ", why));
+}
+
+}  // namespace
+
+std::string CheckpointName(int64_t step) { return absl::StrCat("ckpt-", step); }
+
+CheckpointWriter::CheckpointWriter(std::string root, Options options)
+    : root_(std::move(root)), options_(options) {}
+
+absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& contents) {
+  if (options_.keep < 1) return absl::InvalidArgumentError("keep_checkpoints must be >= 1");
+  if (contents.step < 0) return absl::InvalidArgumentError("negative checkpoint step");
+  std::set<std::string> names;
+  for (const NamedTensor& t : contents.tensors) {
+    if (t.name.empty()) return absl::InvalidArgumentError("checkpoint tensor with empty name");
+    if (!names.insert(t.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" given twice"));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root_, ": ", ec.message()));
+
+  const std::string name = CheckpointName(contents.step);
+  static std::atomic<int> counter{0};
+  const std::string temp =
+      absl::StrCat(root_, "/", kTempPrefix, name, "-", ::getpid(), "-", counter.fetch_add(1));
+  fs::remove_all(temp, ec);
+  if (::mkdir(temp.c_str(), 0755) != 0) return Errno("cannot create", temp);
+
+  absl::Status written = [&]() -> absl::Status {
+    nlohmann::json tensors = nlohmann::json::array();
+    nlohmann::json files = nlohmann::json::array();
+    std::unique_ptr<Fd> fd;
+    std::string file_name;
+    std::string file_path;
+    int64_t offset = 0;
+    auto finish_file = [&]() -> absl::Status {
+      if (fd == nullptr) return absl::OkStatus();
+      if (::fsync(fd->get()) != 0) return Errno("cannot fsync", file_path);
+      if (fd->Close() != 0) return Errno("cannot close", file_path);
+      fd.reset();
+      return absl::OkStatus();
+    };
+    for (const NamedTensor& t : contents.tensors) {
+      const int64_t length = t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
+      if (fd == nullptr || (offset > 0 && offset + length > options_.max_data_file_bytes)) {
+        PS_RETURN_IF_ERROR(finish_file());
+        file_name = absl::StrFormat("data-%05d", static_cast<int>(files.size()));
+        file_path = absl::StrCat(temp, "/", file_name);
+        fd = std::make_unique<Fd>(
+            ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (fd->get() < 0) return Errno("cannot create", file_path);
+        files.push_back(file_name);
+        offset = 0;
+      }
+      PS_RETURN_IF_ERROR(
+          WriteAll(fd->get(), t.tensor.data(), static_cast<size_t>(length), file_path));
+      tensors.push_back({{"name", t.name},
+                         {"dtype", "float32"},
+                         {"shape", ShapeJson(t.tensor.shape())},
+                         {"file", file_name},
+                         {"offset", offset},
+                         {"length", length},
+                         {"crc32c", Crc32c(t.tensor.data(), static_cast<size_t>(length))}});
+      offset += length;
+    }
+    PS_RETURN_IF_ERROR(finish_file());
+    nlohmann::json manifest = {{"format", kFormat},
+                               {"version", 1},
+                               {"step", contents.step},
+                               {"epoch", contents.epoch},
+                               {"job_spec", contents.job_spec},
+                               {"metadata", contents.metadata},
+                               {"data_files", files},
+                               {"tensors", tensors}};
+    PS_RETURN_IF_ERROR(WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1)));
+    PS_RETURN_IF_ERROR(FsyncPath(temp));
+    const std::string final_path = absl::StrCat(root_, "/", name);
+    // Rewriting a step (a repeated save with no training in between) replaces it; the
+    // old copy is gone for the moment between these two calls, when a crash makes a
+    // reader fall back to the previous checkpoint.
+    fs::remove_all(final_path, ec);
+    if (::rename(temp.c_str(), final_path.c_str()) != 0) return Errno("cannot rename", temp);
+    PS_RETURN_IF_ERROR(FsyncPath(root_));
+    const std::string latest_temp = absl::StrCat(root_, "/", kTempPrefix, kLatest);
+    PS_RETURN_IF_ERROR(WriteFileDurably(latest_temp, name + "\n"));
+    const std::string latest = absl::StrCat(root_, "/", kLatest);
+    if (::rename(latest_temp.c_str(), latest.c_str()) != 0) {
+      return Errno("cannot rename", latest_temp);
+    }
+    return FsyncPath(root_);
+  }();
+  if (!written.ok()) {
+    fs::remove_all(temp, ec);
+    return written;
+  }
+
+  // Keep the newest `keep`; the one just written is the newest unless an older run left
+  // higher steps behind, so it is never counted out.
+  int kept = 1;
+  for (const auto& [step, other] : ListCheckpoints(root_)) {
+    if (other == name) continue;
+    if (kept < options_.keep && step < contents.step) {
+      ++kept;
+      continue;
+    }
+    fs::remove_all(absl::StrCat(root_, "/", other), ec);
+  }
+  // Temp directories of writers that crashed: only this writer uses the root.
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (absl::StartsWith(entry, kTempPrefix)) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
+    }
+  }
+  return absl::StrCat(root_, "/", name);
+}
+
+absl::StatusOr<const Tensor*> CheckpointReader::Get(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", path_, " has no tensor \"", name, "\""));
+  }
+  return &contents_.tensors[it->second].tensor;
+}
+
+namespace {
+
+absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
+  }
+  const std::string manifest_path = absl::StrCat(dir, "/", kManifest);
+  absl::StatusOr<std::string> text = ReadFile(manifest_path);
+  if (!text.ok()) return DataLoss(dir, "manifest.json is missing");
+  const nlohmann::json manifest = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object()) {
+    return DataLoss(dir, "manifest.json is not valid JSON (truncated?)");
+  }
+  if (manifest.value("format", "") != kFormat) {
+    return DataLoss(dir, "manifest.json is not a pstrain checkpoint manifest");
+  }
+  if (!manifest.contains("version") || manifest["version"] != 1) {
+    return DataLoss(dir, "unsupported manifest version");
+  }
+  if (!manifest.contains("step") || !IsNonNegativeInt(manifest["step"]) ||
+      !manifest.contains("epoch") || !IsNonNegativeInt(manifest["epoch"]) ||
+      !manifest.contains("tensors") || !manifest["tensors"].is_array()) {
+    return DataLoss(dir, "manifest.json lacks step, epoch or tensors");
+  }
+  CheckpointContents contents;
+  contents.step = manifest["step"].get<int64_t>();
+  contents.epoch = manifest["epoch"].get<int>();
+  contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
+  if (manifest.contains("metadata") && manifest["metadata"].is_object()) {
+    contents.metadata = manifest["metadata"];
+  }
+  std::map<std::string, std::string> files;  // loaded lazily, once each
+  std::set<std::string> seen;
+  for (const nlohmann::json& t : manifest["tensors"]) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") ||
+        !t["shape"].is_array() || !t.contains("file") || !t["file"].is_string() ||
+        !t.contains("offset") || !IsNonNegativeInt(t["offset"]) || !t.contains("length") ||
+        !IsNonNegativeInt(t["length"]) || !t.contains("crc32c") ||
+        !t["crc32c"].is_number_unsigned()) {
+      return DataLoss(dir, "manifest.json has a malformed tensor entry");
+    }
+    const std::string name = t["name"].get<std::string>();
+    if (!seen.insert(name).second) {
+      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" listed twice"));
+    }
+    if (t.value("dtype", "") != "float32") {
+      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has an unsupported dtype"));
+    }
+    std::vector<int64_t> shape;
+    for (const nlohmann::json& d : t["shape"]) {
+      if (!IsNonNegativeInt(d))
+        return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has a bad shape"));
+      shape.push_back(d.get<int64_t>());
+    }
+    const int64_t elements = NumElements(shape);
+    const int64_t offset = t["offset"].get<int64_t>();
+    const int64_t length = t["length"].get<int64_t>();
+    if (elements < 0 || length != elements * static_cast<int64_t>(sizeof(float))) {
+      return DataLoss(dir, absl::StrCat("tensor \"", name, "\": length ", length,
+                                        " does not match shape ", ShapeToString(shape)));
+    }
+    const std::string file = t["file"].get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.') {
+      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" names a bad data file"));
+    }
+    auto it = files.find(file);
+    if (it == files.end()) {
+      absl::StatusOr<std::string> bytes = ReadFile(absl::StrCat(dir, "/", file));
+      if (!bytes.ok()) return DataLoss(dir, absl::StrCat("data file ", file, " is missing"));
+      it = files.emplace(file, *std::move(bytes)).first;
+    }
+    const std::string& bytes = it->second;
+    if (offset + length > static_cast<int64_t>(bytes.size())) {
+      return DataLoss(dir, absl::StrCat("data file ", file, " is truncated: ", bytes.size(),
+                                        " bytes, tensor \"", name, "\" needs ", offset + length));
+    }
+    const uint32_t crc = Crc32c(bytes.data() + offset, static_cast<size_t>(length));
+    if (crc != t["crc32c"].get<uint32_t>()) {
+      return DataLoss(dir, absl::StrFormat("tensor \"%s\" fails its CRC-32C check (%08x, "
+                                           "manifest says %08x): the data file is corrupt",
+                                           name, crc, t["crc32c"].get<uint32_t>()));
+    }
+    std::vector<float> values(static_cast<size_t>(elements));
+    if (length > 0) std::memcpy(values.data(), bytes.data() + offset, static_cast<size_t>(length));
+    contents.tensors.push_back({name, Tensor(std::move(shape), std::move(values))});
+  }
+  return contents;
+}
+
+// Opens the newest checkpoint under `root` that verifies (see FindLatestGoodCheckpoint).
+absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint directory ", root));
+  }
+  std::vector<std::pair<int64_t, std::string>> all = ListCheckpoints(root);
+  std::vector<std::string> candidates;
+  absl::StatusOr<std::string> pointer = ReadFile(absl::StrCat(root, "/", kLatest));
+  int64_t pointed_step = -1;
+  std::string pointer_problem;
+  if (pointer.ok()) {
+    const std::string pointed(absl::StripAsciiWhitespace(*pointer));
+    pointed_step = StepOfName(pointed);
+    if (pointed_step < 0) {
+      pointer_problem = absl::StrCat(root, "/latest does not name a checkpoint");
+    } else {
+      candidates.push_back(pointed);
+    }
+  }
+  for (const auto& [step, name] : all) {
+    // Older than the pointed one only: a newer one was never made `latest` (its writer
+    // died before the pointer moved) and so was never complete.
+    if (pointed_step >= 0 && step >= pointed_step) continue;
+    candidates.push_back(name);
+  }
+  if (candidates.empty()) {
+    if (!pointer_problem.empty()) return absl::DataLossError(pointer_problem);
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", root));
+  }
+  absl::Status first_problem;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string dir = absl::StrCat(root, "/", candidates[i]);
+    absl::StatusOr<CheckpointContents> contents = LoadContents(dir);
+    if (contents.ok()) {
+      if (!first_problem.ok()) {
+        LogError(absl::StrCat(first_problem.message(), "; using the previous good checkpoint ", dir,
+                              " instead"));
+      } else if (!pointer_problem.empty()) {
+        LogError(absl::StrCat(pointer_problem, "; using ", dir));
+      }
+      return std::make_pair(dir, *std::move(contents));
+    }
+    if (first_problem.ok()) {
+      first_problem = contents.status().code() == absl::StatusCode::kNotFound
+                          ? DataLoss(dir, "directory is missing")
+                          : contents.status();
+    }
+  }
+  return absl::DataLossError(
+      absl::StrCat("no checkpoint in ", root, " verifies; the newest: ", first_problem.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
+    const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::error_code ec;
+  std::unique_ptr<CheckpointReader> reader(new CheckpointReader());
+  if (fs::exists(absl::StrCat(path, "/", kManifest), ec) ||
+      StepOfName(fs::path(path).filename().string()) >= 0) {
+    PS_ASSIGN_OR_RETURN(reader->contents_, LoadContents(path));
+    reader->path_ = path;
+  } else {
+    PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(path));
+    reader->path_ = std::move(found.first);
+    reader->contents_ = std::move(found.second);
+  }
+  for (size_t i = 0; i < reader->contents_.tensors.size(); ++i) {
+    reader->index_[reader->contents_.tensors[i].name] = i;
+  }
+  return reader;
+}
+
+absl::StatusOr<std::string> FindLatestGoodCheckpoint(const std::string& root) {
+  PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(root));
+  return found.first;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,119 @@
+#ifndef PSTRAIN_COMMON_CHECKPOINT_CHECKPOINT_H_
+#define PSTRAIN_COMMON_CHECKPOINT_CHECKPOINT_H_
+
+// The on-disk checkpoint format.
+//
+//   <root>/latest              one line: the name of the newest checkpoint ("ckpt-1200")
+//   <root>/ckpt-<step>/manifest.json
+//   <root>/ckpt-<step>/data-00000, data-00001, ...
+//
+// manifest.json: {"format": "pstrain-checkpoint", "version": 1, "step": S, "epoch": E,
+//   "job_spec": {...}, "metadata": {...}, "data_files": ["data-00000", ...],
+//   "tensors": [{"name", "dtype": "float32", "shape", "file", "offset", "length",
+//                "crc32c"}, ...]}
+// Tensor bytes are float32 little-endian, row-major, concatenated into data files of at
+// most Options::max_data_file_bytes each (a larger tensor gets a file of its own); the
+// CRC-32C covers exactly `length` bytes at `offset`.
+//
+// Durability: a checkpoint is written under a temporary directory (".tmp-ckpt-..."), every
+// file fsynced, then renamed to ckpt-<step> and the root fsynced; `latest` is then
+// replaced atomically (temp file, fsync, rename, fsync root). A crash at any point leaves
+// the previous checkpoints and either the old or the new `latest`; a half-written temp
+// directory is never read (only names "ckpt-<digits>" are).
+//
+// Variables use the model's names ("dense/kernel"); optimizer slots are stored as
+// "<variable>/optimizer/<slot>" and the per-variable update count in the metadata
+// (see chief/coordinator.cc), so this layer knows only named float tensors.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+
+// Everything one checkpoint holds.
+struct CheckpointContents {
+  int64_t step = 0;  // global step at which it was taken
+  int epoch = 0;     // epochs completed (1-based count; 0 = none)
+  nlohmann::json job_spec;  // the job as the chief ran it
+  nlohmann::json metadata = nlohmann::json::object();  // free-form, owned by the caller
+  std::vector<NamedTensor> tensors;  // unique, non-empty names
+};
+
+// Writes checkpoints under one root directory. Not thread-safe: one writer per root (the
+// chief), calls in sequence.
+class CheckpointWriter {
+ public:
+  struct Options {
+    // Checkpoints to keep; older ones are deleted after each successful write. >= 1.
+    int keep = 3;
+    // Tensors are packed into data files of at most this size (a bigger tensor gets a
+    // file of its own), so no single file grows without bound.
+    int64_t max_data_file_bytes = int64_t{1} << 30;
+  };
+
+  CheckpointWriter(std::string root, Options options);
+
+  // Writes `contents` as <root>/ckpt-<step> (creating root if needed), points `latest`
+  // at it and deletes all but the newest `keep` checkpoints and any stale temp
+  // directories. Returns the checkpoint's path. Rewriting an existing step replaces it.
+  // Errors: INVALID_ARGUMENT empty or duplicate tensor name, negative step, keep < 1;
+  //         INTERNAL a file-system call failed (named with errno's text). On error the
+  //         previous checkpoints and `latest` are untouched (the temp dir is removed).
+  absl::StatusOr<std::string> Write(const CheckpointContents& contents);
+
+  const std::string& root() const { return root_; }
+
+ private:
+  const std::string root_;
+  const Options options_;
+};
+
+// One verified checkpoint, fully loaded. Immutable after Open: safe from any thread.
+class CheckpointReader {
+ public:
+  // `path` is either a checkpoint directory (holding manifest.json) or a root directory,
+  // in which case FindLatestGoodCheckpoint picks the checkpoint. Every tensor is read and
+  // its CRC-32C verified before this returns.
+  // Errors: NOT_FOUND no such checkpoint / no checkpoint under the root; DATA_LOSS a
+  //         missing or malformed manifest, a missing or truncated data file, a CRC
+  //         mismatch (each naming the file or tensor).
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  int64_t step() const { return contents_.step; }
+  int epoch() const { return contents_.epoch; }
+  const nlohmann::json& job_spec() const { return contents_.job_spec; }
+  const nlohmann::json& metadata() const { return contents_.metadata; }
+  // Every tensor, in the order written.
+  const std::vector<NamedTensor>& tensors() const { return contents_.tensors; }
+  // Errors: NOT_FOUND no tensor of that name.
+  absl::StatusOr<const Tensor*> Get(const std::string& name) const;
+
+ private:
+  CheckpointReader() = default;
+  std::string path_;
+  CheckpointContents contents_;
+  std::map<std::string, size_t> index_;
+};
+
+// The checkpoint to restore from under `root`: the one `latest` names if it verifies;
+// otherwise (reported in one LogError line naming it and why) the newest older
+// "ckpt-<step>" that verifies. Without a `latest` file, the newest that verifies.
+// Errors: NOT_FOUND root missing or holding no checkpoint; DATA_LOSS checkpoints exist but
+//         none verifies (the message names the newest one's problem).
+absl::StatusOr<std::string> FindLatestGoodCheckpoint(const std::string& root);
+
+// The directory name "ckpt-<step>".
+std::string CheckpointName(int64_t step);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_CHECKPOINT_CHECKPOINT_H_

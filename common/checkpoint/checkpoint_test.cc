@@ -1,0 +1,195 @@
+#include "common/checkpoint/checkpoint.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+CheckpointContents Contents(int64_t step, float base) {
+  CheckpointContents c;
+  c.step = step;
+  c.epoch = static_cast<int>(step / 10);
+  c.job_spec = {{"fit", {{"epochs", 4}}}};
+  c.metadata = {{"note", "test"}};
+  c.tensors.push_back({"dense/kernel", Tensor({2, 3}, {base, 1, 2, 3, 4, 5})});
+  c.tensors.push_back({"dense/kernel/optimizer/momentum", Tensor({2, 3}, {base, 0, 0, 0, 0, 1})});
+  c.tensors.push_back({"dense/bias", Tensor({3}, {base, -1, -2})});
+  c.tensors.push_back({"scalar", Tensor(std::vector<int64_t>{}, {base})});
+  return c;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+TEST(CheckpointTest, RoundTrip) {
+  const std::string root = FreshDir("round_trip");
+  CheckpointWriter writer(root, {});
+  absl::StatusOr<std::string> path = writer.Write(Contents(20, 7));
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, root + "/ckpt-20");
+  EXPECT_EQ(ReadText(root + "/latest"), "ckpt-20");
+  for (const std::string& p : {root, *path}) {
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(p);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EXPECT_EQ((*reader)->path(), root + "/ckpt-20");
+    EXPECT_EQ((*reader)->step(), 20);
+    EXPECT_EQ((*reader)->epoch(), 2);
+    EXPECT_EQ((*reader)->job_spec()["fit"]["epochs"], 4);
+    EXPECT_EQ((*reader)->metadata()["note"], "test");
+    ASSERT_EQ((*reader)->tensors().size(), 4u);
+    const CheckpointContents expected = Contents(20, 7);
+    for (const NamedTensor& t : expected.tensors) {
+      absl::StatusOr<const Tensor*> got = (*reader)->Get(t.name);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ((*got)->shape(), t.tensor.shape()) << t.name;
+      EXPECT_EQ(std::vector<float>((*got)->values().begin(), (*got)->values().end()),
+                std::vector<float>(t.tensor.values().begin(), t.tensor.values().end()));
+    }
+    EXPECT_EQ((*reader)->Get("nope").status().code(), absl::StatusCode::kNotFound);
+  }
+}
+
+TEST(CheckpointTest, SplitsDataFilesAtTheLimit) {
+  const std::string root = FreshDir("split");
+  CheckpointWriter writer(root, {/*keep=*/3, /*max_data_file_bytes=*/30});
+  ASSERT_TRUE(writer.Write(Contents(1, 0)).ok());
+  EXPECT_TRUE(fs::exists(root + "/ckpt-1/data-00000"));
+  EXPECT_TRUE(fs::exists(root + "/ckpt-1/data-00001"));
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(root);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*(*reader)->Get("dense/bias"))->values()[2], -2);
+}
+
+TEST(CheckpointTest, RejectsDuplicateNames) {
+  CheckpointContents c = Contents(1, 0);
+  c.tensors.push_back(c.tensors[0]);
+  CheckpointWriter writer(FreshDir("dup"), {});
+  EXPECT_EQ(writer.Write(c).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CheckpointTest, KeepsTheLastK) {
+  const std::string root = FreshDir("keep");
+  CheckpointWriter writer(root, {/*keep=*/2});
+  for (int64_t step : {10, 20, 30, 40}) ASSERT_TRUE(writer.Write(Contents(step, 0)).ok());
+  EXPECT_FALSE(fs::exists(root + "/ckpt-10"));
+  EXPECT_FALSE(fs::exists(root + "/ckpt-20"));
+  EXPECT_TRUE(fs::exists(root + "/ckpt-30"));
+  EXPECT_TRUE(fs::exists(root + "/ckpt-40"));
+  EXPECT_EQ(ReadText(root + "/latest"), "ckpt-40");
+}
+
+TEST(CheckpointTest, NoCheckpointIsNotFound) {
+  EXPECT_EQ(FindLatestGoodCheckpoint(FreshDir("none")).status().code(),
+            absl::StatusCode::kNotFound);
+  const std::string empty = FreshDir("empty");
+  fs::create_directories(empty);
+  EXPECT_EQ(FindLatestGoodCheckpoint(empty).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Two good checkpoints; `damage` spoils the newest; the older must be chosen.
+void ExpectFallback(const std::string& name,
+                    const std::function<void(const std::string& newest)>& damage,
+                    const std::string& expected_error) {
+  const std::string root = FreshDir(name);
+  CheckpointWriter writer(root, {});
+  ASSERT_TRUE(writer.Write(Contents(10, 1)).ok());
+  ASSERT_TRUE(writer.Write(Contents(20, 2)).ok());
+  damage(root + "/ckpt-20");
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> direct =
+      CheckpointReader::Open(root + "/ckpt-20");
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.status().code(), absl::StatusCode::kDataLoss) << direct.status();
+  EXPECT_NE(direct.status().message().find(expected_error), std::string::npos)
+      << direct.status();
+  absl::StatusOr<std::string> found = FindLatestGoodCheckpoint(root);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, root + "/ckpt-10");
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(root);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->step(), 10);
+  EXPECT_EQ((*(*reader)->Get("dense/bias"))->values()[0], 1);
+}
+
+TEST(CheckpointTest, TruncatedDataFileFallsBack) {
+  ExpectFallback("truncated", [](const std::string& dir) {
+    fs::resize_file(dir + "/data-00000", 20);
+  }, "truncated");
+}
+
+TEST(CheckpointTest, FlippedByteFallsBack) {
+  ExpectFallback("flipped", [](const std::string& dir) {
+    std::fstream f(dir + "/data-00000", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5);
+    char c;
+    f.get(c);
+    f.seekp(5);
+    f.put(static_cast<char>(c ^ 0x10));
+  }, "CRC-32C");
+}
+
+TEST(CheckpointTest, MissingManifestFallsBack) {
+  ExpectFallback("no_manifest", [](const std::string& dir) {
+    fs::remove(dir + "/manifest.json");
+  }, "manifest.json is missing");
+}
+
+TEST(CheckpointTest, TruncatedManifestFallsBack) {
+  ExpectFallback("short_manifest", [](const std::string& dir) {
+    fs::resize_file(dir + "/manifest.json", 40);
+  }, "not valid JSON");
+}
+
+TEST(CheckpointTest, NothingVerifiesIsDataLoss) {
+  const std::string root = FreshDir("all_bad");
+  CheckpointWriter writer(root, {});
+  ASSERT_TRUE(writer.Write(Contents(10, 1)).ok());
+  fs::remove(root + "/ckpt-10/manifest.json");
+  EXPECT_EQ(FindLatestGoodCheckpoint(root).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A writer that died before its rename leaves a temp directory (and maybe a complete
+// ckpt-N that `latest` never named): neither is read.
+TEST(CheckpointTest, HalfWrittenCheckpointIsIgnored) {
+  const std::string root = FreshDir("half");
+  CheckpointWriter writer(root, {});
+  ASSERT_TRUE(writer.Write(Contents(10, 1)).ok());
+  fs::create_directories(root + "/.tmp-ckpt-20-123-0");
+  std::ofstream(root + "/.tmp-ckpt-20-123-0/data-00000") << "partial";
+  absl::StatusOr<std::string> found = FindLatestGoodCheckpoint(root);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, root + "/ckpt-10");
+  // The next write clears the stale temp directory.
+  ASSERT_TRUE(writer.Write(Contents(30, 3)).ok());
+  EXPECT_FALSE(fs::exists(root + "/.tmp-ckpt-20-123-0"));
+  EXPECT_EQ(*FindLatestGoodCheckpoint(root), root + "/ckpt-30");
+}
+
+TEST(CheckpointTest, WithoutLatestTheNewestGoodOneIsUsed) {
+  const std::string root = FreshDir("no_latest");
+  CheckpointWriter writer(root, {});
+  ASSERT_TRUE(writer.Write(Contents(10, 1)).ok());
+  ASSERT_TRUE(writer.Write(Contents(20, 2)).ok());
+  fs::remove(root + "/latest");
+  EXPECT_EQ(*FindLatestGoodCheckpoint(root), root + "/ckpt-20");
+}
+
+}  // namespace
+}  // namespace pstrain

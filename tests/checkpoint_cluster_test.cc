@@ -1,0 +1,375 @@
+// Checkpoints end to end: a tiny job on an in-process cluster (chief, ps and workers as
+// threads on real gRPC, as in in_process_cluster_test.cc) writes a checkpoint per epoch;
+// restarted with --restore=latest onto 1 ps and then onto 3 ps (it ran on 2, its
+// variables split in two), it continues with the next epoch from the checkpoint's
+// weights; the export to safetensors is read back by a parser written here from the
+// format's description (and by Python's standard library when python3 exists), and
+// evaluate reproduces the chief's val_loss.
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "chief/chief_task.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/cluster_spec.h"
+#include "deploy/local/free_port.h"
+#include "deploy/local/local_cluster.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "ps_server/ps_task.h"
+#include "tests/cluster_test_util.h"
+#include "worker/worker_task.h"
+
+namespace pstrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+}
+
+DaemonOptions OptionsFor(const std::string& tf_config) {
+  DaemonOptions options;
+  absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
+  EXPECT_TRUE(config.ok()) << config.status();
+  options.config = *config;
+  options.register_timeout = absl::Seconds(30);
+  options.heartbeat_interval = absl::Milliseconds(200);
+  options.chief_timeout = absl::Seconds(10);
+  options.rpc_timeout = absl::Seconds(10);
+  return options;
+}
+
+// The tiny job with validation data, its variables split in two (so a checkpoint is
+// reassembled from shards) and the Adam learning rate `learning_rate`.
+std::string WriteJob(const std::string& name, const std::string& learning_rate) {
+  std::ifstream in("tests/testdata/tiny_synthetic.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json job = nlohmann::json::parse(text.str(), nullptr, false);
+  EXPECT_FALSE(job.is_discarded());
+  job["data"]["validation"] = {{"type", "synthetic"}, {"samples", 100}, {"features", 784},
+                               {"classes", 10},       {"seed", 6}};
+  job["placement"] = {{"strategy", "size_balanced"}, {"num_shards", 2}};
+  job["compile"]["optimizer"]["config"]["learning_rate"] = std::stod(learning_rate);
+  const std::string path = TempPath(name);
+  std::ofstream(path) << job.dump(1);
+  return path;
+}
+
+struct RunResult {
+  int chief_exit = -1;
+  std::string out;
+};
+
+// Runs `job_path` on 1 chief, `num_ps` ps and 2 workers as threads with the given
+// checkpoint flags; every task must exit 0.
+RunResult RunCluster(const std::string& job_path, int num_ps, const std::string& checkpoint_dir,
+                     const std::string& restore, int epochs) {
+  const int workers = 2;
+  auto ports = PickFreePorts(1 + num_ps + workers);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {}}, {"ps", {}}, {"worker", {}}};
+  for (int i = 0; ports.ok() && i < 1 + num_ps + workers; ++i) {
+    cluster[i == 0 ? 0 : (i <= num_ps ? 1 : 2)].second.push_back(
+        absl::StrCat("127.0.0.1:", (*ports)[i]));
+  }
+  const int n = 1 + num_ps + workers;
+  std::vector<ShutdownSignal> signals(n);
+  std::vector<int> exit_codes(n, -1);
+  std::vector<std::thread> tasks;
+  for (int i = 0; i < num_ps; ++i) {
+    tasks.emplace_back([&, i] {
+      exit_codes[1 + i] = RunPsTask(OptionsFor(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+    });
+  }
+  for (int i = 0; i < workers; ++i) {
+    tasks.emplace_back([&, i] {
+      exit_codes[1 + num_ps + i] = RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)),
+                                                 "cpu", &signals[1 + num_ps + i]);
+    });
+  }
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.job_path = job_path;
+  chief.steps_per_call = 5;
+  chief.epochs_override = epochs;
+  chief.checkpoint_dir = checkpoint_dir;
+  chief.restore = restore;
+  std::ostringstream out;
+  RunResult result;
+  result.chief_exit = RunChiefTask(chief, &signals[0], out);
+  exit_codes[0] = result.chief_exit;
+  for (std::thread& t : tasks) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i << "\n" << out.str();
+  result.out = out.str();
+  return result;
+}
+
+std::unique_ptr<CheckpointReader> OpenOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  return reader.ok() ? *std::move(reader) : nullptr;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The largest |a - b| over the model variables (not slots) both checkpoints hold.
+double MaxVariableDifference(const CheckpointReader& a, const CheckpointReader& b) {
+  double worst = 0;
+  int compared = 0;
+  for (const NamedTensor& t : a.tensors()) {
+    if (t.name.find("/optimizer/") != std::string::npos) continue;
+    absl::StatusOr<const Tensor*> other = b.Get(t.name);
+    EXPECT_TRUE(other.ok()) << other.status();
+    if (!other.ok()) return 1e9;
+    EXPECT_EQ((*other)->shape(), t.tensor.shape()) << t.name;
+    if ((*other)->shape() != t.tensor.shape()) return 1e9;
+    for (int64_t i = 0; i < t.tensor.num_elements(); ++i) {
+      worst = std::max(worst, std::fabs(double{t.tensor.data()[i]} - (*other)->data()[i]));
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, 4);  // dense/kernel, dense/bias, dense_1/kernel, dense_1/bias
+  return worst;
+}
+
+// Runs `command`, returns its stdout; EXPECTs exit status 0.
+std::string RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr) << command;
+  if (pipe == nullptr) return output;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(status, 0) << command << "\n" << output;
+  return output;
+}
+
+// The value after "<key>: " in the last line of `out` that has it.
+double LastFigure(const std::string& out, const std::string& key) {
+  const size_t at = out.rfind(key + ": ");
+  EXPECT_NE(at, std::string::npos) << key << " in " << out;
+  if (at == std::string::npos) return NAN;
+  return std::strtod(out.c_str() + at + key.size() + 2, nullptr);
+}
+
+// A safetensors file as the format describes it, read with plain byte reads: nothing
+// of the export code is used.
+struct ParsedSafetensors {
+  uint64_t header_length = 0;
+  nlohmann::json header;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<float>> values;
+};
+
+ParsedSafetensors ParseSafetensors(const std::string& path) {
+  ParsedSafetensors parsed;
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_GE(bytes.size(), 8u);
+  if (bytes.size() < 8) return parsed;
+  for (int i = 7; i >= 0; --i) {
+    parsed.header_length = (parsed.header_length << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  EXPECT_LE(8 + parsed.header_length, bytes.size());
+  EXPECT_EQ((8 + parsed.header_length) % 8, 0u) << "data must start 8-byte aligned";
+  parsed.header = nlohmann::json::parse(bytes.substr(8, parsed.header_length), nullptr, false);
+  EXPECT_TRUE(parsed.header.is_object());
+  if (!parsed.header.is_object()) return parsed;
+  const size_t data_start = 8 + parsed.header_length;
+  for (const auto& [name, entry] : parsed.header.items()) {
+    if (name == "__metadata__") continue;
+    EXPECT_EQ(entry["dtype"], "F32") << name;
+    const uint64_t begin = entry["data_offsets"][0].get<uint64_t>();
+    const uint64_t end = entry["data_offsets"][1].get<uint64_t>();
+    EXPECT_LE(data_start + end, bytes.size()) << name;
+    std::vector<int64_t> shape = entry["shape"].get<std::vector<int64_t>>();
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    EXPECT_EQ(end - begin, static_cast<uint64_t>(count) * 4) << name;
+    std::vector<float> values(count);
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t bits = 0;
+      for (int b = 3; b >= 0; --b) {
+        bits = (bits << 8) | static_cast<unsigned char>(bytes[data_start + begin + 4 * i + b]);
+      }
+      std::memcpy(&values[i], &bits, 4);
+    }
+    parsed.shapes[name] = shape;
+    parsed.values[name] = std::move(values);
+  }
+  return parsed;
+}
+
+TEST(CheckpointClusterTest, CheckpointsRestoreOntoOtherPsCountsExportAndEvaluate) {
+  const std::string dir = TempPath("checkpoints");
+  fs::remove_all(dir);
+  const std::string job = WriteJob("job.json", "0.003");
+
+  // (a) 2 epochs on 2 ps: one checkpoint per epoch, `latest` at the second.
+  RunResult first = RunCluster(job, /*num_ps=*/2, dir, "latest", /*epochs=*/2);
+  ASSERT_EQ(first.chief_exit, 0) << first.out;
+  const std::vector<double> first_losses = ParseEpochLosses(first.out);
+  ASSERT_EQ(first_losses.size(), 2u) << first.out;
+  std::vector<std::unique_ptr<CheckpointReader>> epoch_ckpts;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("ckpt-", 0) == 0) {
+      epoch_ckpts.push_back(OpenOrDie(entry.path().string()));
+    }
+  }
+  ASSERT_EQ(epoch_ckpts.size(), 2u);
+  std::sort(epoch_ckpts.begin(), epoch_ckpts.end(),
+            [](const auto& a, const auto& b) { return a->epoch() < b->epoch(); });
+  EXPECT_EQ(epoch_ckpts[0]->epoch(), 1);
+  EXPECT_EQ(epoch_ckpts[1]->epoch(), 2);
+  EXPECT_LT(epoch_ckpts[0]->step(), epoch_ckpts[1]->step());
+  EXPECT_EQ(FirstLine(dir + "/latest"), fs::path(epoch_ckpts[1]->path()).filename().string());
+  // Variables and Adam's slots, reassembled from the two shards of each.
+  ASSERT_TRUE(epoch_ckpts[1]->Get("dense/kernel").ok());
+  EXPECT_EQ((*epoch_ckpts[1]->Get("dense/kernel"))->shape(), (std::vector<int64_t>{784, 64}));
+  ASSERT_TRUE(epoch_ckpts[1]->Get("dense/kernel/optimizer/momentum").ok());
+  ASSERT_TRUE(epoch_ckpts[1]->Get("dense_1/bias/optimizer/velocity").ok());
+  EXPECT_GT(epoch_ckpts[1]->metadata()["variables"]["dense/kernel"]["iterations"].get<int64_t>(),
+            0);
+  const std::unique_ptr<CheckpointReader> after_two = OpenOrDie(dir);
+  ASSERT_NE(after_two, nullptr);
+
+  // (b1) Restored onto 1 ps with a learning rate too small to move the weights: epoch 3
+  // is the only one trained, and its checkpoint holds the restored weights (a fresh
+  // model, or a wrong reassembly, would differ by far more).
+  RunResult second = RunCluster(WriteJob("frozen.json", "1e-20"), /*num_ps=*/1, dir, "latest",
+                                /*epochs=*/3);
+  ASSERT_EQ(second.chief_exit, 0) << second.out;
+  EXPECT_EQ(second.out.find("Epoch 1/3"), std::string::npos) << second.out;
+  EXPECT_EQ(second.out.find("Epoch 2/3"), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("Epoch 3/3"), std::string::npos) << second.out;
+  const std::unique_ptr<CheckpointReader> after_three = OpenOrDie(dir);
+  ASSERT_NE(after_three, nullptr);
+  EXPECT_EQ(after_three->epoch(), 3);
+  EXPECT_GT(after_three->step(), after_two->step());  // the global step continues
+  EXPECT_LT(MaxVariableDifference(*after_two, *after_three), 1e-5);
+  // The frozen epoch's training loss is about the loss the first run ended with.
+  const std::vector<double> second_losses = ParseEpochLosses(second.out);
+  ASSERT_EQ(second_losses.size(), 1u);
+  EXPECT_LT(second_losses[0], first_losses[0]) << first.out << second.out;
+
+  // (b2) Restored onto 3 ps with the real learning rate: epoch 4 continues training.
+  RunResult third = RunCluster(job, /*num_ps=*/3, dir, "latest", /*epochs=*/4);
+  ASSERT_EQ(third.chief_exit, 0) << third.out;
+  EXPECT_EQ(third.out.find("Epoch 3/4"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("Epoch 4/4"), std::string::npos) << third.out;
+  const std::vector<double> third_losses = ParseEpochLosses(third.out);
+  ASSERT_EQ(third_losses.size(), 1u);
+  EXPECT_LT(third_losses[0], first_losses[0]) << first.out << third.out;
+  const std::unique_ptr<CheckpointReader> last = OpenOrDie(dir);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->epoch(), 4);
+  EXPECT_EQ(last->metadata()["num_ps"], 3);
+  // keep_checkpoints = 3: epochs 2, 3 and 4 are left.
+  int left = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("ckpt-", 0) == 0) ++left;
+  }
+  EXPECT_EQ(left, 3);
+  EXPECT_FALSE(fs::exists(epoch_ckpts[0]->path()));
+
+  // (c) safetensors, read back without the export code.
+  const std::string out = TempPath("model.safetensors");
+  RunCommand(absl::StrCat("tools/export_safetensors --checkpoint=", dir, " --out=", out));
+  const ParsedSafetensors parsed = ParseSafetensors(out);
+  EXPECT_EQ(parsed.values.size(), 4u);  // the model's variables, no optimizer slots
+  EXPECT_EQ(parsed.header["__metadata__"]["step"], absl::StrCat(last->step()));
+  for (const NamedTensor& t : last->tensors()) {
+    if (t.name.find("/optimizer/") != std::string::npos) {
+      EXPECT_FALSE(parsed.values.count(t.name)) << t.name;
+      continue;
+    }
+    ASSERT_TRUE(parsed.values.count(t.name)) << t.name;
+    EXPECT_EQ(parsed.shapes.at(t.name), t.tensor.shape()) << t.name;
+    EXPECT_EQ(parsed.values.at(t.name),
+              std::vector<float>(t.tensor.values().begin(), t.tensor.values().end()))
+        << t.name;
+  }
+  // And by Python's standard library, when there is one.
+  if (fs::exists("/usr/bin/python3")) {
+    const std::string script = TempPath("read_safetensors.py");
+    std::ofstream(script) << R"(import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+(n,) = struct.unpack('<Q', data[:8])
+header = json.loads(data[8:8 + n])
+for name, e in sorted(header.items()):
+    if name == '__metadata__':
+        continue
+    b, end = e['data_offsets']
+    values = struct.unpack('<%df' % ((end - b) // 4), data[8 + n + b:8 + n + end])
+    print(name, e['dtype'], 'x'.join(map(str, e['shape'])), repr(sum(values)))
+)";
+    const std::string printed = RunCommand(absl::StrCat("/usr/bin/python3 ", script, " ", out));
+    int lines = 0;
+    for (absl::string_view line : absl::StrSplit(printed, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> fields = absl::StrSplit(line, ' ');
+      ASSERT_EQ(fields.size(), 4u) << line;
+      absl::StatusOr<const Tensor*> t = last->Get(fields[0]);
+      ASSERT_TRUE(t.ok()) << line;
+      EXPECT_EQ(fields[1], "F32");
+      std::vector<std::string> dims;
+      for (int64_t d : (*t)->shape()) dims.push_back(absl::StrCat(d));
+      EXPECT_EQ(fields[2], absl::StrJoin(dims, "x")) << line;
+      double sum = 0;
+      for (float v : (*t)->values()) sum += v;
+      EXPECT_NEAR(std::stod(fields[3]), sum, 1e-6 * (1 + std::fabs(sum))) << line;
+      ++lines;
+    }
+    EXPECT_EQ(lines, 4) << printed;
+    std::printf("python3's reader read back %d tensors\n", lines);
+  }
+
+  // evaluate reproduces the chief's last val_loss and val_accuracy from the checkpoint.
+  const std::string evaluated = RunCommand(absl::StrCat("tools/evaluate --checkpoint=", dir));
+  EXPECT_NEAR(LastFigure(evaluated, "test loss"), LastFigure(third.out, "val_loss"), 1e-3)
+      << evaluated << third.out;
+  EXPECT_NEAR(LastFigure(evaluated, "test accuracy"), LastFigure(third.out, "val_accuracy"),
+              1e-3)
+      << evaluated << third.out;
+}
+
+// --restore=PATH that does not verify fails the chief at start, before any task is
+// waited for; --restore=latest with an empty directory starts fresh.
+TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
+  auto ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok());
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {absl::StrCat("127.0.0.1:", (*ports)[0])}},
+      {"ps", {absl::StrCat("127.0.0.1:", (*ports)[1])}},
+      {"worker", {absl::StrCat("127.0.0.1:", (*ports)[2])}}};
+  ChiefOptions chief;
+  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.job_path = "tests/testdata/tiny_synthetic.json";
+  chief.restore = TempPath("no_such_checkpoint");
+  ShutdownSignal signal;
+  std::ostringstream out;
+  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+}
+
+}  // namespace
+}  // namespace pstrain
