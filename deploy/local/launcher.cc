@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(std::string, bin_dir, "",
           "Folder with ps_server/, worker/ and chief/ binaries (default: next to this one)");
 ABSL_FLAG(std::string, log_dir, "", "Where each task's log goes (default: a new temp folder)");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "parameter_server: where the chief keeps checkpoints (default: a new temp folder); "
+          "an existing one with checkpoints resumes from the latest");
 ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
 ABSL_FLAG(absl::Duration, timeout, absl::Hours(1), "Stop every task after this long");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(15),
@@ -106,11 +109,18 @@ int main(int argc, char** argv) {
   }
   const bool mwms = strategy == "multi_worker_mirrored";
 
+  auto fresh_dir = [](const char* prefix) -> std::string {
+    std::string pattern = absl::StrCat("/tmp/", prefix, "-XXXXXX");
+    return mkdtemp(pattern.data()) == nullptr ? "" : pattern;
+  };
   std::string log_dir = absl::GetFlag(FLAGS_log_dir);
-  if (log_dir.empty()) {
-    char pattern[] = "/tmp/pstrain-logs-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return Fail("cannot create a log folder in /tmp");
-    log_dir = pattern;
+  if (log_dir.empty() && (log_dir = fresh_dir("pstrain-logs")).empty()) {
+    return Fail("cannot create a log folder in /tmp");
+  }
+  std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (!mwms && checkpoint_dir.empty() &&
+      (checkpoint_dir = fresh_dir("pstrain-checkpoints")).empty()) {
+    return Fail("cannot create a checkpoint folder in /tmp");
   }
 
   pstrain::ShutdownSignal interrupted;
@@ -122,6 +132,7 @@ int main(int argc, char** argv) {
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
   options.worker_args = {absl::StrCat("--device=", device)};
+  if (!mwms) options.chief_args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
   if (absl::GetFlag(FLAGS_epochs) > 0) {
     options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
   }
@@ -137,8 +148,11 @@ int main(int argc, char** argv) {
     std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s\n", strategy.c_str(),
                 options.num_workers, log_dir.c_str());
   } else {
-    std::printf("pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s\n",
-                strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str());
+    std::printf(
+        "pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s; "
+        "checkpoints in %s\n",
+        strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str(),
+        checkpoint_dir.c_str());
   }
   std::fflush(stdout);
 
