@@ -39,18 +39,6 @@ std::string TempPath(const std::string& name) {
   return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
 }
 
-DaemonOptions OptionsFor(const std::string& tf_config) {
-  DaemonOptions options;
-  absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
-  EXPECT_TRUE(config.ok()) << config.status();
-  options.config = *config;
-  options.register_timeout = absl::Seconds(30);
-  options.heartbeat_interval = absl::Milliseconds(200);
-  options.chief_timeout = absl::Seconds(10);
-  options.rpc_timeout = absl::Seconds(10);
-  return options;
-}
-
 // The tiny job with validation data, its variables split in two (so a checkpoint is
 // reassembled from shards) and the Adam learning rate `learning_rate`.
 std::string WriteJob(const std::string& name, const std::string& learning_rate) {
@@ -92,17 +80,17 @@ RunResult RunCluster(const std::string& job_path, int num_ps, const std::string&
   std::vector<std::thread> tasks;
   for (int i = 0; i < num_ps; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + i] = RunPsTask(OptionsFor(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+      exit_codes[1 + i] = RunPsTask(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
     });
   }
   for (int i = 0; i < workers; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + num_ps + i] = RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)),
+      exit_codes[1 + num_ps + i] = RunWorkerTask(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)),
                                                  "cpu", &signals[1 + num_ps + i]);
     });
   }
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = job_path;
   chief.steps_per_call = 5;
   chief.epochs_override = epochs;
@@ -363,7 +351,7 @@ TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
       {"ps", {absl::StrCat("127.0.0.1:", (*ports)[1])}},
       {"worker", {absl::StrCat("127.0.0.1:", (*ports)[2])}}};
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = "tests/testdata/tiny_synthetic.json";
   chief.restore = TempPath("no_such_checkpoint");
   ShutdownSignal signal;

@@ -1,24 +1,59 @@
 #include "tests/cluster_test_util.h"
 
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
 
 namespace pstrain {
+namespace {
 
-std::vector<double> ParseEpochLosses(const std::string& output) {
-  std::vector<double> losses;
+// The number after `label` on each line that has it, in order.
+std::vector<double> NumbersAfter(const std::string& output, absl::string_view label) {
+  std::vector<double> numbers;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
     if (!absl::StartsWith(line, "Epoch ")) continue;
-    const size_t at = line.find(" - loss: ");
+    const size_t at = line.find(label);
     if (at == absl::string_view::npos) continue;
-    absl::string_view rest = line.substr(at + 9);
-    double loss = 0;
-    if (absl::SimpleAtod(rest.substr(0, rest.find(' ')), &loss)) losses.push_back(loss);
+    absl::string_view rest = line.substr(at + label.size());
+    double value = 0;
+    if (absl::SimpleAtod(rest.substr(0, rest.find(' ')), &value)) numbers.push_back(value);
   }
-  return losses;
+  return numbers;
+}
+
+}  // namespace
+
+std::vector<double> ParseEpochLosses(const std::string& output) {
+  return NumbersAfter(output, " - loss: ");
+}
+
+double LastValAccuracy(const std::string& output) {
+  const std::vector<double> values = NumbersAfter(output, " - val_accuracy: ");
+  return values.empty() ? -1 : values.back();
+}
+
+ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace) {
+  ProcessRun run;
+  run.exits = group.Wait(
+      timeout, grace,
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
+      },
+      nullptr);
+  return run;
+}
+
+DaemonOptions FastDaemonOptions(const std::string& tf_config) {
+  DaemonOptions options;
+  absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (config.ok()) options.config = *config;
+  options.register_timeout = absl::Seconds(30);
+  options.heartbeat_interval = absl::Milliseconds(200);
+  options.chief_timeout = absl::Seconds(10);
+  options.rpc_timeout = absl::Seconds(10);
+  return options;
 }
 
 }  // namespace pstrain

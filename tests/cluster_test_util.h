@@ -1,14 +1,39 @@
 #ifndef PSTRAIN_TESTS_CLUSTER_TEST_UTIL_H_
 #define PSTRAIN_TESTS_CLUSTER_TEST_UTIL_H_
 
+// What the cluster tests share: reading Keras-style epoch lines back, watching a group of
+// real processes, and daemon options with short timeouts.
+
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/time/time.h"
+#include "common/daemon_options.h"
+#include "deploy/local/process_group.h"
 
 namespace pstrain {
 
 // Losses read back from Keras-style lines "Epoch 3/10 - loss: 2.2871 - accuracy: ...",
 // in order. Other lines are ignored.
 std::vector<double> ParseEpochLosses(const std::string& output);
+
+// The last val_accuracy printed in Keras-style epoch lines; -1 when there is none.
+double LastValAccuracy(const std::string& output);
+
+// Every process's exit and everything it wrote, by process name.
+struct ProcessRun {
+  std::vector<ProcessGroup::Exit> exits;
+  std::map<std::string, std::string> stdout_of;
+  std::map<std::string, std::string> stderr_of;
+};
+
+// Waits for every process of `group` (see ProcessGroup::Wait) and collects its output.
+ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace);
+
+// The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
+// for tests (a lost chief is noticed in 10 s, not the default 30 s).
+DaemonOptions FastDaemonOptions(const std::string& tf_config);
 
 }  // namespace pstrain
 

@@ -15,18 +15,6 @@
 namespace pstrain {
 namespace {
 
-// val_accuracy of the last Keras-style epoch line; -1 when there is none.
-double LastValAccuracy(const std::string& output) {
-  double last = -1;
-  for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    const size_t at = line.find(" - val_accuracy: ");
-    if (at == absl::string_view::npos) continue;
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(at + 17), &value)) last = value;
-  }
-  return last;
-}
-
 // The consistency modes ./demo.sh offers: async (default), --staleness=2, --sync.
 class FashionMnistClusterTest : public ::testing::TestWithParam<std::vector<std::string>> {};
 

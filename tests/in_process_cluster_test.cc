@@ -20,18 +20,6 @@
 namespace pstrain {
 namespace {
 
-DaemonOptions OptionsFor(const std::string& tf_config) {
-  DaemonOptions options;
-  absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
-  EXPECT_TRUE(config.ok()) << config.status();
-  options.config = *config;
-  options.register_timeout = absl::Seconds(30);
-  options.heartbeat_interval = absl::Milliseconds(200);
-  options.chief_timeout = absl::Seconds(10);
-  options.rpc_timeout = absl::Seconds(10);
-  return options;
-}
-
 // Addresses on free loopback ports for a cluster of 1 chief, `ps` ps and `workers` workers.
 std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(int ps, int workers) {
   auto ports = PickFreePorts(1 + ps + workers);
@@ -55,15 +43,15 @@ std::string RunTinyCluster(const std::string& job_path) {
   std::vector<std::thread> tasks;
   for (int i = 0; i < 2; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + i] = RunPsTask(OptionsFor(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+      exit_codes[1 + i] = RunPsTask(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
     });
     tasks.emplace_back([&, i] {
       exit_codes[3 + i] =
-          RunWorkerTask(OptionsFor(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
+          RunWorkerTask(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
     });
   }
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = job_path;
   chief.steps_per_call = 3;  // several RunSteps calls per epoch
   std::ostringstream out;
@@ -115,7 +103,7 @@ TEST(InProcessClusterTest, TrainsWithPartitionedVariables) {
 TEST(InProcessClusterTest, BadPlacementInTheJobFailsTheChiefAtStart) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = WriteJobWith(
       "bad_placement.json", {{"\"seed\": 3", R"("placement": {"strategy": "random"}, "seed": 3)"}});
   ShutdownSignal signal;
@@ -129,7 +117,7 @@ TEST(InProcessClusterTest, BadPlacementInTheJobFailsTheChiefAtStart) {
 TEST(InProcessClusterTest, ChiefNamesTasksThatNeverRegister) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.daemon.register_timeout = absl::Milliseconds(500);
   chief.job_path = "tests/testdata/tiny_synthetic.json";
   ShutdownSignal signal;
@@ -141,7 +129,7 @@ TEST(InProcessClusterTest, ChiefNamesTasksThatNeverRegister) {
 
 TEST(InProcessClusterTest, WorkerWithoutChiefGivesUpAndNamesIt) {
   const auto cluster = LoopbackCluster(1, 1);
-  DaemonOptions options = OptionsFor(MakeTfConfig(cluster, "worker", 0));
+  DaemonOptions options = FastDaemonOptions(MakeTfConfig(cluster, "worker", 0));
   options.register_timeout = absl::Milliseconds(500);
   ShutdownSignal signal;
   EXPECT_EQ(RunWorkerTask(options, "cpu", &signal), 1);
@@ -171,7 +159,7 @@ TEST(InProcessClusterTest, TrainsWithBoundedStaleness) {
 TEST(InProcessClusterTest, BadConsistencyFailsTheChiefAtStart) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = OptionsFor(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = WriteJobWith(
       "bad_consistency.json",
       {{"\"seed\": 3", R"("consistency": {"mode": "lockstep"}, "seed": 3)"}});

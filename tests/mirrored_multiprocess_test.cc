@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,25 +16,10 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "tests/cluster_test_util.h"
 
 namespace pstrain {
 namespace {
-
-struct RunResult {
-  std::vector<ProcessGroup::Exit> exits;
-  std::map<std::string, std::string> stdout_of;
-  std::map<std::string, std::string> stderr_of;
-};
-
-// The last val_accuracy printed in Keras-style epoch lines; -1 when none.
-double LastValAccuracy(const std::string& out) {
-  static const std::regex kVal("val_accuracy: ([0-9.]+)");
-  double last = -1;
-  for (std::sregex_iterator it(out.begin(), out.end(), kVal), end; it != end; ++it) {
-    last = std::stod((*it)[1]);
-  }
-  return last;
-}
 
 // Starts `n` workers of a chief-less multi_worker_mirrored cluster.
 std::vector<std::string> StartWorkers(ProcessGroup& group, int n,
@@ -56,21 +40,10 @@ std::vector<std::string> StartWorkers(ProcessGroup& group, int n,
   return addresses;
 }
 
-RunResult Collect(ProcessGroup& group, absl::Duration timeout) {
-  RunResult r;
-  r.exits = group.Wait(
-      timeout, absl::Seconds(30),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        (is_stderr ? r.stderr_of : r.stdout_of)[name] += line + "\n";
-      },
-      nullptr);
-  return r;
-}
-
 TEST(MirroredMultiprocessTest, TwoWorkersTrainFashionMnistInSync) {
   ProcessGroup group;
   StartWorkers(group, 2, {"--job=examples/fashion_mnist.json", "--epochs=3"});
-  RunResult run = Collect(group, absl::Minutes(8));
+  ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Seconds(30));
   ASSERT_EQ(run.exits.size(), 2u);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
@@ -92,7 +65,7 @@ TEST(MirroredMultiprocessTest, TwoLocalReplicasTrainFashionMnist) {
                            "--strategy=mirrored", "--devices=cpu:0,cpu:1"},
                           {}})
                   .ok());
-  RunResult run = Collect(group, absl::Minutes(8));
+  ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Seconds(30));
   ASSERT_EQ(run.exits.size(), 1u);
   EXPECT_EQ(run.exits[0].exit_code, 0) << run.stderr_of["train"];
   const std::string& out = run.stdout_of["train"];
@@ -181,7 +154,7 @@ TEST(MirroredMultiprocessTest, AChiefTakesPartAndReports) {
                             {{"TF_CONFIG", MakeTfConfig(cluster, type, 0)}}})
                     .ok());
   }
-  RunResult run = Collect(group, absl::Minutes(2));
+  ProcessRun run = CollectRun(group, absl::Minutes(2), absl::Seconds(30));
   ASSERT_EQ(run.exits.size(), 2u);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"

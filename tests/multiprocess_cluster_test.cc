@@ -14,23 +14,6 @@
 namespace pstrain {
 namespace {
 
-struct RunResult {
-  std::vector<ProcessGroup::Exit> exits;
-  std::map<std::string, std::string> stdout_of;
-  std::map<std::string, std::string> stderr_of;
-};
-
-RunResult WaitFor(ProcessGroup& group, absl::Duration timeout) {
-  RunResult result;
-  result.exits = group.Wait(
-      timeout, absl::Seconds(10),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        (is_stderr ? result.stderr_of : result.stdout_of)[name] += line + "\n";
-      },
-      nullptr);
-  return result;
-}
-
 // Fast failure detection for tests; the defaults suit real clusters.
 const std::vector<std::string> kQuickTimeouts = {"--heartbeat_interval=200ms",
                                                  "--chief_timeout=10s"};
@@ -42,7 +25,7 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   options.task_args = kQuickTimeouts;
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  RunResult run = WaitFor(group, absl::Minutes(3));
+  ProcessRun run = CollectRun(group, absl::Minutes(3), absl::Seconds(10));
   ASSERT_EQ(run.exits.size(), 5u);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
@@ -65,7 +48,7 @@ TEST(MultiprocessClusterTest, MalformedTfConfigIsOneLineAndExitCode2) {
     for (const auto& [tf_config, expected] : cases) {
       ProcessGroup group;
       ASSERT_TRUE(group.Start({"task", binary, {}, {{"TF_CONFIG", tf_config}}}).ok());
-      RunResult run = WaitFor(group, absl::Seconds(30));
+      ProcessRun run = CollectRun(group, absl::Seconds(30), absl::Seconds(10));
       EXPECT_EQ(run.exits[0].exit_code, 2) << binary << " " << tf_config;
       const std::string& err = run.stderr_of["task"];
       EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << binary << ": " << err;
@@ -75,7 +58,7 @@ TEST(MultiprocessClusterTest, MalformedTfConfigIsOneLineAndExitCode2) {
   // A missing TF_CONFIG is named too.
   ProcessGroup group;
   ASSERT_TRUE(group.Start({"task", "worker/worker", {}, {{"TF_CONFIG", ""}}}).ok());
-  RunResult run = WaitFor(group, absl::Seconds(30));
+  ProcessRun run = CollectRun(group, absl::Seconds(30), absl::Seconds(10));
   EXPECT_EQ(run.exits[0].exit_code, 2);
 }
 
@@ -89,7 +72,7 @@ TEST(MultiprocessClusterTest, ClusterWithoutChiefIsAConfigError) {
         R"(","index":0}})";
     ProcessGroup group;
     ASSERT_TRUE(group.Start({"task", binary, {}, {{"TF_CONFIG", tf_config}}}).ok());
-    RunResult run = WaitFor(group, absl::Seconds(30));
+    ProcessRun run = CollectRun(group, absl::Seconds(30), absl::Seconds(10));
     EXPECT_EQ(run.exits[0].exit_code, 2) << binary << "\n" << run.stderr_of["task"];
     EXPECT_NE(run.stderr_of["task"].find("no chief"), std::string::npos) << run.stderr_of["task"];
     // One error line (an informational line about the device may come before it).
@@ -118,7 +101,7 @@ TEST(MultiprocessClusterTest, ChiefNamesTheWorkerThatNeverCame) {
   chief_args.push_back("--job=tests/testdata/tiny_synthetic.json");
   ASSERT_TRUE(group.Start({"chief", "chief/chief", chief_args,
                            {{"TF_CONFIG", MakeTfConfig(cluster, "chief", 0)}}}).ok());
-  RunResult run = WaitFor(group, absl::Minutes(2));
+  ProcessRun run = CollectRun(group, absl::Minutes(2), absl::Seconds(10));
   // The chief fails naming worker 1; the tasks that did come are told to stop and exit.
   EXPECT_EQ(run.exits[2].exit_code, 1);
   EXPECT_NE(run.stderr_of["chief"].find("worker 1 (" + address(3) + ")"), std::string::npos)
