@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/checkpoint/crc32c.h"
+#include "common/checkpoint/durable_file.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -36,62 +37,6 @@ constexpr char kManifest[] = "manifest.json";
 constexpr char kLatest[] = "latest";
 constexpr char kFormat[] = "pstrain-checkpoint";
 constexpr char kTempPrefix[] = ".tmp-";
-
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-// An open file descriptor closed on scope exit (error paths return early).
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now so that a failing close (delayed write error) is reported.
-  int Close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot write", path);
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FsyncPath(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return Errno("cannot open", path);
-  if (::fsync(fd.get()) != 0) return Errno("cannot fsync", path);
-  return absl::OkStatus();
-}
-
-// Writes `text` to a new file at `path` and fsyncs it.
-absl::Status WriteFileDurably(const std::string& path, const std::string& text) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return Errno("cannot create", path);
-  PS_RETURN_IF_ERROR(WriteAll(fd.get(), text.data(), text.size(), path));
-  if (::fsync(fd.get()) != 0) return Errno("cannot fsync", path);
-  if (fd.Close() != 0) return Errno("cannot close", path);
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -167,19 +112,19 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
   const std::string temp =
       absl::StrCat(root_, "/", kTempPrefix, name, "-", ::getpid(), "-", counter.fetch_add(1));
   fs::remove_all(temp, ec);
-  if (::mkdir(temp.c_str(), 0755) != 0) return Errno("cannot create", temp);
+  if (::mkdir(temp.c_str(), 0755) != 0) return ErrnoError("cannot create", temp);
 
   absl::Status written = [&]() -> absl::Status {
     nlohmann::json tensors = nlohmann::json::array();
     nlohmann::json files = nlohmann::json::array();
-    std::unique_ptr<Fd> fd;
+    std::unique_ptr<FileDescriptor> fd;
     std::string file_name;
     std::string file_path;
     int64_t offset = 0;
     auto finish_file = [&]() -> absl::Status {
       if (fd == nullptr) return absl::OkStatus();
-      if (::fsync(fd->get()) != 0) return Errno("cannot fsync", file_path);
-      if (fd->Close() != 0) return Errno("cannot close", file_path);
+      if (::fsync(fd->get()) != 0) return ErrnoError("cannot fsync", file_path);
+      if (fd->Close() != 0) return ErrnoError("cannot close", file_path);
       fd.reset();
       return absl::OkStatus();
     };
@@ -189,9 +134,9 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
         PS_RETURN_IF_ERROR(finish_file());
         file_name = absl::StrFormat("data-%05d", static_cast<int>(files.size()));
         file_path = absl::StrCat(temp, "/", file_name);
-        fd = std::make_unique<Fd>(
+        fd = std::make_unique<FileDescriptor>(
             ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd->get() < 0) return Errno("cannot create", file_path);
+        if (fd->get() < 0) return ErrnoError("cannot create", file_path);
         files.push_back(file_name);
         offset = 0;
       }
@@ -222,13 +167,13 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
     // old copy is gone for the moment between these two calls, when a crash makes a
     // reader fall back to the previous checkpoint.
     fs::remove_all(final_path, ec);
-    if (::rename(temp.c_str(), final_path.c_str()) != 0) return Errno("cannot rename", temp);
+    if (::rename(temp.c_str(), final_path.c_str()) != 0) return ErrnoError("cannot rename", temp);
     PS_RETURN_IF_ERROR(FsyncPath(root_));
     const std::string latest_temp = absl::StrCat(root_, "/", kTempPrefix, kLatest);
     PS_RETURN_IF_ERROR(WriteFileDurably(latest_temp, name + "\n"));
     const std::string latest = absl::StrCat(root_, "/", kLatest);
     if (::rename(latest_temp.c_str(), latest.c_str()) != 0) {
-      return Errno("cannot rename", latest_temp);
+      return ErrnoError("cannot rename", latest_temp);
     }
     return FsyncPath(root_);
   }();

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/durable_file.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -16,27 +17,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian float32, copied as is");
 
 namespace pstrain {
-namespace {
-
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot write", path);
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::vector<std::string> ModelVariableNames(const CheckpointReader& checkpoint) {
   std::vector<std::string> names;
@@ -81,19 +61,19 @@ absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
 
   const std::string temp = absl::StrCat(out_path, ".tmp-", ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", temp);
+  if (fd < 0) return ErrnoError("cannot create", temp);
   absl::Status written = [&]() -> absl::Status {
     PS_RETURN_IF_ERROR(WriteAll(fd, length, sizeof(length), temp));
     PS_RETURN_IF_ERROR(WriteAll(fd, text.data(), text.size(), temp));
     for (const Tensor* t : tensors) {
       PS_RETURN_IF_ERROR(WriteAll(fd, t->data(), t->num_elements() * sizeof(float), temp));
     }
-    if (::fsync(fd) != 0) return Errno("cannot fsync", temp);
+    if (::fsync(fd) != 0) return ErrnoError("cannot fsync", temp);
     return absl::OkStatus();
   }();
-  if (::close(fd) != 0 && written.ok()) written = Errno("cannot close", temp);
+  if (::close(fd) != 0 && written.ok()) written = ErrnoError("cannot close", temp);
   if (written.ok() && ::rename(temp.c_str(), out_path.c_str()) != 0) {
-    written = Errno("cannot rename to", out_path);
+    written = ErrnoError("cannot rename to", out_path);
   }
   if (!written.ok()) ::unlink(temp.c_str());
   return written;
