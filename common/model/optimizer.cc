@@ -113,17 +113,21 @@ class Sgd : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
+    const float* __restrict gp = g.data();
+    float* __restrict wp = w.data();
+    const size_t n = w.size();
     const float lr = LearningRateAt(c_, s->iterations());
     const float mu = c_.momentum();
-    const size_t n = w.size();
+    const bool nesterov = c_.nesterov();
     if (mu > 0.0f) {
-      float* m = s->slot("momentum")->data();
+      float* __restrict m = s->slot("momentum")->data();
       for (size_t i = 0; i < n; ++i) {
-        m[i] = mu * m[i] - lr * g[i];
-        w[i] += c_.nesterov() ? mu * m[i] - lr * g[i] : m[i];
+        m[i] = mu * m[i] - lr * gp[i];
+        wp[i] += nesterov ? mu * m[i] - lr * gp[i] : m[i];
       }
     } else {
-      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      for (size_t i = 0; i < n; ++i) wp[i] -= lr * gp[i];
     }
     s->set_iterations(s->iterations() + 1);
   }
@@ -144,17 +148,21 @@ class Adam : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
+    const float* __restrict gp = g.data();
+    float* __restrict wp = w.data();
+    const size_t n = w.size();
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
     const float alpha = static_cast<float>(LearningRateAt(c_, s->iterations()) * std::sqrt(1.0 - std::pow(b2, t)) /
                                            (1.0 - std::pow(b1, t)));
-    float* m = s->slot("momentum")->data();
-    float* v = s->slot("velocity")->data();
-    for (size_t i = 0; i < w.size(); ++i) {
-      m[i] += (g[i] - m[i]) * (1.0f - b1);
-      v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+    float* __restrict m = s->slot("momentum")->data();
+    float* __restrict v = s->slot("velocity")->data();
+    for (size_t i = 0; i < n; ++i) {
+      m[i] += (gp[i] - m[i]) * (1.0f - b1);
+      v[i] += (gp[i] * gp[i] - v[i]) * (1.0f - b2);
+      wp[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
     }
     s->set_iterations(s->iterations() + 1);
   }
@@ -174,12 +182,16 @@ class Adagrad : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
+    const float* __restrict gp = g.data();
+    float* __restrict wp = w.data();
+    const size_t n = w.size();
     const float lr = LearningRateAt(c_, s->iterations()), eps = c_.epsilon();
     float* acc = s->slot("accumulator")->data();
-    for (size_t i = 0; i < w.size(); ++i) {
-      acc[i] += g[i] * g[i];
+    for (size_t i = 0; i < n; ++i) {
+      acc[i] += gp[i] * gp[i];
       // Keras 3: epsilon inside the square root.
-      w[i] -= lr * g[i] / std::sqrt(acc[i] + eps);
+      wp[i] -= lr * gp[i] / std::sqrt(acc[i] + eps);
     }
     s->set_iterations(s->iterations() + 1);
   }
@@ -200,18 +212,22 @@ class RmsProp : public Optimizer {
     return s;
   }
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
+    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
+    const float* __restrict gp = g.data();
+    float* __restrict wp = w.data();
+    const size_t n = w.size();
     const float lr = LearningRateAt(c_, s->iterations()), rho = c_.rho(), eps = c_.epsilon();
     const float mu = c_.momentum();
     float* v = s->slot("velocity")->data();
     float* m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
-    for (size_t i = 0; i < w.size(); ++i) {
-      v[i] = rho * v[i] + (1.0f - rho) * g[i] * g[i];
-      const float inc = lr * g[i] / std::sqrt(v[i] + eps);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = rho * v[i] + (1.0f - rho) * gp[i] * gp[i];
+      const float inc = lr * gp[i] / std::sqrt(v[i] + eps);
       if (m != nullptr) {
         m[i] = mu * m[i] + inc;
-        w[i] -= m[i];
+        wp[i] -= m[i];
       } else {
-        w[i] -= inc;
+        wp[i] -= inc;
       }
     }
     s->set_iterations(s->iterations() + 1);
