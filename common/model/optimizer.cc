@@ -102,139 +102,132 @@ float LearningRateAt(const OptimizerConfig& config, int64_t iterations) {
 
 namespace {
 
-class Sgd : public Optimizer {
+// What every optimizer shares: its resolved config, and an Apply that hands the update
+// raw pointers (absl::Span's checked operator[] keeps GCC from vectorising the loops),
+// the learning rate at this step, and counts the step.
+class KerasOptimizer : public Optimizer {
  public:
-  explicit Sgd(OptimizerConfig c) : c_(std::move(c)) {}
-  std::string name() const override { return "sgd"; }
+  explicit KerasOptimizer(OptimizerConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return c_.name(); }
   const OptimizerConfig& config() const override { return c_; }
+
+  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const final {
+    Update(g.data(), w.data(), w.size(), LearningRateAt(c_, s->iterations()), s);
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ protected:
+  // One update of the n elements of w from gradient g; `s` holds this variable's slots
+  // and the count of updates before this one.
+  virtual void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+                      OptimizerState* s) const = 0;
+
+  const OptimizerConfig c_;
+};
+
+class Sgd : public KerasOptimizer {
+ public:
+  using KerasOptimizer::KerasOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     if (c_.momentum() > 0.0f) s->AddSlot("momentum", 0.0f);
     return s;
   }
-  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
-    const float* __restrict gp = g.data();
-    float* __restrict wp = w.data();
-    const size_t n = w.size();
-    const float lr = LearningRateAt(c_, s->iterations());
+
+ protected:
+  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const override {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
     if (mu > 0.0f) {
       float* __restrict m = s->slot("momentum")->data();
       for (size_t i = 0; i < n; ++i) {
-        m[i] = mu * m[i] - lr * gp[i];
-        wp[i] += nesterov ? mu * m[i] - lr * gp[i] : m[i];
+        m[i] = mu * m[i] - lr * g[i];
+        w[i] += nesterov ? mu * m[i] - lr * g[i] : m[i];
       }
     } else {
-      for (size_t i = 0; i < n; ++i) wp[i] -= lr * gp[i];
+      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
     }
-    s->set_iterations(s->iterations() + 1);
   }
-
- private:
-  OptimizerConfig c_;
 };
 
-class Adam : public Optimizer {
+class Adam : public KerasOptimizer {
  public:
-  explicit Adam(OptimizerConfig c) : c_(std::move(c)) {}
-  std::string name() const override { return "adam"; }
-  const OptimizerConfig& config() const override { return c_; }
+  using KerasOptimizer::KerasOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("momentum", 0.0f);
     s->AddSlot("velocity", 0.0f);
     return s;
   }
-  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
-    const float* __restrict gp = g.data();
-    float* __restrict wp = w.data();
-    const size_t n = w.size();
+
+ protected:
+  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const override {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
-    const float alpha = static_cast<float>(LearningRateAt(c_, s->iterations()) * std::sqrt(1.0 - std::pow(b2, t)) /
-                                           (1.0 - std::pow(b1, t)));
+    const float alpha =
+        static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
     float* __restrict m = s->slot("momentum")->data();
     float* __restrict v = s->slot("velocity")->data();
     for (size_t i = 0; i < n; ++i) {
-      m[i] += (gp[i] - m[i]) * (1.0f - b1);
-      v[i] += (gp[i] * gp[i] - v[i]) * (1.0f - b2);
-      wp[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+      m[i] += (g[i] - m[i]) * (1.0f - b1);
+      v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
+      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
     }
-    s->set_iterations(s->iterations() + 1);
   }
-
- private:
-  OptimizerConfig c_;
 };
 
-class Adagrad : public Optimizer {
+class Adagrad : public KerasOptimizer {
  public:
-  explicit Adagrad(OptimizerConfig c) : c_(std::move(c)) {}
-  std::string name() const override { return "adagrad"; }
-  const OptimizerConfig& config() const override { return c_; }
+  using KerasOptimizer::KerasOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("accumulator", c_.initial_accumulator_value());
     return s;
   }
-  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
-    const float* __restrict gp = g.data();
-    float* __restrict wp = w.data();
-    const size_t n = w.size();
-    const float lr = LearningRateAt(c_, s->iterations()), eps = c_.epsilon();
-    float* acc = s->slot("accumulator")->data();
-    for (size_t i = 0; i < n; ++i) {
-      acc[i] += gp[i] * gp[i];
-      // Keras 3: epsilon inside the square root.
-      wp[i] -= lr * gp[i] / std::sqrt(acc[i] + eps);
-    }
-    s->set_iterations(s->iterations() + 1);
-  }
 
- private:
-  OptimizerConfig c_;
+ protected:
+  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const override {
+    const float eps = c_.epsilon();
+    float* __restrict acc = s->slot("accumulator")->data();
+    for (size_t i = 0; i < n; ++i) {
+      acc[i] += g[i] * g[i];
+      // Keras 3: epsilon inside the square root.
+      w[i] -= lr * g[i] / std::sqrt(acc[i] + eps);
+    }
+  }
 };
 
-class RmsProp : public Optimizer {
+class RmsProp : public KerasOptimizer {
  public:
-  explicit RmsProp(OptimizerConfig c) : c_(std::move(c)) {}
-  std::string name() const override { return "rmsprop"; }
-  const OptimizerConfig& config() const override { return c_; }
+  using KerasOptimizer::KerasOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("velocity", 0.0f);
     if (c_.momentum() > 0.0f) s->AddSlot("momentum", 0.0f);
     return s;
   }
-  void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const override {
-    // Raw pointers: absl::Span's checked operator[] keeps GCC from vectorising.
-    const float* __restrict gp = g.data();
-    float* __restrict wp = w.data();
-    const size_t n = w.size();
-    const float lr = LearningRateAt(c_, s->iterations()), rho = c_.rho(), eps = c_.epsilon();
-    const float mu = c_.momentum();
-    float* v = s->slot("velocity")->data();
-    float* m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
+
+ protected:
+  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const override {
+    const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
+    float* __restrict v = s->slot("velocity")->data();
+    float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
     for (size_t i = 0; i < n; ++i) {
-      v[i] = rho * v[i] + (1.0f - rho) * gp[i] * gp[i];
-      const float inc = lr * gp[i] / std::sqrt(v[i] + eps);
+      v[i] = rho * v[i] + (1.0f - rho) * g[i] * g[i];
+      const float inc = lr * g[i] / std::sqrt(v[i] + eps);
       if (m != nullptr) {
         m[i] = mu * m[i] + inc;
-        wp[i] -= m[i];
+        w[i] -= m[i];
       } else {
-        wp[i] -= inc;
+        w[i] -= inc;
       }
     }
-    s->set_iterations(s->iterations() + 1);
   }
-
- private:
-  OptimizerConfig c_;
 };
 
 }  // namespace
