@@ -1,11 +1,14 @@
 #include "chief/coordinator.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
@@ -108,8 +111,9 @@ absl::Status Coordinator::Run() {
       if (validation_ != nullptr) PS_RETURN_IF_ERROR(Validate(&summary));
       summary.elapsed = absl::Now() - start;
       on_epoch_(summary);
-      // Every worker's RunSteps has returned, so no push is in flight: each shard's state
-      // belongs to the same step and the checkpoint is consistent across the ps tasks.
+      // Every live worker's RunSteps has returned, so no push of theirs is in flight: each
+      // shard's state belongs to the same step and the checkpoint is consistent across
+      // the ps tasks (a worker lost by a deadline may still push until it notices).
       // The last epoch's checkpoint is the end-of-job one.
       if (writer_ != nullptr) PS_RETURN_IF_ERROR(WriteCheckpoint(epoch + 1));
     }
@@ -192,51 +196,112 @@ absl::Status Coordinator::CreateVariables() {
   return absl::OkStatus();
 }
 
+void Coordinator::RejoinLostWorkers(int epoch) {
+  for (size_t w = 0; w < lost_.size(); ++w) {
+    if (!lost_[w]) continue;
+    if (!membership_->IsLive("worker", static_cast<int>(w), options_.rejoin_heartbeat_age)) {
+      continue;
+    }
+    absl::StatusOr<WorkerStatusResponse> status = workers_[w]->GetStatus();
+    if (!status.ok() || !status->ready() || status->busy()) continue;
+    lost_[w] = false;
+    LogInfo(absl::StrCat(workers_[w]->name(), " is back; it trains again from epoch ",
+                         epoch + 1));
+  }
+}
+
+absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
+                                    RunStepsResponse* total, bool* lost) {
+  int previous = w;
+  while (true) {
+    if (abort_ != nullptr && abort_->requested()) {
+      return absl::CancelledError("the chief is shutting down");
+    }
+    // Its own shard first, then the one it ran last (its batcher is there), then any.
+    std::optional<ShardQueue::Chunk> chunk = queue->Take({w, previous});
+    if (!chunk.has_value()) return absl::OkStatus();
+    RunStepsRequest request = base;
+    request.set_shard_index(chunk->shard);
+    request.set_first_step(chunk->first_step);
+    request.set_steps(chunk->steps);
+    absl::StatusOr<RunStepsResponse> response = workers_[w]->RunSteps(request);
+    if (!response.ok()) {
+      // The chunk's answer never came: another worker runs it again from its first step.
+      queue->Return(*chunk);
+      if (!absl::IsUnavailable(response.status()) &&
+          !absl::IsDeadlineExceeded(response.status())) {
+        return response.status();
+      }
+      *lost = true;
+      const std::string name = workers_[w]->name();
+      LogError(absl::StrCat(name, " lost: ",
+                            absl::StripPrefix(response.status().message(), name + ": "),
+                            "; its shard goes to the others"));
+      return absl::OkStatus();
+    }
+    queue->Complete(*chunk, response->steps(), response->end_of_data());
+    total->set_loss_sum(total->loss_sum() + response->loss_sum());
+    total->set_correct(total->correct() + response->correct());
+    total->set_samples(total->samples() + response->samples());
+    total->set_steps(total->steps() + response->steps());
+    {
+      absl::MutexLock lock(&mu_);
+      global_step_ += response->steps();
+    }
+    previous = chunk->shard;
+  }
+}
+
 absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary) {
   const int num_workers = static_cast<int>(workers_.size());
-  // With steps_per_epoch (global steps, as Keras counts them) each worker runs its share
-  // over repeating data; without it each worker runs one pass over its shard.
+  lost_.resize(num_workers, false);
+  RejoinLostWorkers(epoch);
+  // With steps_per_epoch (global steps, as Keras counts them) each shard runs its share
+  // over repeating data; without it each shard is one pass over its data.
   const int64_t budget =
       job_->steps_per_epoch > 0
           ? std::max<int64_t>(1, (job_->steps_per_epoch + num_workers - 1) / num_workers)
           : -1;
+  ShardQueue queue(num_workers, options_.steps_per_call, budget);
+  RunStepsRequest base;
+  base.set_epoch(epoch);
+  base.set_batch_size(job_->batch_size);
+  base.set_num_shards(num_workers);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const VariablePlacementEntry& e : placement_) *base.add_placement() = e;
+  }
+  for (const std::string& address : options_.ps_addresses) base.add_ps_addresses(address);
+
   std::vector<RunStepsResponse> totals(num_workers);
+  // Not std::vector<bool>: each thread writes its own element.
+  std::vector<char> lost_now(num_workers, 0);
   std::vector<std::function<absl::Status()>> runs;
   for (int w = 0; w < num_workers; ++w) {
-    runs.push_back([this, w, epoch, budget, num_workers, &totals]() -> absl::Status {
-      RunStepsRequest request;
-      request.set_epoch(epoch);
-      request.set_batch_size(job_->batch_size);
-      request.set_num_shards(num_workers);
-      request.set_shard_index(w);
-      {
-        absl::MutexLock lock(&mu_);
-        for (const VariablePlacementEntry& e : placement_) *request.add_placement() = e;
-      }
-      for (const std::string& address : options_.ps_addresses) request.add_ps_addresses(address);
-      int64_t done = 0;
-      while (budget < 0 || done < budget) {
-        if (abort_ != nullptr && abort_->requested()) {
-          return absl::CancelledError("the chief is shutting down");
-        }
-        request.set_first_step(done);
-        request.set_steps(budget < 0 ? options_.steps_per_call
-                                     : std::min(options_.steps_per_call, budget - done));
-        PS_ASSIGN_OR_RETURN(RunStepsResponse response, workers_[w]->RunSteps(request));
-        done += response.steps();
-        totals[w].set_loss_sum(totals[w].loss_sum() + response.loss_sum());
-        totals[w].set_correct(totals[w].correct() + response.correct());
-        totals[w].set_samples(totals[w].samples() + response.samples());
-        {
-          absl::MutexLock lock(&mu_);
-          global_step_ += response.steps();
-        }
-        if (response.end_of_data() || response.steps() == 0) break;
-      }
-      return absl::OkStatus();
+    if (lost_[w]) continue;
+    runs.push_back([this, w, &base, &queue, &totals, &lost_now]() -> absl::Status {
+      bool lost = false;
+      absl::Status status = RunChunks(w, base, &queue, &totals[w], &lost);
+      lost_now[w] = lost ? 1 : 0;
+      // A failed epoch stops the other workers' threads after their current chunk.
+      if (!status.ok()) queue.Close();
+      return status;
     });
   }
-  PS_RETURN_IF_ERROR(RunConcurrently(runs));
+  const absl::Status status = RunConcurrently(runs);
+  for (int w = 0; w < num_workers; ++w) {
+    if (lost_now[w]) lost_[w] = true;
+  }
+  PS_RETURN_IF_ERROR(status);
+  if (!queue.Done()) {
+    std::vector<std::string> names;
+    for (int w = 0; w < num_workers; ++w) {
+      if (lost_[w]) names.push_back(workers_[w]->name());
+    }
+    return absl::UnavailableError(absl::StrCat("epoch ", epoch + 1,
+                                               " cannot finish: every worker is lost (",
+                                               absl::StrJoin(names, ", "), ")"));
+  }
   double loss_sum = 0;
   int64_t correct = 0;
   int64_t samples = 0;

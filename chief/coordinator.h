@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/membership.h"
+#include "chief/shard_queue.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
@@ -47,12 +48,21 @@ std::string FormatEpochLine(const EpochSummary& summary);
 // epoch by epoch in chunks of steps, aggregates the workers' figures weighted by samples,
 // evaluates on the validation data and reports each epoch. Knows nothing of gRPC: peers
 // are PsClient and WorkerClient. Run() is called once; Describe() from any thread.
+//
+// Each epoch's data is one shard per worker, scheduled at least once (a ShardQueue):
+// every worker runs chunks of its own shard, then of any unfinished one. A worker whose
+// RunSteps is UNAVAILABLE or DEADLINE_EXCEEDED is lost: its chunk is run again from its
+// first step by another worker, and it takes no more work until an epoch starts while it
+// heartbeats again and answers ready (e.g. it was restarted and re-registered).
 class Coordinator {
  public:
   struct Options {
     absl::Duration register_timeout = absl::Seconds(60);
     // Steps per RunSteps call: smaller chunks mean finer progress and shorter deadlines.
     int64_t steps_per_call = 100;
+    // A lost worker is tried again at the start of an epoch only when its last heartbeat
+    // is at most this old.
+    absl::Duration rejoin_heartbeat_age = absl::Seconds(3);
     // Where workers reach each ps (the cluster spec's addresses), in ps order.
     std::vector<std::string> ps_addresses;
     // How variables are split and spread over the ps tasks (the job's "placement").
@@ -81,8 +91,10 @@ class Coordinator {
               std::function<void(const EpochSummary&)> on_epoch,
               const CheckpointReader* restore = nullptr);
 
-  // Errors: DEADLINE_EXCEEDED tasks never registered (named); the first error of a ps or
-  //         worker call (naming the task); CANCELLED when `abort` was requested;
+  // Errors: DEADLINE_EXCEEDED tasks never registered (named); the first error of a ps
+  //         call, or of a worker call other than an unreachable worker (naming the task);
+  //         UNAVAILABLE every worker was lost during an epoch (naming them);
+  //         CANCELLED when `abort` was requested;
   //         INVALID_ARGUMENT the checkpoint to restore does not fit the model (a missing
   //         variable or another shape) or its slots do not fit the optimizer; a failed
   //         checkpoint write (INTERNAL, naming the path).
@@ -96,6 +108,13 @@ class Coordinator {
   absl::Status WaitForWorkersReady();
   absl::Status CreateVariables();
   absl::Status RunEpoch(int epoch, EpochSummary* summary);
+  // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty, runs each
+  // with `base` and adds their figures to `total`. Sets `*lost` (and returns OK) when the
+  // worker cannot be reached.
+  absl::Status RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
+                         RunStepsResponse* total, bool* lost);
+  // At an epoch's start: lost workers that heartbeat and answer ready again take work.
+  void RejoinLostWorkers(int epoch);
   absl::Status Validate(EpochSummary* summary);
   // The model's variables and the current placement grouped by variable.
   absl::StatusOr<std::vector<VariableLayout>> CurrentLayout() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -117,6 +136,8 @@ class Coordinator {
   const std::function<void(const EpochSummary&)> on_epoch_;
   const CheckpointReader* const restore_;  // Not owned; may be null.
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint_dir
+  // Workers found unreachable, by index; only the thread of Run() reads or writes it.
+  std::vector<bool> lost_;
 
   // State below is protected by mu_ (read by Describe from RPC threads).
   mutable absl::Mutex mu_;

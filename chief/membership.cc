@@ -112,6 +112,12 @@ std::vector<std::string> Membership::Silent(absl::Duration age) const {
   return silent;
 }
 
+bool Membership::IsLive(const std::string& type, int index, absl::Duration max_age) const {
+  absl::ReaderMutexLock lock(&mu_);
+  absl::StatusOr<const Member*> m = Find(type, index);
+  return m.ok() && (*m)->registered && absl::Now() - (*m)->last_seen <= max_age;
+}
+
 std::vector<TaskState> Membership::Snapshot() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();

@@ -50,6 +50,11 @@ class Membership {
   // Tasks whose last heartbeat (or registration) is older than `age`.
   std::vector<std::string> Silent(absl::Duration age) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether the task is registered and its last heartbeat (or registration) is at most
+  // `max_age` old. False for a task the cluster spec does not name.
+  bool IsLive(const std::string& type, int index, absl::Duration max_age) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   std::vector<TaskState> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

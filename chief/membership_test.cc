@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "absl/time/clock.h"
+
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -52,6 +54,18 @@ TEST(MembershipTest, UnknownTaskAndStaleIncarnationAreRejected) {
   EXPECT_FALSE(*over);
   membership.EndJob();
   EXPECT_TRUE(*membership.Heartbeat("worker", 0, 2));
+}
+
+TEST(MembershipTest, IsLiveNeedsARegistrationAndAFreshHeartbeat) {
+  Membership membership(TwoPsTwoWorkers());
+  EXPECT_FALSE(membership.IsLive("worker", 1, absl::Seconds(5)));
+  ASSERT_TRUE(membership.Register("worker", 1, "h:5", 3).ok());
+  EXPECT_TRUE(membership.IsLive("worker", 1, absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(membership.IsLive("worker", 1, absl::Milliseconds(10)));
+  ASSERT_TRUE(membership.Heartbeat("worker", 1, 3).ok());
+  EXPECT_TRUE(membership.IsLive("worker", 1, absl::Seconds(5)));
+  EXPECT_FALSE(membership.IsLive("worker", 7, absl::Seconds(5)));
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 
 #include <signal.h>
 
+#include <map>
+#include <string>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "deploy/local/free_port.h"
@@ -139,6 +142,48 @@ TEST(MultiprocessClusterTest, TasksExitWhenTheChiefDies) {
       EXPECT_EQ(exit.exit_code, 1) << exit.name;
     }
   }
+}
+
+TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
+  LocalClusterOptions options;
+  options.bin_dir = ".";
+  // A short RPC deadline so the chief notices the dead worker at once.
+  options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=30",
+                        "--steps_per_call=2", "--rpc_timeout=3s"};
+  options.task_args = kQuickTimeouts;
+  ProcessGroup group;
+  ASSERT_TRUE(StartLocalCluster(options, &group).ok());
+  std::map<std::string, std::string> out;
+  std::map<std::string, std::string> err;
+  bool killed = false;
+  // A long grace: worker1's death must not make the group stop the others.
+  auto exits = group.Wait(
+      absl::Minutes(4), absl::Minutes(3),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? err : out)[name] += line + "\n";
+        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
+          killed = true;
+          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(killed);
+  ASSERT_EQ(exits.size(), 5u);
+  for (const auto& exit : exits) {
+    if (exit.name == "worker1") {
+      EXPECT_EQ(exit.signal, SIGKILL) << DescribeExit(exit);
+    } else {
+      EXPECT_EQ(exit.signal, 0) << exit.name << " " << DescribeExit(exit) << "\n" << err[exit.name];
+      EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                   << err[exit.name];
+    }
+  }
+  // Every epoch ran to the end on worker0 alone, worker1's shard included.
+  EXPECT_EQ(ParseEpochLosses(out["chief"]).size(), 30u) << out["chief"] << err["chief"];
+  EXPECT_NE(out["chief"].find("Epoch 30/30"), std::string::npos) << out["chief"];
+  EXPECT_NE(err["chief"].find("worker task 1 ("), std::string::npos) << err["chief"];
+  EXPECT_NE(err["chief"].find(" lost: "), std::string::npos) << err["chief"];
+  EXPECT_NE(err["chief"].find("its shard goes to the others"), std::string::npos) << err["chief"];
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+#include "chief/shard_queue.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+TEST(ShardQueueTest, ChunksOfOneShardComeInOrderUntilEndOfData) {
+  ShardQueue queue(1, 2, -1);
+  for (int64_t first = 0; first < 6; first += 2) {
+    std::optional<ShardQueue::Chunk> chunk = queue.Take({0});
+    ASSERT_TRUE(chunk.has_value());
+    EXPECT_EQ(chunk->shard, 0);
+    EXPECT_EQ(chunk->first_step, first);
+    EXPECT_EQ(chunk->steps, 2);
+    queue.Complete(*chunk, 2, false);
+    EXPECT_FALSE(queue.Done());
+  }
+  std::optional<ShardQueue::Chunk> last = queue.Take({0});
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->first_step, 6);
+  queue.Complete(*last, 1, /*end_of_data=*/true);
+  EXPECT_TRUE(queue.Done());
+  EXPECT_FALSE(queue.Take({0}).has_value());
+}
+
+TEST(ShardQueueTest, OwnShardFirstThenAnyOtherAndOneHolderPerShard) {
+  ShardQueue queue(3, 4, -1);
+  std::optional<ShardQueue::Chunk> a = queue.Take({1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->shard, 1);
+  // Shard 1 is held: whoever prefers it gets the lowest free shard instead.
+  std::optional<ShardQueue::Chunk> b = queue.Take({1});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->shard, 0);
+  std::optional<ShardQueue::Chunk> c = queue.Take({0, 1});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->shard, 2);
+  queue.Complete(*a, 4, false);
+  std::optional<ShardQueue::Chunk> d = queue.Take({2});
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->shard, 1);
+  EXPECT_EQ(d->first_step, 4);
+  EXPECT_EQ(queue.Unfinished(), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(ShardQueueTest, AReturnedChunkIsHandedOutAgainFromItsFirstStep) {
+  ShardQueue queue(2, 3, -1);
+  std::optional<ShardQueue::Chunk> a = queue.Take({0});
+  queue.Complete(*a, 3, false);
+  std::optional<ShardQueue::Chunk> lost = queue.Take({0});
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->first_step, 3);
+  queue.Return(*lost);
+  std::optional<ShardQueue::Chunk> again = queue.Take({1, 0});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->shard, 1);
+  std::optional<ShardQueue::Chunk> retried = queue.Take({1});
+  ASSERT_TRUE(retried.has_value());
+  EXPECT_EQ(retried->shard, 0);
+  EXPECT_EQ(retried->first_step, 3);
+  EXPECT_EQ(retried->steps, 3);
+}
+
+TEST(ShardQueueTest, StepsPerShardCapsTheLastChunkAndFinishesTheShard) {
+  ShardQueue queue(2, 4, 6);
+  int64_t total = 0;
+  while (std::optional<ShardQueue::Chunk> chunk = queue.Take({})) {
+    EXPECT_LE(chunk->first_step + chunk->steps, 6);
+    total += chunk->steps;
+    queue.Complete(*chunk, chunk->steps, false);
+  }
+  EXPECT_EQ(total, 12);
+  EXPECT_TRUE(queue.Done());
+}
+
+TEST(ShardQueueTest, AChunkThatRanNoStepFinishesItsShard) {
+  ShardQueue queue(1, 4, -1);
+  std::optional<ShardQueue::Chunk> chunk = queue.Take({0});
+  queue.Complete(*chunk, 0, false);
+  EXPECT_TRUE(queue.Done());
+}
+
+TEST(ShardQueueTest, TakeWaitsForAHeldShardToBeReturned) {
+  ShardQueue queue(1, 2, -1);
+  std::optional<ShardQueue::Chunk> held = queue.Take({0});
+  ASSERT_TRUE(held.has_value());
+  std::atomic<bool> taken{false};
+  std::optional<ShardQueue::Chunk> second;
+  std::thread waiter([&] {
+    second = queue.Take({0});
+    taken = true;
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(taken.load());
+  queue.Return(*held);
+  waiter.join();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->first_step, 0);
+}
+
+TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
+  ShardQueue queue(1, 2, -1);
+  std::optional<ShardQueue::Chunk> held = queue.Take({0});
+  std::optional<ShardQueue::Chunk> none = ShardQueue::Chunk{};
+  std::thread waiter([&] { none = queue.Take({0}); });
+  absl::SleepFor(absl::Milliseconds(50));
+  queue.Complete(*held, 1, /*end_of_data=*/true);
+  waiter.join();
+  EXPECT_FALSE(none.has_value());
+
+  ShardQueue closing(1, 2, -1);
+  std::optional<ShardQueue::Chunk> h = closing.Take({0});
+  std::optional<ShardQueue::Chunk> n = ShardQueue::Chunk{};
+  std::thread w([&] { n = closing.Take({0}); });
+  absl::SleepFor(absl::Milliseconds(50));
+  closing.Close();
+  w.join();
+  EXPECT_FALSE(n.has_value());
+  EXPECT_FALSE(closing.Done());
+}
+
+}  // namespace
+}  // namespace pstrain
