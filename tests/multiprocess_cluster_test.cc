@@ -186,5 +186,41 @@ TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
   EXPECT_NE(err["chief"].find("its shard goes to the others"), std::string::npos) << err["chief"];
 }
 
+// As ./demo.sh runs it: the launcher's orchestrator policy restarts the killed worker with
+// the same TF_CONFIG; it registers again (a new incarnation), the chief gives it work from
+// the next epoch, and at the end every process, the restarted one too, exits 0.
+TEST(MultiprocessClusterTest, AKilledWorkerIsRestartedAndRejoins) {
+  LocalClusterOptions options;
+  options.bin_dir = ".";
+  options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=40",
+                        "--steps_per_call=2", "--rpc_timeout=3s"};
+  options.task_args = kQuickTimeouts;
+  ProcessGroup group;
+  group.SetRestartPolicy(RestartLikeAnOrchestrator);
+  ASSERT_TRUE(StartLocalCluster(options, &group).ok());
+  std::map<std::string, std::string> out;
+  std::map<std::string, std::string> err;
+  bool killed = false;
+  auto exits = group.Wait(
+      absl::Minutes(4), absl::Seconds(30),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? err : out)[name] += line + "\n";
+        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
+          killed = true;
+          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(killed);
+  for (const auto& exit : exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << err[exit.name];
+    EXPECT_EQ(exit.restarts, exit.name == "worker1" ? 1 : 0) << exit.name;
+  }
+  EXPECT_EQ(ParseEpochLosses(out["chief"]).size(), 40u) << out["chief"] << err["chief"];
+  EXPECT_NE(err["chief"].find("worker task 1 ("), std::string::npos) << err["chief"];
+  EXPECT_NE(err["chief"].find(" is back"), std::string::npos) << err["chief"];
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "parameter_server: where the chief keeps checkpoints (default: a new temp folder); "
           "an existing one with checkpoints resumes from the latest");
 ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
+ABSL_FLAG(bool, no_restart, false,
+          "parameter_server: do not restart a ps or worker that dies (by default the launcher "
+          "restarts it with the same TF_CONFIG, up to 3 times, as an orchestrator would)");
 ABSL_FLAG(absl::Duration, timeout, absl::Hours(1), "Stop every task after this long");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(15),
           "After a task fails, how long the others get to stop by themselves");
@@ -157,6 +160,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   pstrain::ProcessGroup group;
+  // The chief gives a returning worker work again from the next epoch.
+  if (!mwms && !absl::GetFlag(FLAGS_no_restart)) {
+    group.SetRestartPolicy(pstrain::RestartLikeAnOrchestrator);
+  }
   // Whose stdout is the job's output: the chief's, or worker 0's in a chief-less cluster.
   std::string reporter = "chief";
   if (mwms) {

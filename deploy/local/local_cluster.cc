@@ -18,6 +18,10 @@ std::string MakeTfConfig(
   return config.dump();
 }
 
+bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit) {
+  return exit.name != "chief" && exit.exit_code != 2 && exit.restarts < 3;
+}
+
 absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup* group) {
   if (options.num_ps < 1 || options.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("a cluster needs at least one ps and one worker (got ",

@@ -28,6 +28,12 @@ struct LocalClusterOptions {
 std::string MakeTfConfig(const std::vector<std::pair<std::string, std::vector<std::string>>>& cluster,
                          const std::string& type, int index);
 
+// The restart rule of an orchestrator (Compose's restart: on-failure, a Kubernetes Job's
+// OnFailure): a ps or worker that dies comes back with the same TF_CONFIG. Not the chief
+// (its exit ends the job), not exit code 2 (a bad configuration does not heal), and at
+// most 3 times.
+bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit);
+
 // Picks ports and starts every task of the cluster in `group` (not owned), named
 // "chief", "ps0", "ps1", "worker0", ... Errors: INVALID_ARGUMENT for counts < 1;
 // UNAVAILABLE no free port; INTERNAL when a process cannot be started.

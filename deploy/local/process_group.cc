@@ -32,6 +32,13 @@ ProcessGroup::~ProcessGroup() {
 }
 
 absl::Status ProcessGroup::Start(const Spec& spec) {
+  absl::StatusOr<Child> child = Spawn(spec);
+  if (!child.ok()) return child.status();
+  children_.push_back(*std::move(child));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProcessGroup::Child> ProcessGroup::Spawn(const Spec& spec) {
   int out_pipe[2];
   int err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
@@ -93,8 +100,26 @@ absl::Status ProcessGroup::Start(const Spec& spec) {
   child.out_fd = out_pipe[0];
   child.err_fd = err_pipe[0];
   child.exit.name = spec.name;
-  children_.push_back(std::move(child));
-  return absl::OkStatus();
+  return child;
+}
+
+void ProcessGroup::DrainToEnd(int index, const LineCallback& on_line) {
+  for (bool is_stderr : {false, true}) {
+    int& fd = is_stderr ? children_[index].err_fd : children_[index].out_fd;
+    if (fd < 0) continue;
+    // The writer has exited; bounded by a poll timeout in case something it started still
+    // holds the pipe open.
+    pollfd p{fd, POLLIN, 0};
+    char chunk[4096];
+    while (poll(&p, 1, 200) > 0) {
+      const ssize_t n = read(fd, chunk, sizeof(chunk));
+      if (n <= 0) break;
+      (is_stderr ? children_[index].err_buffer : children_[index].out_buffer).append(chunk, n);
+    }
+    Drain(index, is_stderr, on_line, true);
+    close(fd);
+    fd = -1;
+  }
 }
 
 absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
@@ -205,7 +230,22 @@ std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl:
       } else if (WIFSIGNALED(status)) {
         c.exit.signal = WTERMSIG(status);
       }
-      if (c.exit.exit_code != 0 || c.exit.signal != 0) schedule_stop(absl::Now() + grace);
+      if (c.exit.exit_code == 0 && c.exit.signal == 0) continue;
+      const int index = static_cast<int>(&c - children_.data());
+      if (!term_sent && should_restart_ && should_restart_(c.exit)) {
+        kill(-c.pid, SIGKILL);  // whatever it started goes with it
+        DrainToEnd(index, on_line);
+        absl::StatusOr<Child> again = Spawn(c.spec);
+        if (again.ok()) {
+          on_line(index, c.spec.name, true,
+                  absl::StrCat("launcher: ", c.spec.name, " ", DescribeExit(c.exit),
+                               "; restarted (restart ", c.exit.restarts + 1, ")"));
+          again->exit.restarts = c.exit.restarts + 1;
+          c = *std::move(again);
+          continue;
+        }
+      }
+      schedule_stop(absl::Now() + grace);
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) schedule_stop(now);

@@ -30,6 +30,7 @@ class ProcessGroup {
     std::string name;
     int exit_code = -1;   // when it exited normally
     int signal = 0;       // when a signal ended it
+    int restarts = 0;     // times the restart policy started it again
   };
   // Called for every line a child writes (without the newline).
   using LineCallback =
@@ -52,6 +53,13 @@ class ProcessGroup {
   std::vector<Exit> Wait(absl::Duration timeout, absl::Duration grace, const LineCallback& on_line,
                          const std::function<bool()>& interrupted);
 
+  // As an orchestrator restarts a failed pod: a child that exits with a failure and for
+  // which `should_restart` returns true is started again with the same spec (its output
+  // keeps its name) instead of stopping the group. Set before Wait().
+  void SetRestartPolicy(std::function<bool(const Exit&)> should_restart) {
+    should_restart_ = std::move(should_restart);
+  }
+
   // Sends `signal` to the child named `name` if it still runs. Errors: NOT_FOUND.
   absl::Status Signal(const std::string& name, int signal);
 
@@ -66,10 +74,15 @@ class ProcessGroup {
     bool running = true;
     Exit exit;
   };
+  // Forks and execs `spec`, its stdout and stderr on pipes. Errors: INTERNAL.
+  absl::StatusOr<Child> Spawn(const Spec& spec);
   void SignalAll(int signal);
   void Drain(int index, bool is_stderr, const LineCallback& on_line, bool flush);
+  // Reads what an exited child left in its pipes, then closes them.
+  void DrainToEnd(int index, const LineCallback& on_line);
 
   std::vector<Child> children_;
+  std::function<bool(const Exit&)> should_restart_;
 };
 
 // "exited with code 1", "killed by signal 9".

@@ -2,6 +2,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -52,6 +56,44 @@ TEST(ProcessGroupTest, MissingBinaryExits127) {
   auto exits = group.Wait(absl::Seconds(30), absl::Seconds(1),
                           [](int, const std::string&, bool, const std::string&) {}, nullptr);
   EXPECT_EQ(exits[0].exit_code, 127);
+}
+
+}  // namespace
+}  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+TEST(ProcessGroupTest, RestartPolicyStartsAFailedChildAgain) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string marker = std::string(tmp != nullptr ? tmp : "/tmp") + "/restart-marker";
+  std::remove(marker.c_str());
+  ProcessGroup group;
+  group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 3; });
+  // Fails the first time (leaving a marker), succeeds the second.
+  ASSERT_TRUE(group.Start({"flaky", "/bin/sh",
+                           {"-c", "if [ -e \"$M\" ]; then echo second; exit 0; fi; touch \"$M\"; exit 1"},
+                           {{"M", marker}}}).ok());
+  std::vector<std::string> lines;
+  auto exits = group.Wait(absl::Seconds(30), absl::Seconds(5),
+                          [&](int, const std::string&, bool, const std::string& line) {
+                            lines.push_back(line);
+                          },
+                          nullptr);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 0);
+  EXPECT_EQ(exits[0].restarts, 1);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "second"), lines.end());
+}
+
+TEST(ProcessGroupTest, RestartsAreBoundedByThePolicy) {
+  ProcessGroup group;
+  group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 2; });
+  ASSERT_TRUE(group.Start({"broken", "/bin/sh", {"-c", "exit 3"}, {}}).ok());
+  auto exits = group.Wait(absl::Seconds(30), absl::Seconds(1),
+                          [](int, const std::string&, bool, const std::string&) {}, nullptr);
+  EXPECT_EQ(exits[0].exit_code, 3);
+  EXPECT_EQ(exits[0].restarts, 2);
 }
 
 }  // namespace
