@@ -363,6 +363,11 @@ std::string VariableStore::consistency_mode() const {
   return consistency_set_ ? consistency_config_.mode() : "async";
 }
 
+OptimizerConfig VariableStore::optimizer_config() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return optimizer_config_;
+}
+
 std::string VariableStore::optimizer_name() const {
   absl::ReaderMutexLock lock(&mu_);
   return optimizer_config_.name();

@@ -103,6 +103,8 @@ class VariableStore {
   // Sync mode: gradients dropped because they were computed at an older version.
   int64_t stale_gradients() const;
   std::string optimizer_name() const;
+  // The optimizer settings the first CreateVariables set (empty before).
+  OptimizerConfig optimizer_config() const;
   std::string consistency_mode() const;
 
  private:
