@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -33,12 +34,19 @@ double LastValAccuracy(const std::string& output) {
   return values.empty() ? -1 : values.back();
 }
 
-ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace) {
+ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace,
+                      const SignalOnLine* fault) {
   ProcessRun run;
   run.exits = group.Wait(
       timeout, grace,
       [&](int, const std::string& name, bool is_stderr, const std::string& line) {
         (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
+        if (fault != nullptr && !run.signalled && !is_stderr && name == fault->reporter &&
+            absl::StartsWith(line, fault->trigger)) {
+          run.signalled = true;
+          run.signalled_at = absl::Now();
+          EXPECT_TRUE(group.Signal(fault->victim, fault->signal).ok()) << fault->victim;
+        }
       },
       nullptr);
   return run;

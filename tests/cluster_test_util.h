@@ -21,15 +21,28 @@ std::vector<double> ParseEpochLosses(const std::string& output);
 // The last val_accuracy printed in Keras-style epoch lines; -1 when there is none.
 double LastValAccuracy(const std::string& output);
 
+// A fault injected once while a group runs: `signal` goes to `victim` when `reporter`
+// first writes a stdout line starting with `trigger` (e.g. "Epoch 2/").
+struct SignalOnLine {
+  std::string reporter;
+  std::string trigger;
+  std::string victim;
+  int signal = 0;
+};
+
 // Every process's exit and everything it wrote, by process name.
 struct ProcessRun {
   std::vector<ProcessGroup::Exit> exits;
   std::map<std::string, std::string> stdout_of;
   std::map<std::string, std::string> stderr_of;
+  bool signalled = false;   // the SignalOnLine fault was sent
+  absl::Time signalled_at;
 };
 
-// Waits for every process of `group` (see ProcessGroup::Wait) and collects its output.
-ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace);
+// Waits for every process of `group` (see ProcessGroup::Wait) and collects its output,
+// sending `fault` (may be null) when its line appears.
+ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace,
+                      const SignalOnLine* fault = nullptr);
 
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
 // for tests (a lost chief is noticed in 10 s, not the default 30 s).

@@ -78,23 +78,13 @@ TEST(MirroredMultiprocessTest, AKilledWorkerIsNamedByTheOtherWithinTheDeadline) 
   const std::vector<std::string> addresses = StartWorkers(
       group, 2,
       {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000", "--collective_timeout=5s"});
-  bool killed = false;
-  absl::Time killed_at;
-  std::map<std::string, std::string> err;
-  auto exits = group.Wait(
-      absl::Minutes(3), absl::Seconds(30),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        if (is_stderr) err[name] += line + "\n";
-        if (name == "worker0" && !is_stderr && absl::StartsWith(line, "Epoch 3/") && !killed) {
-          killed = true;
-          killed_at = absl::Now();
-          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
-        }
-      },
-      nullptr);
-  ASSERT_TRUE(killed) << err["worker0"];
+  const SignalOnLine kill{"worker0", "Epoch 3/", "worker1", SIGKILL};
+  ProcessRun run = CollectRun(group, absl::Minutes(3), absl::Seconds(30), &kill);
+  auto& err = run.stderr_of;
+  auto& exits = run.exits;
+  ASSERT_TRUE(run.signalled) << err["worker0"];
   // Detected within the 5 s deadline (plus start-up of nothing: both are mid-run).
-  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(12));
+  EXPECT_LT(absl::Now() - run.signalled_at, absl::Seconds(12));
   ASSERT_EQ(exits.size(), 2u);
   EXPECT_EQ(exits[1].signal, SIGKILL);
   EXPECT_EQ(exits[0].signal, 0) << "worker0 had to be killed";

@@ -121,20 +121,11 @@ TEST(MultiprocessClusterTest, TasksExitWhenTheChiefDies) {
   options.task_args = {"--heartbeat_interval=200ms", "--chief_timeout=2s"};
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  std::string chief_out;
-  bool killed = false;
-  auto exits = group.Wait(
-      absl::Minutes(2), absl::Minutes(2),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
-          killed = true;
-          ASSERT_TRUE(group.Signal("chief", SIGKILL).ok());
-        }
-      },
-      nullptr);
-  ASSERT_TRUE(killed);
+  const SignalOnLine kill_chief{"chief", "Epoch 2/", "chief", SIGKILL};
+  ProcessRun run = CollectRun(group, absl::Minutes(2), absl::Minutes(2), &kill_chief);
+  ASSERT_TRUE(run.signalled);
   // Nobody lingers: every ps and worker notices and exits by itself, naming the chief.
-  for (const auto& exit : exits) {
+  for (const auto& exit : run.exits) {
     if (exit.name == "chief") {
       EXPECT_EQ(exit.signal, SIGKILL);
     } else {
@@ -143,6 +134,8 @@ TEST(MultiprocessClusterTest, TasksExitWhenTheChiefDies) {
     }
   }
 }
+
+const SignalOnLine kKillWorker1AtEpoch2{"chief", "Epoch 2/", "worker1", SIGKILL};
 
 TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
   LocalClusterOptions options;
@@ -153,23 +146,13 @@ TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
   options.task_args = kQuickTimeouts;
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  std::map<std::string, std::string> out;
-  std::map<std::string, std::string> err;
-  bool killed = false;
   // A long grace: worker1's death must not make the group stop the others.
-  auto exits = group.Wait(
-      absl::Minutes(4), absl::Minutes(3),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        (is_stderr ? err : out)[name] += line + "\n";
-        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
-          killed = true;
-          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
-        }
-      },
-      nullptr);
-  ASSERT_TRUE(killed);
-  ASSERT_EQ(exits.size(), 5u);
-  for (const auto& exit : exits) {
+  ProcessRun run = CollectRun(group, absl::Minutes(4), absl::Minutes(3), &kKillWorker1AtEpoch2);
+  ASSERT_TRUE(run.signalled);
+  auto& out = run.stdout_of;
+  auto& err = run.stderr_of;
+  ASSERT_EQ(run.exits.size(), 5u);
+  for (const auto& exit : run.exits) {
     if (exit.name == "worker1") {
       EXPECT_EQ(exit.signal, SIGKILL) << DescribeExit(exit);
     } else {
@@ -198,21 +181,11 @@ TEST(MultiprocessClusterTest, AKilledWorkerIsRestartedAndRejoins) {
   ProcessGroup group;
   group.SetRestartPolicy(RestartLikeAnOrchestrator);
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  std::map<std::string, std::string> out;
-  std::map<std::string, std::string> err;
-  bool killed = false;
-  auto exits = group.Wait(
-      absl::Minutes(4), absl::Seconds(30),
-      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-        (is_stderr ? err : out)[name] += line + "\n";
-        if (name == "chief" && !is_stderr && absl::StartsWith(line, "Epoch 2/") && !killed) {
-          killed = true;
-          ASSERT_TRUE(group.Signal("worker1", SIGKILL).ok());
-        }
-      },
-      nullptr);
-  ASSERT_TRUE(killed);
-  for (const auto& exit : exits) {
+  ProcessRun run = CollectRun(group, absl::Minutes(4), absl::Seconds(30), &kKillWorker1AtEpoch2);
+  ASSERT_TRUE(run.signalled);
+  auto& out = run.stdout_of;
+  auto& err = run.stderr_of;
+  for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
                                  << err[exit.name];
     EXPECT_EQ(exit.restarts, exit.name == "worker1" ? 1 : 0) << exit.name;
