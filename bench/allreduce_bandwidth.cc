@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/python_peer.h"
 #include "common/malloc_tuning.h"
 #include "common/rpc/grpc_util.h"
 #include "deploy/local/free_port.h"
@@ -167,16 +168,6 @@ std::map<int64_t, double> RingBusBandwidth(int n, const std::vector<int64_t>& si
   return out;
 }
 
-std::string FindScript(const char* argv0) {
-  std::string flag = absl::GetFlag(FLAGS_gloo_script);
-  if (!flag.empty()) return flag;
-  for (const std::string& p : {std::string("bench/gloo_allreduce.py"),
-                               absl::StrCat(argv0, ".runfiles/pstrain/bench/gloo_allreduce.py")}) {
-    if (access(p.c_str(), R_OK) == 0) return p;
-  }
-  return "";
-}
-
 // (n, bytes) -> gloo busbw GB/s; empty when skipped (the reason is printed).
 std::map<std::pair<int, int64_t>, double> RunGloo(const std::string& script, double seconds) {
   std::map<std::pair<int, int64_t>, double> out;
@@ -187,24 +178,18 @@ std::map<std::pair<int, int64_t>, double> RunGloo(const std::string& script, dou
   const std::string cmd = absl::StrCat(absl::GetFlag(FLAGS_python), " ", script, " --ranks=",
                                        absl::GetFlag(FLAGS_ranks), " --sizes=",
                                        absl::GetFlag(FLAGS_sizes), " --seconds=", seconds,
-                                       " --port=", 20000 + getpid() % 20000, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    std::printf("gloo: cannot run %s: skipped\n", cmd.c_str());
-    return out;
-  }
-  char line[512];
-  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+                                       " --port=", 20000 + getpid() % 20000);
+  const bool ran = RunPeer(cmd, [&out](const char* line) {
     int n = 0;
     long long bytes = 0;
     double busbw = 0;
-    if (std::sscanf(line, "gloo n=%d bytes=%lld busbw_gbs=%lf", &n, &bytes, &busbw) == 3) {
-      out[{n, bytes}] = busbw;
-    } else {
-      std::printf("  %s", line);  // version line, "skipped", or an error
+    if (std::sscanf(line, "gloo n=%d bytes=%lld busbw_gbs=%lf", &n, &bytes, &busbw) != 3) {
+      return false;
     }
-  }
-  pclose(pipe);
+    out[{n, bytes}] = busbw;
+    return true;
+  });
+  if (!ran) std::printf("gloo: cannot run %s: skipped\n", cmd.c_str());
   return out;
 }
 
@@ -235,7 +220,9 @@ int Main(const char* argv0) {
   for (int n : ranks) {
     for (const auto& [size, busbw] : RingBusBandwidth(n, sizes, seconds)) ring[{n, size}] = busbw;
   }
-  const std::map<std::pair<int, int64_t>, double> gloo = RunGloo(FindScript(argv0), seconds);
+  const std::string script =
+      FindPeerScript(absl::GetFlag(FLAGS_gloo_script), "bench/gloo_allreduce.py", argv0);
+  const std::map<std::pair<int, int64_t>, double> gloo = RunGloo(script, seconds);
   std::printf("%5s %12s %14s %10s %14s %10s\n", "ranks", "bytes", "ring busbw GB/s", "% raw TCP",
               "gloo busbw GB/s", "x gloo");
   for (int n : ranks) {

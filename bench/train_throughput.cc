@@ -10,7 +10,6 @@
 // figures against the baseline measured in the same run).
 
 #include <cblas.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +27,7 @@
 #include "common/data/batcher.h"
 #include "common/data/data_spec.h"
 #include "common/data/synthetic.h"
+#include "bench/python_peer.h"
 #include "common/malloc_tuning.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
@@ -184,16 +184,6 @@ absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int 
   return s.samples / absl::ToDoubleSeconds(s.elapsed);
 }
 
-std::string FindTorchScript(const char* argv0) {
-  std::string flag = absl::GetFlag(FLAGS_torch_script);
-  if (!flag.empty()) return flag;
-  for (const std::string& p : {std::string("bench/torch_baseline.py"),
-                               absl::StrCat(argv0, ".runfiles/pstrain/bench/torch_baseline.py")}) {
-    if (access(p.c_str(), R_OK) == 0) return p;
-  }
-  return "";
-}
-
 // batch size -> PyTorch samples/s; empty when skipped (the reason is printed).
 std::map<int, double> RunTorch(const std::string& script, int threads, double seconds) {
   std::map<int, double> out;
@@ -203,24 +193,15 @@ std::map<int, double> RunTorch(const std::string& script, int threads, double se
   }
   const std::string cmd =
       absl::StrCat(absl::GetFlag(FLAGS_python), " ", script, " --threads=", threads,
-                   " --batch_sizes=", absl::GetFlag(FLAGS_batch_sizes), " --seconds=", seconds,
-                   " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    std::printf("torch baseline: cannot run %s: skipped\n", cmd.c_str());
-    return out;
-  }
-  char line[512];
-  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+                   " --batch_sizes=", absl::GetFlag(FLAGS_batch_sizes), " --seconds=", seconds);
+  const bool ran = RunPeer(cmd, [&out](const char* line) {
     int batch = 0;
     double rate = 0;
-    if (std::sscanf(line, "torch batch=%d samples_per_s=%lf", &batch, &rate) == 2) {
-      out[batch] = rate;
-    } else {
-      std::printf("  %s", line);  // version line, "not installed: skipped", or an error
-    }
-  }
-  pclose(pipe);
+    if (std::sscanf(line, "torch batch=%d samples_per_s=%lf", &batch, &rate) != 2) return false;
+    out[batch] = rate;
+    return true;
+  });
+  if (!ran) std::printf("torch baseline: cannot run %s: skipped\n", cmd.c_str());
   return out;
 }
 
@@ -268,7 +249,9 @@ int Main(const char* argv0) {
   const double peak = SgemmRate(false, false, 1024, 1024, 1024, seconds / 2);
   std::printf("OpenBLAS sgemm 1024^3: %.1f GFLOP/s\n\n", peak);
 
-  const std::map<int, double> torch = RunTorch(FindTorchScript(argv0), threads, seconds);
+  const std::string script =
+      FindPeerScript(absl::GetFlag(FLAGS_torch_script), "bench/torch_baseline.py", argv0);
+  const std::map<int, double> torch = RunTorch(script, threads, seconds);
 
   std::printf("\n%6s %14s %14s %12s %10s %9s %14s %14s %8s\n", "batch", "step samples/s",
               "step GFLOP/s", "sgemm@shape", "%sgemm@sh", "%peak", "fit samples/s",
