@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace pstrain {
 
 ShardQueue::ShardQueue(int num_shards, int64_t steps_per_chunk, int64_t steps_per_shard)
@@ -78,6 +80,37 @@ void ShardQueue::Return(const Chunk& chunk) {
 void ShardQueue::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
+}
+
+void ShardQueue::Reopen() {
+  absl::MutexLock lock(&mu_);
+  closed_ = false;
+}
+
+std::vector<ShardQueue::Position> ShardQueue::Positions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Position> positions;
+  for (const Shard& s : shards_) positions.push_back({s.next_step, s.finished});
+  return positions;
+}
+
+absl::Status ShardQueue::Resume(const std::vector<Position>& positions) {
+  absl::MutexLock lock(&mu_);
+  if (positions.size() != shards_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("data positions for ", positions.size(),
+                                                   " shards, the epoch has ", shards_.size()));
+  }
+  for (const Position& p : positions) {
+    if (p.next_step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("data position ", p.next_step, " < 0"));
+    }
+  }
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    shards_[i].next_step = positions[i].next_step;
+    shards_[i].finished = positions[i].finished ||
+                          (steps_per_shard_ >= 0 && positions[i].next_step >= steps_per_shard_);
+  }
+  return absl::OkStatus();
 }
 
 bool ShardQueue::Done() const {

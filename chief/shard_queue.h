@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace pstrain {
@@ -21,6 +22,13 @@ class ShardQueue {
     int shard = 0;
     int64_t first_step = 0;
     int64_t steps = 0;
+  };
+  // Where a shard stands: the first step not yet acknowledged, and whether it is done.
+  // A chunk still in flight is not counted, so resuming from a position runs it again
+  // (at least once).
+  struct Position {
+    int64_t next_step = 0;
+    bool finished = false;
   };
 
   // `steps_per_shard` < 0: a shard runs until a chunk reports the end of its data;
@@ -39,8 +47,17 @@ class ShardQueue {
   // The chunk's answer never came: its shard is free again at the chunk's first step.
   void Return(const Chunk& chunk) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Wakes every Take, which answers nullopt from now on (the epoch failed).
+  // Wakes every Take, which answers nullopt until Reopen (the epoch failed, or it pauses
+  // for a checkpoint or a ps recovery).
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Take hands out chunks again, from where each shard stands.
+  void Reopen() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every shard's position, in shard order (for a checkpoint's data positions).
+  std::vector<Position> Positions() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Continues from positions saved by Positions() (a restored checkpoint), before any
+  // Take. Errors: INVALID_ARGUMENT another number of shards, or a negative step.
+  absl::Status Resume(const std::vector<Position>& positions) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every shard finished.
   bool Done() const ABSL_LOCKS_EXCLUDED(mu_);

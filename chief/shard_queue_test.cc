@@ -124,5 +124,40 @@ TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
   EXPECT_FALSE(closing.Done());
 }
 
+TEST(ShardQueueTest, PausedQueueReopensWherePositionsStandAndResumesFromThem) {
+  ShardQueue queue(2, 3, 9);
+  std::optional<ShardQueue::Chunk> a = queue.Take({0});
+  std::optional<ShardQueue::Chunk> b = queue.Take({1});
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  queue.Complete(*a, 3, false);
+  // Paused while b is in flight: b's shard stays at its chunk's first step.
+  queue.Close();
+  EXPECT_FALSE(queue.Take({0}).has_value());
+  std::vector<ShardQueue::Position> positions = queue.Positions();
+  ASSERT_EQ(positions.size(), 2u);
+  EXPECT_EQ(positions[0].next_step, 3);
+  EXPECT_EQ(positions[1].next_step, 0);
+  queue.Return(*b);
+  queue.Reopen();
+  std::optional<ShardQueue::Chunk> again = queue.Take({1});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->shard, 1);
+  EXPECT_EQ(again->first_step, 0);
+
+  // A new queue resumed from the saved positions hands out the same next chunks.
+  ShardQueue resumed(2, 3, 9);
+  ASSERT_TRUE(resumed.Resume({{6, false}, {9, false}}).ok());
+  std::optional<ShardQueue::Chunk> next = resumed.Take({1});
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->shard, 0);  // shard 1 reached its 9 steps: finished
+  EXPECT_EQ(next->first_step, 6);
+  EXPECT_EQ(next->steps, 3);
+  resumed.Complete(*next, 3, false);
+  EXPECT_TRUE(resumed.Done());
+
+  EXPECT_FALSE(ShardQueue(2, 3, 9).Resume({{0, false}}).ok());
+  EXPECT_FALSE(ShardQueue(1, 3, 9).Resume({{-1, false}}).ok());
+}
+
 }  // namespace
 }  // namespace pstrain
