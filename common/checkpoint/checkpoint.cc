@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/checkpoint/crc32c.h"
 #include "common/checkpoint/durable_file.h"
 #include "common/logging.h"
@@ -162,6 +163,9 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
                                {"tensors", tensors}};
     PS_RETURN_IF_ERROR(WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1)));
     PS_RETURN_IF_ERROR(FsyncPath(temp));
+    if (options_.delay_before_commit > absl::ZeroDuration()) {
+      absl::SleepFor(options_.delay_before_commit);
+    }
     const std::string final_path = absl::StrCat(root_, "/", name);
     // Rewriting a step (a repeated save with no training in between) replaces it; the
     // old copy is gone for the moment between these two calls, when a crash makes a

@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
 
@@ -57,6 +58,9 @@ class CheckpointWriter {
     // Tensors are packed into data files of at most this size (a bigger tensor gets a
     // file of its own), so no single file grows without bound.
     int64_t max_data_file_bytes = int64_t{1} << 30;
+    // Fault injection: a pause after every file of the checkpoint is written and synced
+    // and before it is renamed into place, so a test can kill the writer mid-checkpoint.
+    absl::Duration delay_before_commit = absl::ZeroDuration();
   };
 
   CheckpointWriter(std::string root, Options options);
