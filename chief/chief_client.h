@@ -21,6 +21,8 @@ class ChiefClient {
   virtual absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request) = 0;
   virtual absl::Status Report(const ReportRequest& request) = 0;
   virtual absl::StatusOr<ChiefStatusResponse> GetStatus() = 0;
+  // Asks for a checkpoint now; the call's deadline is the client's timeout.
+  virtual absl::StatusOr<SaveCheckpointResponse> SaveCheckpoint() = 0;
 };
 
 }  // namespace pstrain

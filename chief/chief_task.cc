@@ -164,11 +164,24 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   Membership membership(cluster);
   std::unique_ptr<Coordinator> coordinator;
   absl::Mutex coordinator_mu;
-  ChiefServiceImpl service(&membership, SerializeJobSpec(*job), DirectoryOf(options.job_path),
-                           [&](ChiefStatusResponse* response) {
-                             absl::MutexLock lock(&coordinator_mu);
-                             if (coordinator != nullptr) coordinator->Describe(response);
-                           });
+  ChiefServiceImpl service(
+      &membership, SerializeJobSpec(*job), DirectoryOf(options.job_path),
+      [&](ChiefStatusResponse* response) {
+        absl::MutexLock lock(&coordinator_mu);
+        if (coordinator != nullptr) coordinator->Describe(response);
+      },
+      [&](absl::Duration wait) -> absl::StatusOr<SaveCheckpointResponse> {
+        Coordinator* running = nullptr;
+        {
+          absl::MutexLock lock(&coordinator_mu);
+          running = coordinator.get();
+        }
+        if (running == nullptr) {
+          return absl::FailedPreconditionError("training has not started: waiting for tasks");
+        }
+        // The coordinator lives until the server is shut down, after Run returns.
+        return running->SaveCheckpointNow(wait);
+      });
   absl::StatusOr<RunningServer> server = StartServer({*listen, {&service}});
   if (!server.ok()) {
     LogError(server.status().message());
@@ -201,6 +214,12 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.consistency = *consistency;
   coordinator_options.checkpoint_dir = options.checkpoint_dir;
   coordinator_options.keep_checkpoints = options.keep_checkpoints;
+  coordinator_options.checkpoint_every_steps = options.checkpoint_every_steps;
+  coordinator_options.checkpoint_every = options.checkpoint_every;
+  coordinator_options.checkpoint_every_epoch = options.checkpoint_every_epoch;
+  coordinator_options.consistent_checkpoints = options.consistent_checkpoints;
+  coordinator_options.checkpoint_commit_delay = options.checkpoint_commit_delay;
+  coordinator_options.ps_recovery_timeout = options.ps_recovery_timeout;
   // evaluate resolves the job's relative data paths against this folder.
   coordinator_options.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   {

@@ -4,6 +4,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "absl/time/time.h"
 #include "common/daemon_options.h"
 #include "common/shutdown_signal.h"
 
@@ -30,6 +31,18 @@ struct ChiefOptions {
   // (one log line) when there is none; "none": always start fresh; anything else: the
   // path of a checkpoint (or of a checkpoint root) to continue from, which must verify.
   std::string restore = "latest";
+  // More checkpoints (with checkpoint_dir): every N global steps and/or every interval
+  // (0 / zero = never), at every epoch end unless checkpoint_every_epoch is false, and
+  // on demand (the Chief service's SaveCheckpoint, `psctl checkpoint`). consistent: a
+  // mid-epoch checkpoint pauses the workers between chunks so every shard is of one step.
+  int64_t checkpoint_every_steps = 0;
+  absl::Duration checkpoint_every = absl::ZeroDuration();
+  bool checkpoint_every_epoch = true;
+  bool consistent_checkpoints = true;
+  // Fault injection for tests (see CheckpointWriter::Options::delay_before_commit).
+  absl::Duration checkpoint_commit_delay = absl::ZeroDuration();
+  // How long training waits for a failed ps to come back before the job fails.
+  absl::Duration ps_recovery_timeout = absl::Seconds(120);
 };
 
 // Runs the chief until the job ends: serves the Chief service, waits for every ps and

@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_CHIEF_COORDINATOR_H_
 #define PSTRAIN_CHIEF_COORDINATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -76,6 +77,23 @@ class Coordinator {
     // Merged into every checkpoint's metadata (e.g. the job file's folder, which relative
     // data paths in the job spec are relative to).
     nlohmann::json checkpoint_metadata = nlohmann::json::object();
+    // More checkpoint triggers besides the end of the job (all need checkpoint_dir):
+    // every this many global steps (0 = never), every this much time (zero = never), at
+    // every epoch end, and on demand (SaveCheckpointNow).
+    int64_t checkpoint_every_steps = 0;
+    absl::Duration checkpoint_every = absl::ZeroDuration();
+    bool checkpoint_every_epoch = true;
+    // A mid-epoch checkpoint waits for every chunk in flight to return and hands out no
+    // new one meanwhile, so no push is in flight and every shard belongs to one step.
+    // false: read every ps while the workers go on pushing (no pause; shards may then be
+    // a few steps apart, as TensorFlow's asynchronous checkpoints are).
+    bool consistent_checkpoints = true;
+    // Fault injection for tests: time spent between writing a checkpoint's files and
+    // committing it (see CheckpointWriter::Options::delay_before_commit).
+    absl::Duration checkpoint_commit_delay = absl::ZeroDuration();
+    // A ps that fails (a worker reports it unreachable or missing its variables) pauses
+    // training; this long is waited for it to answer again before the job fails.
+    absl::Duration ps_recovery_timeout = absl::Seconds(120);
   };
 
   // Pointers are not owned and must outlive the coordinator. `model` gives the variables
@@ -103,16 +121,42 @@ class Coordinator {
   // Phase, epoch, step and placement (one entry per shard) for the chief's GetStatus.
   void Describe(ChiefStatusResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Asks for a checkpoint as soon as possible (after the chunks in flight, in consistent
+  // mode) and waits up to `timeout` for one written after the request. Returns its path.
+  // Thread-safe; called from the chief's RPC threads.
+  // Errors: FAILED_PRECONDITION no checkpoint_dir, or the job is not training (over,
+  //         failed, or not started: the message says which); DEADLINE_EXCEEDED none
+  //         written in time (the request stays pending); the write's own error.
+  absl::StatusOr<SaveCheckpointResponse> SaveCheckpointNow(absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Registration comes before a worker has built its job: wait until each says ready.
   absl::Status WaitForWorkersReady();
   absl::Status CreateVariables();
-  absl::Status RunEpoch(int epoch, EpochSummary* summary);
-  // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty, runs each
-  // with `base` and adds their figures to `total`. Sets `*lost` (and returns OK) when the
-  // worker cannot be reached.
+  // Runs epoch `epoch` (0-based), from `resume`'s data positions when not null.
+  absl::Status RunEpoch(int epoch, EpochSummary* summary, const nlohmann::json* resume);
+  // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty or closed,
+  // runs each with `base` and adds their figures to `total`. Sets `*lost` (and returns
+  // OK) when the worker cannot be reached, `*ps_failed` (and pauses the queue) when it
+  // reports a failed ps. Pauses the queue when a checkpoint is due.
   absl::Status RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
-                         RunStepsResponse* total, bool* lost);
+                         RunStepsResponse* total, bool* lost, bool* ps_failed);
+  // Waits (Options::ps_recovery_timeout) until every ps answers, then recreates the
+  // shards of any that lost them (a restarted ps) from the latest checkpoint (or the
+  // initial values when there is none yet). Errors: UNAVAILABLE naming the ps that did
+  // not come back; CANCELLED on abort; a failed create or restore.
+  absl::Status RecoverPs();
+  // Runs `step` (a validation or checkpoint read); when it fails because a ps is gone,
+  // recovers the ps and runs it once more.
+  absl::Status RetryAfterPsRecovery(const std::function<absl::Status()>& step);
+  // A checkpoint trigger fired (steps, time or a request) since the last one written.
+  bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The optimizer as every ps runs it (the learning rate scaled when the job says so).
+  OptimizerConfig PsOptimizer() const;
+  // Each ps's share of the state in `checkpoint`, sliced for `layout`.
+  absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> SnapshotsFrom(
+      const CheckpointReader& checkpoint, const std::vector<VariableLayout>& layout) const;
   // At an epoch's start: lost workers that heartbeat and answer ready again take work.
   void RejoinLostWorkers(int epoch);
   absl::Status Validate(EpochSummary* summary);
@@ -121,8 +165,11 @@ class Coordinator {
   // Replaces every shard's state with restore_'s, sliced for the current placement.
   absl::Status RestoreCheckpoint();
   // Pulls every shard's state, reassembles full tensors and writes a checkpoint of
-  // `epochs_done` completed epochs at the current global step.
-  absl::Status WriteCheckpoint(int epochs_done);
+  // `epochs_done` completed epochs at the current global step. `position` (may be null:
+  // at an epoch's end) is where the epoch in progress stands: its shards' positions and
+  // its figures so far, so a restore continues it rather than starting it over.
+  absl::Status WriteCheckpoint(int epochs_done, const nlohmann::json* position)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void SetPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
@@ -138,6 +185,18 @@ class Coordinator {
   std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint_dir
   // Workers found unreachable, by index; only the thread of Run() reads or writes it.
   std::vector<bool> lost_;
+  // Changes whenever the ps state is replaced behind the workers' backs (a restore, a ps
+  // recovery), so each worker pulls afresh before its next step. Starts from the clock:
+  // a restarted chief does not repeat its predecessor's values.
+  int64_t ps_generation_ = 0;
+  // Serializes checkpoint writes (the writer is not thread-safe; a live checkpoint is
+  // written from a worker's thread).
+  absl::Mutex write_mu_;
+  // Set while a worker's thread writes a live (non-consistent) checkpoint.
+  std::atomic<bool> live_write_{false};
+  // The epoch's figures before the segment running now (a live checkpoint records
+  // them); written by the epoch loop only between segments.
+  const RunStepsResponse* segment_start_figures_ = nullptr;
 
   // State below is protected by mu_ (read by Describe from RPC threads).
   mutable absl::Mutex mu_;
@@ -145,6 +204,17 @@ class Coordinator {
   int epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_step_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
+  // Checkpoint triggers: when and at which step the last one was written, requests not
+  // yet served, and what was written (for SaveCheckpointNow's waiters).
+  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
+  int64_t last_checkpoint_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
+  SaveCheckpointResponse last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_checkpoint_status_ ABSL_GUARDED_BY(mu_);
+  // The queue of the epoch segment running now (null between segments): a request
+  // pauses it.
+  ShardQueue* running_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace pstrain

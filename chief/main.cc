@@ -23,7 +23,21 @@ ABSL_FLAG(int64_t, steps_per_call, 100,
 ABSL_FLAG(absl::Duration, run_steps_timeout, absl::Minutes(10),
           "Deadline for one request of steps_per_call steps");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "Where a checkpoint is written at the end of every epoch; empty = none");
+          "Where checkpoints are written (at every epoch end, at the end of the job, and "
+          "as the --checkpoint_every* flags and SaveCheckpoint requests say); empty = none");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "Also write a checkpoint every this many global steps (0 = never)");
+ABSL_FLAG(absl::Duration, checkpoint_every, absl::ZeroDuration(),
+          "Also write a checkpoint at this interval, e.g. 10m (0 = never)");
+ABSL_FLAG(bool, checkpoint_every_epoch, true, "Write a checkpoint at every epoch end");
+ABSL_FLAG(bool, consistent_checkpoints, true,
+          "A mid-epoch checkpoint pauses the workers between chunks, so every shard is of "
+          "one step; false reads the ps while they push");
+ABSL_FLAG(absl::Duration, ps_recovery_timeout, absl::Seconds(120),
+          "How long training waits for a failed ps to come back (its shards are then "
+          "restored from the latest checkpoint) before the job fails");
+ABSL_FLAG(absl::Duration, testing_checkpoint_commit_delay, absl::ZeroDuration(),
+          "Fault injection for tests: pause before committing each checkpoint");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir");
 ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), "
@@ -53,6 +67,16 @@ int main(int argc, char** argv) {
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   options.restore = absl::GetFlag(FLAGS_restore);
+  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  options.checkpoint_every_epoch = absl::GetFlag(FLAGS_checkpoint_every_epoch);
+  options.consistent_checkpoints = absl::GetFlag(FLAGS_consistent_checkpoints);
+  options.checkpoint_commit_delay = absl::GetFlag(FLAGS_testing_checkpoint_commit_delay);
+  options.ps_recovery_timeout = absl::GetFlag(FLAGS_ps_recovery_timeout);
+  if (options.checkpoint_every_steps < 0 || options.checkpoint_every < absl::ZeroDuration()) {
+    std::fprintf(stderr, "chief: --checkpoint_every_steps and --checkpoint_every must be >= 0\n");
+    return 2;
+  }
   if (options.steps_per_call < 1) {
     std::fprintf(stderr, "chief: --steps_per_call must be at least 1\n");
     return 2;

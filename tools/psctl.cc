@@ -3,6 +3,7 @@
 //   psctl status --chief=HOST:PORT     phase, epoch, step, tasks and variable layout
 //   psctl layout --chief=HOST:PORT     which ps holds which rows of each variable
 //   psctl ps --address=HOST:PORT       a ps task's variables, versions and counters
+//   psctl checkpoint --chief=HOST:PORT the chief writes a checkpoint now (prints its path)
 //
 // Exit codes: 0 done, 1 a task did not answer (named), 2 bad usage.
 

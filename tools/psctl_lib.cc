@@ -20,7 +20,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: psctl status --chief=HOST:PORT [--timeout=5s]\n"
     "       psctl layout --chief=HOST:PORT [--timeout=5s]\n"
-    "       psctl ps --address=HOST:PORT [--timeout=5s]\n";
+    "       psctl ps --address=HOST:PORT [--timeout=5s]\n"
+    "       psctl checkpoint --chief=HOST:PORT [--timeout=60s]\n";
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& field) {
   return std::vector<int64_t>(field.begin(), field.end());
@@ -59,6 +60,7 @@ struct Flags {
   std::string chief;
   std::string address;
   absl::Duration timeout = absl::Seconds(5);
+  bool timeout_given = false;
   bool help = false;
 };
 
@@ -86,6 +88,7 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
         return absl::InvalidArgumentError(absl::StrCat("--timeout=", value, " must be > 0"));
       }
       flags->timeout = timeout;
+      flags->timeout_given = true;
     } else if (absl::StartsWith(arg, "-")) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     } else if (flags->command.empty()) {
@@ -96,7 +99,8 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
   }
   if (flags->help) return absl::OkStatus();
   if (flags->command.empty()) return absl::InvalidArgumentError("no command given");
-  if (flags->command == "status" || flags->command == "layout") {
+  if (flags->command == "status" || flags->command == "layout" ||
+      flags->command == "checkpoint") {
     if (flags->chief.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(flags->command, " needs --chief=HOST:PORT"));
     }
@@ -187,6 +191,20 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kPsctlUnreachable;
     }
     out << FormatPsStatus(flags.address, *status);
+    return kPsctlOk;
+  }
+  if (flags.command == "checkpoint") {
+    // A consistent checkpoint waits for the chunks in flight: allow more than a status.
+    std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(
+        flags.chief, flags.timeout_given ? flags.timeout : absl::Seconds(60));
+    absl::StatusOr<SaveCheckpointResponse> saved = chief->SaveCheckpoint();
+    if (!saved.ok()) {
+      err << "psctl: chief at " << flags.chief << ": "
+          << OneLine(saved.status(), chief->name() + ": ") << "\n";
+      return kPsctlUnreachable;
+    }
+    out << "checkpoint " << saved->path() << " (step " << saved->step() << ", "
+        << saved->epoch() << " epochs done)\n";
     return kPsctlOk;
   }
   std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(flags.chief, flags.timeout);

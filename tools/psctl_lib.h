@@ -6,6 +6,9 @@
 //   psctl status --chief=HOST:PORT [--timeout=5s]   phase, epoch, step, tasks, layout
 //   psctl layout --chief=HOST:PORT [--timeout=5s]   the variable layout table only
 //   psctl ps --address=HOST:PORT [--timeout=5s]     a ps task's variables and counters
+//   psctl checkpoint --chief=HOST:PORT [--timeout=60s]
+//                                                   the chief writes a checkpoint now
+//                                                   and psctl prints its path and step
 //
 // Every RPC carries --timeout as its deadline (a duration such as "500ms", "5s", or a
 // number of seconds), so psctl never hangs on a task that does not answer.
@@ -38,7 +41,7 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
 
 // Runs psctl on `args` (without the program name): the report goes to `out`, errors to
 // `err` as one line starting "psctl: " (an unreachable task is named by its address).
-// Returns kPsctlOk, kPsctlUnreachable (any failed RPC) or kPsctlUsage (an unknown
+// Returns kPsctlOk, kPsctlUnreachable (any failed RPC, or a refused checkpoint) or kPsctlUsage (an unknown
 // command or flag, a missing or malformed flag; the usage text follows the error).
 int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -65,6 +65,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
     absl::StrAppend(&key, e.name(), "@", e.ps_index(), ":", e.row_offset(), "+", e.num_rows(),
                     ";");
   }
+  absl::StrAppend(&key, "generation ", request.ps_generation());
   if (trainer_ != nullptr && key == placement_key_) return absl::OkStatus();
   std::vector<PsClient*> clients;
   for (auto& c : ps_clients_) clients.push_back(c.get());
@@ -121,6 +122,33 @@ absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A step fails on a ps when the ps is gone (UNAVAILABLE, DEADLINE_EXCEEDED) or came back
+// empty (NOT_FOUND: a restarted ps holds no variables until the chief restores them).
+// The chief must tell that apart from this worker being unreachable, which is also
+// UNAVAILABLE to it, so a ps failure travels as ABORTED. The trainer is dropped: the
+// next chunk pulls fresh weights from the recovered ps.
+absl::Status PsFailure(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+      return absl::AbortedError(absl::StrCat("a ps failed: ", status.message()));
+    default:
+      return status;
+  }
+}
+
+}  // namespace
+
+absl::Status TrainingWorker::AsPsFailure(const absl::Status& status) {
+  trainer_.reset();
+  return PsFailure(status);
+}
+
 absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest& request) {
   if (!mu_.TryLock()) {
     return absl::FailedPreconditionError("worker is already running steps");
@@ -143,10 +171,11 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
       if (!batch.ok()) return batch.status();
       trainer_->SetPosition(request.epoch(), batcher_position_);
       ++batcher_position_;
-      PS_ASSIGN_OR_RETURN(StepResult step, trainer_->Step(batch->x, batch->y));
-      response.set_loss_sum(response.loss_sum() + step.loss_sum);
-      response.set_correct(response.correct() + step.correct);
-      response.set_samples(response.samples() + step.samples);
+      absl::StatusOr<StepResult> step = trainer_->Step(batch->x, batch->y);
+      if (!step.ok()) return AsPsFailure(step.status());
+      response.set_loss_sum(response.loss_sum() + step->loss_sum);
+      response.set_correct(response.correct() + step->correct);
+      response.set_samples(response.samples() + step->samples);
       response.set_steps(response.steps() + 1);
       ++steps_done_;
     }

@@ -53,6 +53,9 @@ class TrainingWorker {
                  PsClientFactory make_ps_client);
 
   absl::Status PrepareTrainer(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A failed step's status as RunSteps reports it: a ps failure becomes ABORTED (see
+  // proto/worker.proto) and drops the trainer so the next chunk pulls afresh.
+  absl::Status AsPsFailure(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PrepareBatcher(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec job_;

@@ -1,5 +1,7 @@
 #include "chief/rpc/chief_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,11 +11,14 @@ namespace pstrain {
 
 ChiefServiceImpl::ChiefServiceImpl(Membership* membership, std::string job_json,
                                    std::string job_base_dir,
-                                   std::function<void(ChiefStatusResponse*)> describe)
+                                   std::function<void(ChiefStatusResponse*)> describe,
+                                   std::function<absl::StatusOr<SaveCheckpointResponse>(
+                                       absl::Duration)> save_checkpoint)
     : membership_(membership),
       job_json_(std::move(job_json)),
       job_base_dir_(std::move(job_base_dir)),
-      describe_(std::move(describe)) {}
+      describe_(std::move(describe)),
+      save_checkpoint_(std::move(save_checkpoint)) {}
 
 grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext*,
                                             const RegisterTaskRequest* request,
@@ -56,6 +61,26 @@ grpc::Status ChiefServiceImpl::GetStatus(grpc::ServerContext*, const ChiefStatus
                                          ChiefStatusResponse* response) {
   describe_(response);
   for (TaskState& state : membership_->Snapshot()) *response->add_tasks() = std::move(state);
+  return grpc::Status::OK;
+}
+
+grpc::Status ChiefServiceImpl::SaveCheckpoint(grpc::ServerContext* context,
+                                              const SaveCheckpointRequest*,
+                                              SaveCheckpointResponse* response) {
+  if (!save_checkpoint_) {
+    return ToGrpcStatus(absl::UnimplementedError("this chief does not write checkpoints"));
+  }
+  // Answer a little before the caller's deadline so it gets our reason, not its own
+  // DEADLINE_EXCEEDED; without a deadline, wait at most 10 minutes (nothing waits forever).
+  absl::Duration wait = absl::Minutes(10);
+  const auto deadline = context->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    wait = std::min(wait, absl::FromChrono(deadline - std::chrono::system_clock::now()) * 0.9);
+  }
+  absl::StatusOr<SaveCheckpointResponse> saved = save_checkpoint_(wait);
+  if (!saved.ok()) return ToGrpcStatus(saved.status());
+  LogInfo(absl::StrCat("checkpoint ", saved->path(), " written on request"));
+  *response = *std::move(saved);
   return grpc::Status::OK;
 }
 

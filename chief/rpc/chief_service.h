@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "chief/membership.h"
 #include "common/logging.h"
 #include "proto/chief.grpc.pb.h"
@@ -15,8 +17,12 @@ class ChiefServiceImpl final : public Chief::Service {
  public:
   // `membership` is not owned. `job_json` and `job_base_dir` are handed to every task that registers.
   // `describe` fills the job-level part of GetStatus (phase, epoch, step, placement).
+  // `save_checkpoint` writes a checkpoint now, waiting at most the given time (see
+  // Coordinator::SaveCheckpointNow); may be empty (then SaveCheckpoint is UNIMPLEMENTED).
   ChiefServiceImpl(Membership* membership, std::string job_json, std::string job_base_dir,
-                   std::function<void(ChiefStatusResponse*)> describe);
+                   std::function<void(ChiefStatusResponse*)> describe,
+                   std::function<absl::StatusOr<SaveCheckpointResponse>(absl::Duration)>
+                       save_checkpoint = nullptr);
 
   grpc::Status RegisterTask(grpc::ServerContext* context, const RegisterTaskRequest* request,
                             RegisterTaskResponse* response) override;
@@ -26,12 +32,15 @@ class ChiefServiceImpl final : public Chief::Service {
                       ReportResponse* response) override;
   grpc::Status GetStatus(grpc::ServerContext* context, const ChiefStatusRequest* request,
                          ChiefStatusResponse* response) override;
+  grpc::Status SaveCheckpoint(grpc::ServerContext* context, const SaveCheckpointRequest* request,
+                              SaveCheckpointResponse* response) override;
 
  private:
   Membership* const membership_;  // Not owned.
   const std::string job_json_;
   const std::string job_base_dir_;
   const std::function<void(ChiefStatusResponse*)> describe_;
+  const std::function<absl::StatusOr<SaveCheckpointResponse>(absl::Duration)> save_checkpoint_;
 };
 
 }  // namespace pstrain

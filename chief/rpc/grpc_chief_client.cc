@@ -28,6 +28,9 @@ class GrpcChiefClient final : public ChiefClient {
   absl::StatusOr<ChiefStatusResponse> GetStatus() override {
     return Call(&Chief::Stub::GetStatus, ChiefStatusRequest(), ChiefStatusResponse());
   }
+  absl::StatusOr<SaveCheckpointResponse> SaveCheckpoint() override {
+    return Call(&Chief::Stub::SaveCheckpoint, SaveCheckpointRequest(), SaveCheckpointResponse());
+  }
 
  private:
   template <typename Request, typename Response>
