@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace pstrain {
 namespace {
@@ -26,12 +27,17 @@ TaskAgent::~TaskAgent() {
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
-absl::StatusOr<RegisterTaskResponse> TaskAgent::Register() {
+RegisterTaskRequest TaskAgent::RegisterRequest() const {
   RegisterTaskRequest request;
   request.set_task_type(options_.task_type);
   request.set_task_index(options_.task_index);
   request.set_address(options_.address);
   request.set_incarnation(incarnation_);
+  return request;
+}
+
+absl::StatusOr<RegisterTaskResponse> TaskAgent::Register() {
+  const RegisterTaskRequest request = RegisterRequest();
   const absl::Time give_up = absl::Now() + options_.register_timeout;
   absl::Status last_error;
   while (true) {
@@ -63,6 +69,18 @@ void TaskAgent::HeartbeatLoop() {
   while (!stop_heartbeats_.WaitFor(options_.heartbeat_interval)) {
     if (shutdown_->requested()) return;
     absl::StatusOr<HeartbeatResponse> response = chief_->Heartbeat(request);
+    if (absl::IsNotFound(response.status())) {
+      // The chief does not know this task: it was restarted (Kubernetes, the launcher)
+      // and is waiting for every task to register again. Re-attach rather than die.
+      absl::StatusOr<RegisterTaskResponse> registered = chief_->RegisterTask(RegisterRequest());
+      if (registered.ok()) {
+        last_answer = absl::Now();
+        LogInfo(absl::StrCat("registered again with ", chief_->name(),
+                             " (it was restarted)"));
+        continue;
+      }
+      response = registered.status();
+    }
     if (response.ok()) {
       last_answer = absl::Now();
       if (response->shutdown()) {

@@ -16,7 +16,8 @@ namespace pstrain {
 // agent): registers the task, then heartbeats in the background. When the chief says the
 // job is over the agent requests a clean shutdown (exit 0); when the chief stays
 // unreachable for longer than `chief_timeout` it requests exit 1 naming the chief, so no
-// task lingers after its job.
+// task lingers after its job. A chief restarted within that time is re-attached to: the
+// task registers again when its heartbeat is not recognised.
 class TaskAgent {
  public:
   struct Options {
@@ -44,6 +45,9 @@ class TaskAgent {
   int64_t incarnation() const { return incarnation_; }
 
  private:
+  RegisterTaskRequest RegisterRequest() const;
+  // Heartbeats until shutdown; a NOT_FOUND answer (a restarted chief that does not know
+  // this task) is met by registering again.
   void HeartbeatLoop();
 
   const Options options_;

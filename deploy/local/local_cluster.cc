@@ -19,7 +19,11 @@ std::string MakeTfConfig(
 }
 
 bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit) {
-  return exit.name != "chief" && exit.exit_code != 2 && exit.restarts < 3;
+  if (exit.exit_code == 2 || exit.restarts >= 3) return false;
+  // The chief's own exit code is the job's verdict; only a chief that was killed or
+  // crashed comes back (it resumes from the latest checkpoint).
+  if (exit.name == "chief") return exit.signal != 0;
+  return true;
 }
 
 absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup* group) {

@@ -29,9 +29,9 @@ std::string MakeTfConfig(const std::vector<std::pair<std::string, std::vector<st
                          const std::string& type, int index);
 
 // The restart rule of an orchestrator (Compose's restart: on-failure, a Kubernetes Job's
-// OnFailure): a ps or worker that dies comes back with the same TF_CONFIG. Not the chief
-// (its exit ends the job), not exit code 2 (a bad configuration does not heal), and at
-// most 3 times.
+// OnFailure): a ps or worker that dies comes back with the same TF_CONFIG; so does a
+// chief killed by a signal (a chief that exits on its own has ended the job). Not exit
+// code 2 (a bad configuration does not heal), and at most 3 times.
 bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit);
 
 // Picks ports and starts every task of the cluster in `group` (not owned), named
