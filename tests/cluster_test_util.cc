@@ -41,8 +41,12 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
       timeout, grace,
       [&](int, const std::string& name, bool is_stderr, const std::string& line) {
         (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
-        if (fault != nullptr && !run.signalled && !is_stderr && name == fault->reporter &&
-            absl::StartsWith(line, fault->trigger)) {
+        const bool matches =
+            fault != nullptr && !run.signalled && is_stderr == fault->in_log &&
+            name == fault->reporter &&
+            (fault->in_log ? absl::StrContains(line, fault->trigger)
+                           : absl::StartsWith(line, fault->trigger));
+        if (matches && ++run.matches >= fault->occurrence) {
           run.signalled = true;
           run.signalled_at = absl::Now();
           EXPECT_TRUE(group.Signal(fault->victim, fault->signal).ok()) << fault->victim;

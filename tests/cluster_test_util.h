@@ -28,6 +28,10 @@ struct SignalOnLine {
   std::string trigger;
   std::string victim;
   int signal = 0;
+  // Watch the reporter's stderr (its log) instead, for a line that contains `trigger`.
+  bool in_log = false;
+  // Fire on this occurrence of the line (1 = the first).
+  int occurrence = 1;
 };
 
 // Every process's exit and everything it wrote, by process name.
@@ -36,6 +40,7 @@ struct ProcessRun {
   std::map<std::string, std::string> stdout_of;
   std::map<std::string, std::string> stderr_of;
   bool signalled = false;   // the SignalOnLine fault was sent
+  int matches = 0;          // lines that matched the fault's trigger so far
   absl::Time signalled_at;
 };
 
