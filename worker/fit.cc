@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,139 @@ uint64_t StepSeed(uint64_t seed, int64_t step, int replica) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
+}
+
+// Copies `state` into `weights` and `states` (model order, `specs`), after checking all of
+// it fits, so a state that does not fit changes nothing.
+absl::Status ApplyState(const TrainingState& state, const std::vector<VariableSpec>& specs,
+                        std::vector<Tensor>* weights,
+                        std::vector<std::unique_ptr<OptimizerState>>* states) {
+  const std::string prefix = "the restored state does not fit the model: ";
+  if (state.epochs_done < 0 || state.global_step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "negative epoch or step"));
+  }
+  std::map<std::string, const FitVariableState*> by_name;
+  for (const FitVariableState& v : state.variables) by_name[v.name] = &v;
+  std::vector<const FitVariableState*> found(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto it = by_name.find(specs[i].name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "no variable ", specs[i].name));
+    }
+    const FitVariableState& v = *it->second;
+    if (v.value.shape() != (*weights)[i].shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, v.name, " is ", v.value.ShapeString(),
+                                                     " there, ", (*weights)[i].ShapeString(),
+                                                     " in the model"));
+    }
+    if (v.iterations < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, v.name, " has negative iterations"));
+    }
+    for (const NamedTensor& slot : v.slots) {
+      if ((*states)[i]->slot(slot.name) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, v.name, " has optimizer slot \"", slot.name,
+            "\", which this job's optimizer does not keep (another optimizer?)"));
+      }
+      if (slot.tensor.shape() != v.value.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(prefix, "slot ", slot.name, " of ", v.name,
+                                                       " is ", slot.tensor.ShapeString()));
+      }
+    }
+    found[i] = &v;
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const FitVariableState& v = *found[i];
+    (*weights)[i] = v.value;
+    (*states)[i]->set_iterations(v.iterations);
+    for (const NamedTensor& slot : v.slots) {
+      std::vector<float>* target = (*states)[i]->slot(slot.name);
+      target->assign(slot.tensor.values().begin(), slot.tensor.values().end());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The state a checkpoint keeps, copied out of the training loop's.
+TrainingState CurrentState(int epochs_done, int64_t global_step,
+                           const std::vector<VariableSpec>& specs,
+                           const std::vector<Tensor>& weights,
+                           const std::vector<std::unique_ptr<OptimizerState>>& states) {
+  TrainingState state;
+  state.epochs_done = epochs_done;
+  state.global_step = global_step;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    FitVariableState v;
+    v.name = specs[i].name;
+    v.value = weights[i];
+    v.iterations = states[i]->iterations();
+    for (const auto& [name, values] : states[i]->slots()) {
+      v.slots.push_back({name, Tensor(weights[i].shape(), *values)});
+    }
+    state.variables.push_back(std::move(v));
+  }
+  return state;
+}
+
+// A non-negative int64 as four 16-bit pieces: each is exact in a float, and a sum with
+// zeros (a broadcast through CrossWorkerSum) leaves it unchanged.
+void AppendInt(int64_t value, std::vector<float>* out) {
+  for (int k = 0; k < 4; ++k) {
+    out->push_back(static_cast<float>((static_cast<uint64_t>(value) >> (16 * k)) & 0xffff));
+  }
+}
+
+int64_t ReadInt(const float* pieces) {
+  uint64_t value = 0;
+  for (int k = 0; k < 4; ++k) value |= static_cast<uint64_t>(pieces[k]) << (16 * k);
+  return static_cast<int64_t>(value);
+}
+
+// Multi-worker restore: the process with replica 0 applies its state (if any) and sends
+// everything to the others as a sum in which every other process contributes zeros,
+// so all start from bit-identical weights and optimizer state. Two collectives (a header,
+// then the tensors) when restoring, one otherwise. Returns whether a state was restored.
+absl::StatusOr<bool> BroadcastRestore(Strategy* strategy, const TrainingState* restore,
+                                      const std::vector<VariableSpec>& specs,
+                                      std::vector<Tensor>* weights,
+                                      std::vector<std::unique_ptr<OptimizerState>>* states,
+                                      int* epochs_done, int64_t* global_step) {
+  const bool sender = strategy->first_local_replica() == 0;
+  enum Kind { kFresh = 0, kRestore = 1, kFailed = 2 };
+  Kind kind = kFresh;
+  absl::Status applied;
+  if (sender && restore != nullptr) {
+    applied = ApplyState(*restore, specs, weights, states);
+    kind = applied.ok() ? kRestore : kFailed;
+  }
+  // Header: kind, epochs done, global step, each variable's iterations.
+  std::vector<float> header = {sender ? static_cast<float>(kind) : 0.0f};
+  const bool sends = sender && kind == kRestore;
+  AppendInt(sends ? restore->epochs_done : 0, &header);
+  AppendInt(sends ? restore->global_step : 0, &header);
+  for (const auto& state : *states) AppendInt(sends ? state->iterations() : 0, &header);
+  PS_RETURN_IF_ERROR(strategy->CrossWorkerSum({absl::MakeSpan(header)}));
+  if (!applied.ok()) return applied;
+  if (header[0] == kFailed) {
+    return absl::FailedPreconditionError(
+        "the worker with replica 0 could not restore its checkpoint (its log says why)");
+  }
+  if (header[0] != kRestore) return false;
+  std::vector<absl::Span<float>> spans;
+  for (size_t i = 0; i < weights->size(); ++i) {
+    spans.push_back((*weights)[i].values());
+    for (const auto& [name, values] : (*states)[i]->slots()) spans.push_back(absl::MakeSpan(*values));
+  }
+  if (!sender) {
+    for (absl::Span<float> span : spans) std::fill(span.begin(), span.end(), 0.0f);
+  }
+  PS_RETURN_IF_ERROR(strategy->CrossWorkerSum(spans));
+  *epochs_done = static_cast<int>(ReadInt(&header[1]));
+  *global_step = ReadInt(&header[5]);
+  for (size_t i = 0; i < states->size(); ++i) {
+    (*states)[i]->set_iterations(ReadInt(&header[9 + 4 * i]));
+  }
+  return true;
 }
 
 }  // namespace
@@ -171,6 +305,23 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
     }
   }
 
+  // A restored state replaces the fresh weights and optimizer state; training continues
+  // with the epoch after the last one it finished.
+  const std::vector<VariableSpec>& specs = models[0]->trainable_variables();
+  int first_epoch = 0;
+  bool restored = false;
+  if (multi_worker) {
+    PS_ASSIGN_OR_RETURN(restored, BroadcastRestore(strategy, options.restore, specs,
+                                                   &result.weights, &states, &first_epoch,
+                                                   &result.steps));
+  } else if (options.restore != nullptr) {
+    PS_RETURN_IF_ERROR(ApplyState(*options.restore, specs, &result.weights, &states));
+    first_epoch = options.restore->epochs_done;
+    result.steps = options.restore->global_step;
+    restored = true;
+  }
+  if (restored && options.on_restored) options.on_restored(first_epoch, result.steps);
+
   const int64_t n = data.train->num_examples();
   std::vector<std::vector<float>> reduced(num_vars);
   auto check_in_sync = [&]() -> absl::Status {
@@ -182,7 +333,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
   // Before the first step: every worker starts from the same weights (and this first
   // collective is where the workers meet).
   PS_RETURN_IF_ERROR(check_in_sync());
-  for (int epoch = 0; epoch < epochs; ++epoch) {
+  for (int epoch = first_epoch; epoch < epochs; ++epoch) {
     const absl::Time start = absl::Now();
     BatcherOptions bo;
     bo.batch_size = job.batch_size;
@@ -318,7 +469,13 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
     }
     summary.elapsed = absl::Now() - start;
     result.history.push_back(summary);
-    if (options.on_epoch && !options.on_epoch(summary)) break;
+    const bool go_on = !options.on_epoch || options.on_epoch(summary);
+    // After the epoch line, as the chief does; an epoch that stops training is kept too.
+    if (options.on_checkpoint) {
+      PS_RETURN_IF_ERROR(options.on_checkpoint(
+          CurrentState(epoch + 1, result.steps, specs, result.weights, states)));
+    }
+    if (!go_on) break;
   }
   return result;
 }

@@ -32,7 +32,10 @@
 //       such as fashion_mnist. Default false.
 //
 // Determinism: for a given job (seed included) and replica count the figures and final
-// weights are the same on every run; the prefetch thread does not change the order.
+// weights are the same on every run; the prefetch thread does not change the order. The
+// shuffle seed of an epoch and the dropout seed of a step depend only on their numbers, so
+// a job continued from a TrainingState (FitOptions::restore) trains exactly as one that
+// never stopped.
 //
 // Thread-safety: Fit() runs on the calling thread (plus the Batcher's prefetch thread and
 // whatever the strategy's Run uses); callbacks are called on the calling thread.
@@ -76,6 +79,22 @@ struct BatchProgress {
   double accuracy = 0;  // running mean over the epoch so far
 };
 
+// One variable's training state: its value and its optimizer's state for it.
+struct FitVariableState {
+  std::string name;  // the model's name ("dense/kernel")
+  Tensor value;
+  int64_t iterations = 0;          // optimizer updates applied
+  std::vector<NamedTensor> slots;  // Keras slot names ("momentum"), each shaped like value
+};
+
+// Everything Fit needs to continue a job exactly where it stopped: what a checkpoint holds
+// (worker/fit_checkpoint.h converts).
+struct TrainingState {
+  int epochs_done = 0;      // training continues with epoch epochs_done + 1
+  int64_t global_step = 0;  // optimizer steps taken (it seeds dropout)
+  std::vector<FitVariableState> variables;
+};
+
 struct FitOptions {
   // Overrides fit.epochs when > 0.
   int epochs = 0;
@@ -89,6 +108,20 @@ struct FitOptions {
   std::function<void(const BatchProgress&)> on_batch;
   // Batches the Batcher prepares ahead on its own thread.
   int prefetch = 2;
+  // Continue from this state (not owned; null: fresh weights from the job's seed): values,
+  // optimizer slots and iterations by variable name, the step count, and the next epoch
+  // epochs_done + 1 (nothing trains when epochs_done >= epochs). A slot the state lacks
+  // keeps its fresh value. Multi-worker strategies: only the process that runs replica 0
+  // reads it and sends it to the others through CrossWorkerSum, so only that process needs
+  // the checkpoint (the others' `restore` is ignored); every process takes part.
+  const TrainingState* restore = nullptr;
+  // Called on every process once a restored state is in place, before the first step.
+  std::function<void(int epochs_done, int64_t global_step)> on_restored;
+  // Called after each epoch's on_epoch (so also at the end of the job) with the whole
+  // training state, e.g. to write a checkpoint; a non-OK status stops training and is
+  // Fit's result. Set it on one process only: the others meanwhile wait in their next
+  // collective.
+  std::function<absl::Status(const TrainingState&)> on_checkpoint;
   // Multi-worker strategies: compare a fingerprint of the weights across workers every
   // this many steps (and before the first step and after every epoch); 0: only those.
   int64_t sync_check_every = 100;
@@ -103,7 +136,10 @@ struct FitResult {
 // Trains job.model on data.train under `strategy` (not owned).
 // Errors: INVALID_ARGUMENT for a strategy with < 1 replica, epochs < 1, a non-bool
 // "scale_learning_rate", data whose feature count or label shape does not fit the model
-// and loss (with what would fix it), a batch smaller than the replica count;
+// and loss (with what would fix it), a batch smaller than the replica count, a restore
+// state that lacks one of the model's variables, has another shape, or a slot the
+// optimizer does not keep (named); FAILED_PRECONDITION (multi-worker) the process with
+// replica 0 could not apply its restore state; on_checkpoint's errors;
 // the errors of Model, Optimizer, Batcher, the backend factory and the strategy.
 absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
                               const FitOptions& options);
