@@ -10,6 +10,14 @@
 //                                          workers are the ring's ranks); gradients are
 //                                          ring all-reduced over gRPC on the task's port;
 //                                          only rank 0 prints epoch lines
+//       --checkpoint_dir=DIR [--keep_checkpoints=3] [--restore=latest|none|PATH]
+//                                          a checkpoint per epoch (so also at the end),
+//                                          written by this process, or in a multi-worker
+//                                          job by rank 0 only (as TensorFlow's chief); a
+//                                          job continues from --restore (default: the
+//                                          newest good one in DIR). Rank 0 reads it and
+//                                          sends it through the ring, so only rank 0 needs
+//                                          DIR.
 //
 // Exit status: 0 trained; 2 bad flags, TF_CONFIG, job spec or data (one line on stderr);
 // 1 a failure while training (e.g. a peer worker died: named in the message).
@@ -30,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/math/backend_factory.h"
@@ -39,6 +48,7 @@
 #include "worker/allreduce/chunk_mailbox.h"
 #include "worker/allreduce/grpc_ring_transport.h"
 #include "worker/fit.h"
+#include "worker/fit_checkpoint.h"
 #include "worker/mirrored_strategy.h"
 #include "worker/multi_worker_mirrored_strategy.h"
 #include "worker/strategy.h"
@@ -56,6 +66,14 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "is declared dead, and named.");
 ABSL_FLAG(absl::Duration, startup_timeout, absl::Seconds(120),
           "multi_worker_mirrored: how long the workers wait for each other at start.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Where a checkpoint is written at the end of every epoch (multi_worker_mirrored: "
+          "by rank 0 only); empty = none.");
+ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir.");
+ABSL_FLAG(std::string, restore, "latest",
+          "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), none, "
+          "or the path of a checkpoint (or of a folder of them) to continue from. "
+          "multi_worker_mirrored: read by rank 0 only and sent to the others.");
 ABSL_FLAG(int64_t, allreduce_bucket_bytes, 25 << 20, "Fusion bucket of the ring all-reduce.");
 ABSL_FLAG(int64_t, allreduce_chunk_bytes, 1 << 20, "One message of the ring all-reduce.");
 
@@ -109,6 +127,11 @@ int Main() {
   if (job_path.empty()) return Fail(2, "--job=FILE is required");
   const std::string device = absl::GetFlag(FLAGS_device);
   if (absl::GetFlag(FLAGS_epochs) < 0) return Fail(2, "--epochs must be >= 0");
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const std::string restore_flag = absl::GetFlag(FLAGS_restore);
+  if (absl::GetFlag(FLAGS_keep_checkpoints) < 1) {
+    return Fail(2, "--keep_checkpoints must be at least 1");
+  }
 
   std::ifstream in(job_path);
   if (!in) return Fail(2, absl::StrCat(job_path, ": cannot read the job spec"));
@@ -117,6 +140,8 @@ int Main() {
   const std::string base_dir = DirectoryOf(job_path);
   absl::StatusOr<JobSpec> job = ParseJobSpec(text.str(), base_dir);
   if (!job.ok()) return Fail(2, absl::StrCat(job_path, ": ", job.status().message()));
+  // The job as it runs is what a checkpoint stores (tools/evaluate reads it back).
+  if (absl::GetFlag(FLAGS_epochs) > 0) job->epochs = absl::GetFlag(FLAGS_epochs);
   absl::StatusOr<FitData> data = LoadFitData(*job, base_dir);
   if (!data.ok()) return Fail(2, absl::StrCat(job_path, ": ", data.status().message()));
 
@@ -207,6 +232,57 @@ int Main() {
     return Fail(2, absl::StrCat("--strategy=", strategy_name,
                                 " is not one of default, mirrored, multi_worker_mirrored"));
   }
+  // Checkpoints: written and read by one process, as TensorFlow's chief (here rank 0,
+  // which is the chief when TF_CONFIG has one); Fit sends the restored state to the rest.
+  const bool checkpoints_here = prints;
+  // Once the all-reduce server runs, peers' calls may be waiting in it: leave at once.
+  auto fail_now = [&](int code, const std::string& message) {
+    Fail(code, message);
+    if (server.server != nullptr) {
+      std::fflush(stdout);
+      std::_Exit(code);
+    }
+    return code;
+  };
+  std::unique_ptr<CheckpointReader> restore;
+  TrainingState restore_state;
+  std::string restore_path;  // empty: nothing to restore here
+  if (checkpoints_here && restore_flag == "latest") {
+    if (!checkpoint_dir.empty()) {
+      // Opening the root picks the newest checkpoint that verifies; one that does not is
+      // reported in one line and the one before it is used.
+      absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
+          CheckpointReader::Open(checkpoint_dir);
+      if (found.ok()) {
+        restore = *std::move(found);
+      } else if (absl::IsNotFound(found.status())) {
+        LogInfo(absl::StrCat("no checkpoint in ", checkpoint_dir,
+                             "; starting from freshly initialized variables"));
+      } else {
+        return fail_now(1, absl::StrCat("cannot restore: ", found.status().message()));
+      }
+    }
+  } else if (checkpoints_here && restore_flag != "none" && !restore_flag.empty()) {
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened = CheckpointReader::Open(restore_flag);
+    if (!opened.ok()) {
+      return fail_now(2, absl::StrCat("--restore=", restore_flag, ": ", opened.status().message()));
+    }
+    restore = *std::move(opened);
+  }
+  if (restore != nullptr) {
+    absl::StatusOr<TrainingState> state = TrainingStateFromCheckpoint(*restore);
+    if (!state.ok()) return fail_now(1, absl::StrCat("cannot restore: ", state.status().message()));
+    restore_state = *std::move(state);
+    restore_path = restore->path();
+    restore.reset();  // its tensors are copied into restore_state
+  }
+  std::unique_ptr<CheckpointWriter> writer;
+  if (checkpoints_here && !checkpoint_dir.empty()) {
+    CheckpointWriter::Options wo;
+    wo.keep = absl::GetFlag(FLAGS_keep_checkpoints);
+    writer = std::make_unique<CheckpointWriter>(checkpoint_dir, wo);
+  }
+
   const bool tty = isatty(STDERR_FILENO) == 1 && prints;
   ProgressBar bar;
   FitOptions options;
@@ -223,6 +299,39 @@ int Main() {
     if (prints) std::cout << FormatEpochLine(s) << std::endl;
     return true;
   };
+  if (!restore_path.empty()) options.restore = &restore_state;
+  const int epochs = job->epochs;
+  options.on_restored = [&](int epochs_done, int64_t step) {
+    const std::string what =
+        restore_path.empty() ? std::string("rank 0's checkpoint") : restore_path;
+    LogInfo(absl::StrCat("restored ", what, " (epoch ", epochs_done, ", step ", step, ")",
+                         epochs_done >= epochs
+                             ? absl::StrCat("; it already has all ", epochs,
+                                            " epochs, nothing to train")
+                             : absl::StrCat("; continuing with epoch ", epochs_done + 1)));
+  };
+  if (writer != nullptr) {
+    // evaluate resolves the job's relative data paths against job_dir, from wherever it
+    // runs: make it absolute.
+    std::string job_dir = base_dir;
+    char cwd[4096];
+    if (job_dir.empty() || job_dir[0] != '/') {
+      if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+        job_dir = job_dir == "." ? std::string(cwd) : absl::StrCat(cwd, "/", job_dir);
+      }
+    }
+    const nlohmann::json metadata = {{"job_dir", job_dir},
+                                     {"strategy", strategy->name()},
+                                     {"num_replicas", strategy->num_replicas_in_sync()}};
+    options.on_checkpoint = [&, metadata](const TrainingState& state) -> absl::Status {
+      absl::StatusOr<std::string> path =
+          writer->Write(CheckpointFromTrainingState(state, *job, metadata));
+      if (!path.ok()) return path.status();
+      LogInfo(absl::StrCat("checkpoint ", *path, " written (epoch ", state.epochs_done,
+                           ", step ", state.global_step, ")"));
+      return absl::OkStatus();
+    };
+  }
   absl::StatusOr<FitResult> result = Fit(*job, *data, strategy.get(), options);
   bar.Clear();
   if (server.server != nullptr) {
@@ -250,7 +359,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains a job spec in this process.\n"
       "  train --job=FILE [--epochs=N] [--device=cpu|auto|cuda[:N]]\n"
-      "        [--strategy=default|mirrored|multi_worker_mirrored] [--devices=cpu:0,cpu:1]");
+      "        [--strategy=default|mirrored|multi_worker_mirrored] [--devices=cpu:0,cpu:1]\n"
+      "        [--checkpoint_dir=DIR] [--keep_checkpoints=3] [--restore=latest|none|PATH]");
   absl::ParseCommandLine(argc, argv);
   // Every batch is a fresh tensor of a few hundred KiB.
   pstrain::KeepLargeBlocksInHeap();
