@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, bin_dir, "",
           "Folder with ps_server/, worker/ and chief/ binaries (default: next to this one)");
 ABSL_FLAG(std::string, log_dir, "", "Where each task's log goes (default: a new temp folder)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "parameter_server: where the chief keeps checkpoints (default: a new temp folder); "
+          "where the chief (parameter_server) or the training process (worker 0 for "
+          "multi_worker_mirrored) keeps a checkpoint per epoch (default: a new temp folder); "
           "an existing one with checkpoints resumes from the latest");
 ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
 ABSL_FLAG(bool, no_restart, false,
@@ -99,6 +100,19 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_epochs) > 0) {
       args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
     }
+    // Checkpoints per epoch, as the cluster keeps them, so a second run resumes.
+    std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    if (checkpoint_dir.empty()) {
+      std::string pattern = "/tmp/pstrain-checkpoints-XXXXXX";
+      if (mkdtemp(pattern.data()) == nullptr) {
+        return Fail("cannot create a checkpoint folder in /tmp");
+      }
+      checkpoint_dir = pattern;
+    }
+    args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
+    std::printf("pstrain: %s strategy, one process; checkpoints in %s\n", strategy.c_str(),
+                checkpoint_dir.c_str());
+    std::fflush(stdout);
     std::vector<char*> argv_train;
     for (std::string& a : args) argv_train.push_back(a.data());
     argv_train.push_back(nullptr);
@@ -121,7 +135,7 @@ int main(int argc, char** argv) {
     return Fail("cannot create a log folder in /tmp");
   }
   std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  if (!mwms && checkpoint_dir.empty() &&
+  if (checkpoint_dir.empty() &&
       (checkpoint_dir = fresh_dir("pstrain-checkpoints")).empty()) {
     return Fail("cannot create a checkpoint folder in /tmp");
   }
@@ -148,8 +162,8 @@ int main(int argc, char** argv) {
     options.chief_args.push_back(absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)));
   }
   if (mwms) {
-    std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s\n", strategy.c_str(),
-                options.num_workers, log_dir.c_str());
+    std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s; checkpoints in %s\n",
+                strategy.c_str(), options.num_workers, log_dir.c_str(), checkpoint_dir.c_str());
   } else {
     std::printf(
         "pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s; "
@@ -180,7 +194,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < options.num_workers; ++i) {
       std::vector<std::string> args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
                                        absl::StrCat("--device=", device),
-                                       "--strategy=multi_worker_mirrored"};
+                                       "--strategy=multi_worker_mirrored",
+                                       // Worker 0 writes and restores; it sends the
+                                       // restored state to the others.
+                                       absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
       if (absl::GetFlag(FLAGS_epochs) > 0) {
         args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
       }
