@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -64,7 +66,8 @@ struct RunResult {
 // Runs `job_path` on 1 chief, `num_ps` ps and 2 workers as threads with the given
 // checkpoint flags; every task must exit 0.
 RunResult RunCluster(const std::string& job_path, int num_ps, const std::string& checkpoint_dir,
-                     const std::string& restore, int epochs) {
+                     const std::string& restore, int epochs,
+                     const std::function<void(ChiefOptions*)>& more_options = nullptr) {
   const int workers = 2;
   auto ports = PickFreePorts(1 + num_ps + workers);
   EXPECT_TRUE(ports.ok()) << ports.status();
@@ -96,6 +99,7 @@ RunResult RunCluster(const std::string& job_path, int num_ps, const std::string&
   chief.epochs_override = epochs;
   chief.checkpoint_dir = checkpoint_dir;
   chief.restore = restore;
+  if (more_options) more_options(&chief);
   std::ostringstream out;
   RunResult result;
   result.chief_exit = RunChiefTask(chief, &signals[0], out);
@@ -343,6 +347,55 @@ for name, e in sorted(header.items()):
 
 // --restore=PATH that does not verify fails the chief at start, before any task is
 // waited for; --restore=latest with an empty directory starts fresh.
+// Checkpoints every 3 global steps record where the epoch in progress stands. Restored
+// from one taken mid-way through epoch 2, a run trains only the rest of that epoch: it
+// ends at exactly the global step of the uninterrupted run, and its epoch figures count
+// every sample of the epoch (those before the checkpoint included).
+TEST(CheckpointClusterTest, AMidEpochCheckpointResumesTheEpochAtItsDataPositions) {
+  const std::string job = WriteJob("positions.json", "0.003");
+  const std::string dir = TempPath("positions");
+  fs::remove_all(dir);
+  auto every_3_steps = [](ChiefOptions* chief) {
+    chief->checkpoint_every_steps = 3;
+    chief->keep_checkpoints = 100;
+    chief->steps_per_call = 2;
+  };
+  RunResult whole = RunCluster(job, 2, dir, "none", 2, every_3_steps);
+  ASSERT_EQ(whole.chief_exit, 0);
+  std::unique_ptr<CheckpointReader> end = OpenOrDie(dir);
+  ASSERT_NE(end, nullptr);
+  // 400 samples in 2 shards of 200, batch 32: 7 steps per shard, 14 per epoch.
+  EXPECT_EQ(end->step(), 28);
+  // A checkpoint from inside epoch 2, with steps of it done.
+  std::string middle;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!absl::StartsWith(entry.path().filename().string(), "ckpt-")) continue;
+    std::unique_ptr<CheckpointReader> c = OpenOrDie(entry.path().string());
+    if (c == nullptr || !c->metadata().contains("data_position")) continue;
+    const nlohmann::json& position = c->metadata()["data_position"];
+    if (position["epoch"] == 1 && position["steps"].get<int64_t>() > 0 &&
+        c->step() < end->step()) {
+      middle = c->path();
+      EXPECT_EQ(position["next_step"].size(), 2u);
+      EXPECT_EQ(c->step(), 14 + position["steps"].get<int64_t>());
+      break;
+    }
+  }
+  ASSERT_FALSE(middle.empty()) << "no mid-epoch checkpoint of epoch 2 in " << dir;
+  const std::string resumed_dir = TempPath("positions_resumed");
+  fs::remove_all(resumed_dir);
+  RunResult rest = RunCluster(job, 2, resumed_dir, middle, 2, [](ChiefOptions* chief) {
+    chief->steps_per_call = 2;
+  });
+  ASSERT_EQ(rest.chief_exit, 0);
+  EXPECT_EQ(rest.out.find("Epoch 1/2"), std::string::npos) << rest.out;
+  EXPECT_NE(rest.out.find("Epoch 2/2"), std::string::npos) << rest.out;
+  std::unique_ptr<CheckpointReader> rest_end = OpenOrDie(resumed_dir);
+  ASSERT_NE(rest_end, nullptr);
+  EXPECT_EQ(rest_end->step(), end->step());
+  EXPECT_EQ(rest_end->epoch(), 2);
+}
+
 TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
   auto ports = PickFreePorts(3);
   ASSERT_TRUE(ports.ok());
