@@ -103,6 +103,15 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     LogError(absl::StrCat(options.job_path, ": ", consistency.status().message()));
     return 2;
   }
+  // A push that waits at the ps (bounded staleness, sync) must give up before its RPC's
+  // deadline, or the worker takes the wait for a dead ps. Tasks share --rpc_timeout.
+  if (consistency->mode() != "async" &&
+      absl::Milliseconds(consistency->timeout_ms()) >= options.daemon.rpc_timeout) {
+    LogError(absl::StrCat(options.job_path, ": consistency timeout_ms (",
+                          consistency->timeout_ms(), ") must be shorter than --rpc_timeout (",
+                          absl::FormatDuration(options.daemon.rpc_timeout), ")"));
+    return 2;
+  }
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
   absl::Status loss_set = model.ok() ? (*model)->SetLoss(job->loss) : model.status();

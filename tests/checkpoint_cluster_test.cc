@@ -412,5 +412,24 @@ TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
   EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
 }
 
+// A sync or bounded-staleness wait at the ps longer than the RPC deadline would make
+// workers take a slow step for a dead ps: the chief refuses it at start (exit 2).
+TEST(CheckpointClusterTest, AConsistencyTimeoutBeyondTheRpcDeadlineFailsAtStart) {
+  auto ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok());
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {absl::StrCat("127.0.0.1:", (*ports)[0])}},
+      {"ps", {absl::StrCat("127.0.0.1:", (*ports)[1])}},
+      {"worker", {absl::StrCat("127.0.0.1:", (*ports)[2])}}};
+  ChiefOptions chief;
+  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
+  chief.daemon.rpc_timeout = absl::Seconds(2);  // the default timeout_ms is 5 s
+  chief.job_path = "tests/testdata/tiny_synthetic.json";
+  chief.consistency_override = "sync";
+  ShutdownSignal signal;
+  std::ostringstream out;
+  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+}
+
 }  // namespace
 }  // namespace pstrain
