@@ -9,6 +9,7 @@
 // once. Nothing here asserts a time: it prints a table.
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -33,6 +34,15 @@
 ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
 ABSL_FLAG(std::string, workers, "1,2", "Concurrent pushing clients");
 ABSL_FLAG(double, seconds, 2.0, "Measuring time per cell");
+ABSL_FLAG(bool, one_malloc_arena, true,
+          "mallopt(M_ARENA_MAX, 1): glibc serves a thread's blocks above 64 MiB with a fresh "
+          "mmap (and a page fault per 4 KiB) from its per-thread arenas whatever the mmap "
+          "threshold; one arena keeps them in the heap");
+ABSL_FLAG(int64_t, chunk_bytes, pstrain::kDefaultPushPullChunkBytes,
+          "Chunk size of the streamed push-and-pull, both directions");
+ABSL_FLAG(int64_t, stream_threshold_bytes, pstrain::GrpcPsClientOptions().stream_threshold_bytes,
+          "Push-and-pulls of at least this many bytes are streamed in chunks; smaller ones "
+          "are unary (a huge value measures the unary path alone)");
 
 namespace pstrain {
 namespace {
@@ -100,7 +110,11 @@ Cell PushPull(const std::string& address, size_t bytes, int workers, double seco
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      std::unique_ptr<PsClient> client = CreateGrpcPsClient(0, address, absl::Seconds(60));
+      GrpcPsClientOptions options;
+      options.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
+      options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
+      std::unique_ptr<PsClient> client =
+          CreateGrpcPsClient(0, address, absl::Seconds(60), options);
       const std::vector<NamedTensor> gradient = {
           {"v" + std::to_string(elements), Tensor({elements}, std::vector<float>(elements, 0.0f))}};
       while (!stop) {
@@ -143,6 +157,7 @@ int Main() {
 
   VariableStore store;
   PsServiceImpl service(&store, [](const std::string&) {});
+  service.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
   absl::StatusOr<RunningServer> server = StartServer({"127.0.0.1:0", {&service}});
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
@@ -163,6 +178,10 @@ int Main() {
   }
 
   std::printf("ps push+pull over gRPC on loopback vs raw TCP loopback (both directions counted)\n");
+  std::printf("streamed in %lld-byte chunks from %lld bytes up (smaller: unary); %s\n",
+              static_cast<long long>(absl::GetFlag(FLAGS_chunk_bytes)),
+              static_cast<long long>(absl::GetFlag(FLAGS_stream_threshold_bytes)),
+              absl::GetFlag(FLAGS_one_malloc_arena) ? "one malloc arena" : "glibc's arenas");
   std::printf("%10s %8s %14s %12s %14s %8s\n", "bytes", "workers", "pushpull/s", "GB/s",
               "raw TCP GB/s", "%raw");
   for (size_t bytes : sizes) {
@@ -184,5 +203,6 @@ int Main() {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   pstrain::KeepLargeBlocksInHeap();
+  if (absl::GetFlag(FLAGS_one_malloc_arena)) mallopt(M_ARENA_MAX, 1);
   return pstrain::Main();
 }

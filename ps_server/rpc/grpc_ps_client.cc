@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/support/sync_stream.h"
 #include "proto/ps.grpc.pb.h"
 
 namespace pstrain {
@@ -49,10 +51,15 @@ void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& contex
 
 class GrpcPsClient final : public PsClient {
  public:
-  GrpcPsClient(int ps_index, const std::string& address, absl::Duration timeout)
+  GrpcPsClient(int ps_index, const std::string& address, absl::Duration timeout,
+               const GrpcPsClientOptions& options)
       : name_(absl::StrCat("ps task ", ps_index, " (", address, ")")),
-        stub_(ParameterServer::NewStub(CreateChannel(address))),
-        timeout_(timeout) {}
+        channel_(CreateChannel(address)),
+        stub_(ParameterServer::NewStub(channel_)),
+        push_pull_stream_(kPushPullStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING,
+                          channel_),
+        timeout_(timeout),
+        options_(options) {}
 
   using PsClient::CreateVariables;
   using PsClient::Pull;
@@ -103,6 +110,11 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
                                                const PushContext& push_context,
                                                std::vector<int64_t>* versions) override {
+    int64_t bytes = 0;
+    for (const NamedTensor& g : gradients) bytes += g.tensor.num_elements() * 4;
+    if (bytes >= options_.stream_threshold_bytes) {
+      return PushPullStreamed(gradients, push_context, versions);
+    }
     PushPullRequest request;
     PackPush(gradients, push_context, request.mutable_push());
     PushPullResponse response;
@@ -111,6 +123,80 @@ class GrpcPsClient final : public PsClient {
     absl::Status status = FromGrpcStatus(stub_->PushPull(&context, request, &response), name_);
     if (!status.ok()) return status;
     return UnpackPull(response.pull(), gradients.size(), name_, versions);
+  }
+
+  // PushPull over PushPullStream: the gradients go up in chunks, the values come back in
+  // chunks; the ps applies the push once all of it arrived.
+  absl::StatusOr<std::vector<Tensor>> PushPullStreamed(absl::Span<const NamedTensor> gradients,
+                                                       const PushContext& push_context,
+                                                       std::vector<int64_t>* versions) {
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    std::unique_ptr<grpc::ClientReaderWriter<PushPullChunkIn, PushPullChunkOut>> stream(
+        grpc::internal::ClientReaderWriterFactory<PushPullChunkIn, PushPullChunkOut>::Create(
+            channel_.get(), push_pull_stream_, &context));
+
+    PushPullChunkIn out;
+    PushRequest* push = out.fields().mutable_push();
+    push->set_worker(push_context.worker);
+    push->set_epoch(push_context.epoch);
+    push->set_step(push_context.step);
+    for (int64_t v : push_context.versions) push->add_versions(v);
+    std::vector<int64_t> bytes;
+    for (const NamedTensor& g : gradients) {
+      Gradient* header = push->add_gradients();
+      header->set_name(g.name);
+      TensorHeader(g.tensor, header->mutable_gradient());
+      bytes.push_back(g.tensor.num_elements() * 4);
+    }
+    bool header_sent = false;
+    bool sent = true;
+    ForEachChunk(bytes, options_.chunk_bytes, [&](int tensor, int64_t offset, int64_t size) {
+      if (header_sent) out.fields().Clear();
+      out.fields().set_tensor(tensor);
+      out.fields().set_offset(offset);
+      // One copy into a gRPC slice: the caller's tensor may be gone before gRPC lets go
+      // of a slice borrowed from it (after an early error, say).
+      out.SetPayloadCopy(reinterpret_cast<const char*>(gradients[tensor].tensor.data()) + offset,
+                         size);
+      sent = stream->Write(out);
+      header_sent = true;
+      return sent;
+    });
+    if (!header_sent) sent = stream->Write(out);
+    // A failed write means the call is over: Finish says why.
+    if (sent) stream->WritesDone();
+
+    // The values: a header message, then chunks, as the push went up.
+    absl::Status unpacked = absl::OkStatus();
+    std::vector<Tensor> values;
+    PushPullChunkOut in;
+    if (stream->Read(&in)) {
+      TensorAssembler assembler;
+      unpacked = StartValues(in.fields(), gradients.size(), versions, &assembler);
+      while (unpacked.ok()) {
+        if (in.payload_size() > 0) {
+          unpacked = assembler.Add(in.fields().tensor(), in.fields().offset(), in);
+        }
+        if (!unpacked.ok() || !stream->Read(&in)) break;
+        if (in.fields().has_pull()) {
+          unpacked = absl::InvalidArgumentError("a second pull header");
+        }
+      }
+      if (unpacked.ok()) unpacked = assembler.Finish();
+      if (unpacked.ok()) values = assembler.Take();
+    }
+    if (!unpacked.ok()) context.TryCancel();
+    absl::Status status = FromGrpcStatus(stream->Finish(), name_);
+    if (!unpacked.ok()) {
+      return absl::InternalError(absl::StrCat(name_, ": malformed pull: ", unpacked.message()));
+    }
+    if (!status.ok()) return status;
+    if (values.size() != gradients.size()) {
+      return absl::InternalError(absl::StrCat(name_, ": answered ", values.size(),
+                                              " values for ", gradients.size(), " variables"));
+    }
+    return values;
   }
 
   absl::StatusOr<PsStatusResponse> GetStatus() override {
@@ -164,16 +250,41 @@ class GrpcPsClient final : public PsClient {
   }
 
  private:
+  // Checks the pull header of a streamed push-pull and readies `assembler` for the values.
+  static absl::Status StartValues(const PushPullChunkResponse& header, size_t expected,
+                                  std::vector<int64_t>* versions, TensorAssembler* assembler) {
+    if (!header.has_pull()) return absl::InvalidArgumentError("no pull header");
+    const PullResponse& pull = header.pull();
+    if (static_cast<size_t>(pull.values_size()) != expected ||
+        static_cast<size_t>(pull.versions_size()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(pull.values_size(), " values and ",
+                                                     pull.versions_size(), " versions for ",
+                                                     expected, " variables"));
+    }
+    if (versions != nullptr) versions->assign(pull.versions().begin(), pull.versions().end());
+    std::vector<const TensorProto*> headers;
+    std::vector<std::string> labels;
+    for (int i = 0; i < pull.values_size(); ++i) {
+      headers.push_back(&pull.values(i));
+      labels.push_back(absl::StrCat("value ", i));
+    }
+    return assembler->Start(headers, std::move(labels));
+  }
+
   const std::string name_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServer::Stub> stub_;
+  const grpc::internal::RpcMethod push_pull_stream_;
   const absl::Duration timeout_;
+  const GrpcPsClientOptions options_;
 };
 
 }  // namespace
 
 std::unique_ptr<PsClient> CreateGrpcPsClient(int ps_index, const std::string& address,
-                                             absl::Duration timeout) {
-  return std::make_unique<GrpcPsClient>(ps_index, address, timeout);
+                                             absl::Duration timeout,
+                                             const GrpcPsClientOptions& options) {
+  return std::make_unique<GrpcPsClient>(ps_index, address, timeout, options);
 }
 
 }  // namespace pstrain

@@ -1,5 +1,6 @@
 #include "ps_server/rpc/ps_service.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -48,7 +49,19 @@ absl::Status PullInto(const VariableStore& store, std::vector<std::string> names
 
 PsServiceImpl::PsServiceImpl(VariableStore* store,
                              std::function<void(const std::string&)> on_shutdown)
-    : store_(store), on_shutdown_(std::move(on_shutdown)) {}
+    : store_(store), on_shutdown_(std::move(on_shutdown)) {
+  // Replaces the generated handler (protobuf messages, tensor bytes copied through
+  // strings) with one whose messages keep the bytes in gRPC slices. The service owns it.
+  MarkMethodStreamed(
+      kPushPullStreamMethodIndex,
+      new grpc::internal::BidiStreamingHandler<PsServiceImpl, PushPullChunkIn,
+                                               PushPullChunkOut>(
+          [](PsServiceImpl* self, grpc::ServerContext* context,
+             grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
+            return self->PushPullChunks(context, stream);
+          },
+          this));
+}
 
 grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                             const CreateVariablesRequest* request,
@@ -90,6 +103,105 @@ grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest
   std::vector<std::string> names;
   for (const NamedTensor& g : *gradients) names.push_back(g.name);
   return ToGrpcStatus(PullInto(*store_, std::move(names), response->mutable_pull()));
+}
+
+grpc::Status PsServiceImpl::PushPullChunks(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
+  PushPullChunkIn message;
+  if (!stream->Read(&message)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("push-pull stream ended before its header"));
+  }
+  if (!message.fields().has_push()) {
+    return ToGrpcStatus(
+        absl::InvalidArgumentError("the first message of a push-pull stream carries no push"));
+  }
+  const PushRequest push = std::move(*message.fields().mutable_push());
+  std::vector<const TensorProto*> headers;
+  std::vector<std::string> labels;
+  for (const Gradient& g : push.gradients()) {
+    headers.push_back(&g.gradient());
+    labels.push_back(absl::StrCat("gradient for \"", g.name(), "\""));
+  }
+  TensorAssembler assembler;
+  if (absl::Status started = assembler.Start(headers, std::move(labels)); !started.ok()) {
+    return ToGrpcStatus(started);
+  }
+  // The whole push is read before any of it is applied, so a pull (this stream's or
+  // another's) never sees part of it, and a broken stream changes nothing.
+  bool first = true;
+  do {
+    if (!first && message.fields().has_push()) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          "a push-pull stream carries its push header in the first message only"));
+    }
+    first = false;
+    if (message.payload_size() == 0 && message.fields().tensor() == 0 &&
+        message.fields().offset() == 0) {
+      continue;  // a header without data
+    }
+    if (absl::Status added =
+            assembler.Add(message.fields().tensor(), message.fields().offset(), message);
+        !added.ok()) {
+      return ToGrpcStatus(added);
+    }
+    message.ClearPayload();
+  } while (stream->Read(&message));
+  // A client that gave up (deadline, cancel) may have sent every byte: it was told the
+  // call failed, so nothing is applied.
+  if (context->IsCancelled()) {
+    return ToGrpcStatus(absl::CancelledError("the push-pull stream was cancelled"));
+  }
+  if (absl::Status complete = assembler.Finish(); !complete.ok()) return ToGrpcStatus(complete);
+
+  std::vector<NamedTensor> gradients;
+  {
+    std::vector<Tensor> tensors = assembler.Take();
+    gradients.reserve(tensors.size());
+    for (int i = 0; i < push.gradients_size(); ++i) {
+      gradients.push_back({push.gradients(i).name(), std::move(tensors[i])});
+    }
+  }
+  if (absl::Status pushed = store_->Push(gradients, ContextOf(push)); !pushed.ok()) {
+    return ToGrpcStatus(pushed);
+  }
+  std::vector<std::string> names;
+  names.reserve(gradients.size());
+  for (NamedTensor& g : gradients) {
+    names.push_back(std::move(g.name));
+    g.tensor = Tensor();  // done with it: free it before the values are copied out
+  }
+  std::vector<int64_t> versions;
+  absl::StatusOr<std::vector<Tensor>> pulled = store_->Pull(names, &versions);
+  if (!pulled.ok()) return ToGrpcStatus(pulled.status());
+  // Shared with the slices that carry the values, which gRPC may release after this
+  // handler returned.
+  auto values = std::make_shared<const std::vector<Tensor>>(*std::move(pulled));
+
+  PushPullChunkOut out;
+  PullResponse* header = out.fields().mutable_pull();
+  std::vector<int64_t> bytes;
+  for (size_t i = 0; i < values->size(); ++i) {
+    TensorHeader((*values)[i], header->add_values());
+    header->add_versions(versions[i]);
+    bytes.push_back((*values)[i].num_elements() * 4);
+  }
+  bool header_sent = false;
+  bool ok = true;
+  ForEachChunk(bytes, chunk_bytes_, [&](int tensor, int64_t offset, int64_t size) {
+    if (header_sent) out.fields().Clear();
+    out.fields().set_tensor(tensor);
+    out.fields().set_offset(offset);
+    const char* base = reinterpret_cast<const char*>((*values)[tensor].data());
+    out.SetPayload(SliceWithOwner(base + offset, size, values));
+    ok = stream->Write(out);
+    header_sent = true;
+    return ok;
+  });
+  if (!header_sent) ok = stream->Write(out);  // no bytes at all: the header alone
+  if (!ok) {
+    return ToGrpcStatus(absl::CancelledError("the client went away during the pull"));
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,

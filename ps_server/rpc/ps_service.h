@@ -4,12 +4,16 @@
 #include <functional>
 #include <string>
 
+#include "grpcpp/support/sync_stream.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps_server/rpc/push_pull_stream.h"
 #include "ps_server/variable_store.h"
 
 namespace pstrain {
 
 // gRPC adapter over a VariableStore: unpacks requests, calls the store, converts status.
+// PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
+// (ps_server/rpc/push_pull_stream.h) instead of the generated protobuf handler.
 class PsServiceImpl final : public ParameterServer::Service {
  public:
   // `store` is not owned. `on_shutdown` runs when a Shutdown RPC arrives, with its reason.
@@ -32,9 +36,19 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
 
+  // PushPullStream: reads the push header and every gradient's chunks until the client
+  // half-closes, pushes them all at once, and streams the pulled values back in chunks
+  // of `chunk_bytes` (the request's chunks may be of any size).
+  grpc::Status PushPullChunks(grpc::ServerContext* context,
+                              grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
+
+  // Size of the value chunks PushPullChunks sends (tests use tiny ones).
+  void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
+
  private:
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
+  int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
 };
 
 }  // namespace pstrain
