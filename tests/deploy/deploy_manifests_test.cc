@@ -30,6 +30,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "common/cluster_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -46,6 +47,8 @@ constexpr char kK8sDir[] = "deploy/k8s";
 constexpr char kTfJob[] = "deploy/kubeflow/tfjob.yaml";
 constexpr char kDockerfile[] = "deploy/docker/Dockerfile";
 constexpr char kExampleJob[] = "examples/fashion_mnist.json";
+// Where every deployment mounts the chief's checkpoint volume, and the image creates it.
+constexpr char kCheckpointDir[] = "/var/lib/pstrain/checkpoints";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -164,6 +167,106 @@ std::vector<std::string> FlowList(const std::string& text) {
   return items;
 }
 
+// The items of every block sequence under a line "key:" (e.g. volumeMounts), each as its
+// "k: v" pairs, nested ones included (a volume's persistentVolumeClaim.claimName), or as
+// {"": scalar} for a plain item ("- a:b" in Compose).
+std::vector<std::map<std::string, std::string>> ListItems(const std::vector<std::string>& lines,
+                                                          const std::string& key) {
+  std::vector<std::map<std::string, std::string>> items;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (Trimmed(lines[i]) != key + ":") continue;
+    const int indent = Indent(lines[i]);
+    int item_indent = -1;
+    for (size_t j = i + 1; j < lines.size() && Indent(lines[j]) > indent; ++j) {
+      std::string t = Trimmed(lines[j]);
+      if (absl::StartsWith(t, "- ") && (item_indent < 0 || Indent(lines[j]) == item_indent)) {
+        item_indent = Indent(lines[j]);
+        items.emplace_back();
+        t = Trimmed(t.substr(2));
+      }
+      if (items.empty()) break;  // not a block sequence
+      const size_t colon = t.find(": ");
+      if (colon != std::string::npos) {
+        // The first wins: a nested "name" (configMap.name) does not replace the item's.
+        items.back().emplace(t.substr(0, colon), Unquote(t.substr(colon + 2)));
+      } else if (absl::EndsWith(t, ":")) {
+        items.back().emplace(t.substr(0, t.size() - 1), "");
+      } else {
+        items.back().emplace("", Unquote(t));
+      }
+    }
+  }
+  return items;
+}
+
+// The value of --name=VALUE in a command; "" when absent.
+std::string FlagValue(const std::vector<std::string>& command, const std::string& name) {
+  for (const std::string& arg : command) {
+    if (absl::StartsWith(arg, "--" + name + "=")) return arg.substr(name.size() + 3);
+  }
+  return "";
+}
+
+// What every deployment's commands must say for the checkpoints to survive a chief
+// restart, and for the other tasks to wait for a restarted chief.
+void ExpectFaultToleranceFlags(const std::string& task_type,
+                               const std::vector<std::string>& command) {
+  SCOPED_TRACE(absl::StrJoin(command, " "));
+  if (task_type == "chief") {
+    EXPECT_EQ(FlagValue(command, "checkpoint_dir"), kCheckpointDir);
+    // Within an epoch too, so a dying ps loses a bounded amount of its updates.
+    EXPECT_TRUE(!FlagValue(command, "checkpoint_every").empty() ||
+                !FlagValue(command, "checkpoint_every_steps").empty());
+    // A restarted chief must resume: --restore=latest is the default.
+    const std::string restore = FlagValue(command, "restore");
+    EXPECT_TRUE(restore.empty() || restore == "latest") << restore;
+  } else {
+    // Longer than the default (30s), to outlast a chief restart.
+    absl::Duration timeout;
+    ASSERT_TRUE(absl::ParseDuration(FlagValue(command, "chief_timeout"), &timeout))
+        << "no --chief_timeout";
+    EXPECT_GE(timeout, absl::Seconds(60));
+  }
+}
+
+// Expects, in one pod spec's lines, a volume named after `claim`'s PersistentVolumeClaim
+// mounted at kCheckpointDir, and fsGroup 10001 so that the non-root user can write it.
+void ExpectCheckpointVolume(const std::vector<std::string>& pod, const std::string& claim) {
+  std::string volume;
+  for (const auto& item : ListItems(pod, "volumes")) {
+    if (item.count("claimName") && item.at("claimName") == claim) volume = item.at("name");
+  }
+  ASSERT_FALSE(volume.empty()) << "no volume of claim " << claim;
+  bool mounted = false;
+  for (const auto& item : ListItems(pod, "volumeMounts")) {
+    if (item.count("name") && item.at("name") == volume) {
+      EXPECT_EQ(item.at("mountPath"), kCheckpointDir);
+      EXPECT_FALSE(item.count("readOnly") && item.at("readOnly") == "true");
+      mounted = true;
+    }
+  }
+  EXPECT_TRUE(mounted) << "volume " << volume << " is not mounted";
+  EXPECT_THAT(AllValues(pod, "fsGroup"), ElementsAre("10001"));
+}
+
+// Expects a PersistentVolumeClaim document named `name`, ReadWriteOnce, with a size.
+void ExpectClaim(const std::vector<std::string>& doc, const std::string& name) {
+  EXPECT_EQ(NestedValue(doc, "metadata", "name"), name);
+  std::vector<std::string> modes;
+  for (const auto& item : ListItems(doc, "accessModes")) modes.push_back(item.at(""));
+  EXPECT_THAT(modes, ElementsAre("ReadWriteOnce"));
+  EXPECT_FALSE(NestedValue(doc, "requests", "storage", 4).empty()) << "no storage request";
+}
+
+// The top-level kind of a document.
+std::string Kind(const std::vector<std::string>& doc) {
+  std::string kind;
+  for (const std::string& line : doc) {
+    if (Indent(line) == 0 && KeyValue(line, "kind", &kind)) return kind;
+  }
+  return "";
+}
+
 // Parses one TF_CONFIG and fails the test (with the text) when it does not parse.
 TfConfig MustParse(const std::string& where, const std::string& tf_config) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
@@ -252,6 +355,7 @@ struct ComposeService {
   std::vector<std::string> command;
   std::string restart;
   std::string image;
+  std::vector<std::string> volumes;
 };
 
 // Services of the compose file: top-level "services:", each a key at indent 2; the shared
@@ -262,7 +366,9 @@ std::map<std::string, ComposeService> ComposeServices() {
   std::map<std::string, ComposeService> services;
   std::string section;  // top-level key
   std::string current;  // service
+  bool in_volumes = false;  // a service's "volumes:" list
   for (const std::string& line : doc) {
+    if (Indent(line) <= 2) in_volumes = false;
     if (Indent(line) == 0) {
       section = std::string(absl::StripSuffix(Trimmed(line), ":"));
       section = section.substr(0, section.find(':'));
@@ -293,8 +399,31 @@ std::map<std::string, ComposeService> ComposeServices() {
     if (KeyValue(line, "command", &value)) target->command = FlowList(value);
     if (KeyValue(line, "restart", &value)) target->restart = value;
     if (KeyValue(line, "image", &value)) target->image = value;
+    if (Indent(line) == 6 && absl::StartsWith(Trimmed(line), "- ") && in_volumes) {
+      target->volumes.push_back(Unquote(Trimmed(line).substr(2)));
+    }
+    if (Indent(line) == 4) in_volumes = Trimmed(line) == "volumes:";
   }
   return services;
+}
+
+// The top-level "volumes:" of the compose file: name -> its lines.
+std::map<std::string, std::vector<std::string>> ComposeVolumes() {
+  const std::vector<std::string> doc = Documents(ReadFile(kCompose)).at(0);
+  std::map<std::string, std::vector<std::string>> volumes;
+  bool in_volumes = false;
+  std::string current;
+  for (const std::string& line : doc) {
+    if (Indent(line) == 0) {
+      in_volumes = Trimmed(line) == "volumes:";
+    } else if (in_volumes && Indent(line) == 2) {
+      current = std::string(absl::StripSuffix(Trimmed(line), ":"));
+      volumes[current];
+    } else if (in_volumes) {
+      volumes[current].push_back(line);
+    }
+  }
+  return volumes;
 }
 
 // The compose service name of a task: "chief", "ps0", "worker1".
@@ -325,6 +454,10 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
     EXPECT_TRUE(binaries.count(service.command[0])) << service.command[0] << " not in image";
     const std::string expected_binary = config.task.type == "ps" ? "ps_server" : config.task.type;
     EXPECT_EQ(service.command[0], expected_binary);
+    ExpectFaultToleranceFlags(config.task.type, service.command);
+    if (config.task.type != "chief") {
+      EXPECT_THAT(service.volumes, testing::IsEmpty());
+    }
   }
   // The image has examples/ at /opt/pstrain/examples.
   EXPECT_THAT(services.at("chief").command,
@@ -332,6 +465,23 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
   if (FindExample(kExampleJob).empty()) {
     std::printf("note: cannot reach %s from here; its presence was not checked\n", kExampleJob);
   }
+}
+
+TEST(ComposeTest, ChiefCheckpointsToANamedVolume) {
+  const std::map<std::string, ComposeService> services = ComposeServices();
+  ASSERT_TRUE(services.count("chief"));
+  const ComposeService& chief = services.at("chief");
+  // A named volume (not a bind mount: Docker copies the image folder's owner, 10001, into
+  // it when it is new) at the folder --checkpoint_dir names.
+  ASSERT_THAT(chief.volumes, testing::SizeIs(1));
+  const std::vector<std::string> parts = absl::StrSplit(chief.volumes[0], ':');
+  ASSERT_GE(parts.size(), 2u) << chief.volumes[0];
+  EXPECT_EQ(parts[1], kCheckpointDir);
+  EXPECT_TRUE(parts.size() == 2 || parts[2] != "ro") << chief.volumes[0];
+  EXPECT_FALSE(absl::StartsWith(parts[0], "/") || absl::StartsWith(parts[0], "."))
+      << "a bind mount, not a named volume: " << chief.volumes[0];
+  const std::map<std::string, std::vector<std::string>> volumes = ComposeVolumes();
+  EXPECT_TRUE(volumes.count(parts[0])) << "no top-level volume " << parts[0];
 }
 
 TEST(ComposeTest, DockerComposeAcceptsTheFile) {
@@ -367,9 +517,11 @@ std::vector<std::string> KustomizeResources() {
 TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
   const std::vector<std::string> resources = KustomizeResources();
   EXPECT_THAT(resources,
-              UnorderedElementsAre("services.yaml", "chief.yaml", "ps.yaml", "worker.yaml"));
+              UnorderedElementsAre("checkpoints.yaml", "services.yaml", "chief.yaml", "ps.yaml",
+                                   "worker.yaml"));
   std::map<std::string, std::vector<std::string>> services;  // name -> its doc
   std::map<std::string, std::vector<std::string>> jobs;
+  std::map<std::string, std::vector<std::string>> claims;
   for (const std::string& file : resources) {
     for (const auto& doc : K8sDocuments(file)) {
       std::string k;
@@ -381,11 +533,18 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
         services[name] = doc;
       } else if (k == "Job") {
         jobs[name] = doc;
+      } else if (k == "PersistentVolumeClaim") {
+        claims[name] = doc;
       } else {
         ADD_FAILURE() << file << ": unexpected kind " << k;
       }
     }
   }
+  // The chief's checkpoint volume.
+  std::vector<std::string> claim_names;
+  for (const auto& [name, doc] : claims) claim_names.push_back(name);
+  EXPECT_THAT(claim_names, ElementsAre("pstrain-checkpoints"));
+  for (const auto& [name, doc] : claims) ExpectClaim(doc, name);
   std::vector<std::string> job_names;
   for (const auto& [name, doc] : jobs) job_names.push_back(name);
   EXPECT_THAT(job_names, UnorderedElementsAre("pstrain-chief-0", "pstrain-ps-0", "pstrain-ps-1",
@@ -429,11 +588,17 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     const std::vector<std::string> command = FlowList(commands[0]);
     ASSERT_FALSE(command.empty());
     EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
+    ExpectFaultToleranceFlags(config.task.type, command);
     if (config.task.type == "chief") {
-      // The job spec comes from the ConfigMap mounted at /etc/pstrain/job.
+      // The job spec comes from the ConfigMap mounted at /etc/pstrain/job, the checkpoints
+      // go to the PersistentVolumeClaim.
       EXPECT_THAT(command, testing::Contains("--job=/etc/pstrain/job/fashion_mnist.json"));
-      EXPECT_THAT(AllValues(doc, "mountPath"), ElementsAre("/etc/pstrain/job"));
+      EXPECT_THAT(AllValues(doc, "mountPath"),
+                  UnorderedElementsAre("/etc/pstrain/job", kCheckpointDir));
       EXPECT_THAT(AllValues(doc, "name"), testing::Contains("pstrain-job"));
+      ExpectCheckpointVolume(doc, "pstrain-checkpoints");
+    } else {
+      EXPECT_THAT(AllValues(doc, "mountPath"), testing::IsEmpty());
     }
   }
 }
@@ -470,6 +635,7 @@ TEST(K8sTest, KubectlKustomizeRenders) {
   EXPECT_EQ(kinds["Job"], 5);
   EXPECT_EQ(kinds["Service"], 5);
   EXPECT_EQ(kinds["ConfigMap"], 1);
+  EXPECT_EQ(kinds["PersistentVolumeClaim"], 1);
   EXPECT_THAT(output, HasSubstr("image: pstrain:latest"));
 }
 
@@ -481,7 +647,22 @@ struct ReplicaSpec {
 };
 
 TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
-  const std::vector<std::string> doc = Documents(ReadFile(kTfJob)).at(0);
+  // The TFJob, and the PersistentVolumeClaim for the chief's checkpoints before it.
+  std::vector<std::string> doc;
+  int claims = 0;
+  for (const auto& d : Documents(ReadFile(kTfJob))) {
+    if (Kind(d) == "TFJob") {
+      EXPECT_TRUE(doc.empty()) << "two TFJobs";
+      doc = d;
+    } else if (Kind(d) == "PersistentVolumeClaim") {
+      ++claims;
+      ExpectClaim(d, "pstrain-fashion-mnist-checkpoints");
+    } else {
+      ADD_FAILURE() << "unexpected kind " << Kind(d);
+    }
+  }
+  EXPECT_EQ(claims, 1);
+  ASSERT_FALSE(doc.empty()) << "no TFJob";
   std::string api, kind;
   for (const std::string& line : doc) {
     if (Indent(line) != 0) continue;
@@ -539,7 +720,15 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     EXPECT_THAT(AllValues(spec.lines, "restartPolicy"), ElementsAre("OnFailure"));
     // The operator sets TF_CONFIG in the container named "tensorflow" and takes the port
     // from the one named "tfjob-port".
-    EXPECT_THAT(AllValues(spec.lines, "name"), ElementsAre("tensorflow", "tfjob-port"));
+    if (type == "Chief") {
+      // ... and the chief mounts its checkpoint volume.
+      EXPECT_THAT(AllValues(spec.lines, "name"),
+                  ElementsAre("tensorflow", "tfjob-port", "checkpoints", "checkpoints"));
+      ExpectCheckpointVolume(spec.lines, "pstrain-fashion-mnist-checkpoints");
+    } else {
+      EXPECT_THAT(AllValues(spec.lines, "name"), ElementsAre("tensorflow", "tfjob-port"));
+      EXPECT_THAT(AllValues(spec.lines, "mountPath"), testing::IsEmpty());
+    }
     EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222"));
     EXPECT_THAT(AllValues(spec.lines, "port"), ElementsAre("2222"));  // liveness, gRPC
     EXPECT_TRUE(EnvValues(spec.lines, "TF_CONFIG").empty()) << "the operator sets TF_CONFIG";
@@ -550,6 +739,7 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
     const std::string task_type = absl::AsciiStrToLower(type);
     EXPECT_EQ(command[0], task_type == "ps" ? "ps_server" : task_type);
+    ExpectFaultToleranceFlags(task_type, command);
     if (task_type == "chief") {
       EXPECT_THAT(command, testing::Contains("--job=/opt/pstrain/examples/fashion_mnist.json"));
     }
@@ -585,6 +775,30 @@ TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
   EXPECT_FALSE(absl::StartsWith(user, "0") || absl::StartsWith(user, "root")) << user;
   // The uid the Kubernetes manifests ask for (runAsNonRoot needs a numeric USER).
   EXPECT_THAT(user, testing::StartsWith("10001"));
+}
+
+TEST(DockerfileTest, CreatesTheCheckpointFolderOwnedByTheUser) {
+  // The runtime stage's RUN commands, continuation lines joined.
+  const std::string dockerfile = ReadFile(kDockerfile);
+  const std::string runtime =
+      dockerfile.substr(dockerfile.find("FROM debian:bookworm-slim AS runtime"));
+  const std::string joined = absl::StrReplaceAll(runtime, {{"\\\n", " "}});
+  bool created = false;
+  for (const std::string& line : Lines(joined)) {
+    if (!absl::StartsWith(line, "RUN ")) continue;
+    for (absl::string_view command : absl::StrSplit(line.substr(4), absl::ByAnyChar(";&"))) {
+      const std::string c = Trimmed(std::string(command));
+      if (!absl::StrContains(c, kCheckpointDir)) continue;
+      // install -d -o 10001 -g 10001 DIR, or chown 10001:10001 DIR after a mkdir.
+      if ((absl::StartsWith(c, "install -d") && absl::StrContains(c, "-o 10001") &&
+           absl::StrContains(c, "-g 10001")) ||
+          (absl::StartsWith(c, "chown") && absl::StrContains(c, "10001:10001"))) {
+        created = true;
+      }
+    }
+  }
+  EXPECT_TRUE(created) << "the runtime stage must create " << kCheckpointDir
+                       << " owned by 10001:10001 (a fresh named volume takes that owner)";
 }
 
 }  // namespace
