@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "where the chief (parameter_server) or the training process (worker 0 for "
           "multi_worker_mirrored) keeps a checkpoint per epoch (default: a new temp folder); "
           "an existing one with checkpoints resumes from the latest");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "parameter_server: the chief also checkpoints every this many global steps "
+          "(0 = at epoch ends only)");
 ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
 ABSL_FLAG(bool, no_restart, false,
           "parameter_server: do not restart a ps or worker that dies (by default the launcher "
@@ -150,6 +153,11 @@ int main(int argc, char** argv) {
   options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
   options.worker_args = {absl::StrCat("--device=", device)};
   if (!mwms) options.chief_args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
+  if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
+    if (mwms) return Fail("--checkpoint_every_steps is for the parameter_server strategy");
+    options.chief_args.push_back(absl::StrCat("--checkpoint_every_steps=",
+                                              absl::GetFlag(FLAGS_checkpoint_every_steps)));
+  }
   if (absl::GetFlag(FLAGS_epochs) > 0) {
     options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
   }
