@@ -125,21 +125,23 @@ std::map<int64_t, double> RingBusBandwidth(int n, const std::vector<int64_t>& si
   for (int64_t size : sizes) {
     std::vector<std::vector<float>> data(n, std::vector<float>(size / 4, 1.0f));
     // Every rank runs the same number of iterations: rank 0 decides, through a flag it
-    // all-reduces with the data (one extra element), when time is up.
+    // all-reduces with the data (its last element: rank 0 sets it to 0 or 1, the others
+    // to 0), when time is up. One tensor, as gloo's peer reduces: a second one for the
+    // flag would send every bucket through the fusion buffer (two extra copies).
     std::vector<int> iterations(n, 0);
     std::vector<absl::Status> status(n);
     absl::Time start;
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
-        std::vector<float> flag(1);
+        float& flag = data[r].back();
         bool warm = false;
         absl::Time begin = absl::Now();
         while (true) {
-          flag[0] = (r == 0 && warm && absl::Now() - begin >= absl::Seconds(seconds)) ? 1 : 0;
-          std::vector<absl::Span<float>> spans = {absl::MakeSpan(data[r]), absl::MakeSpan(flag)};
+          flag = (r == 0 && warm && absl::Now() - begin >= absl::Seconds(seconds)) ? 1 : 0;
+          std::vector<absl::Span<float>> spans = {absl::MakeSpan(data[r])};
           status[r] = rings[r]->AllReduceSum(spans);
-          if (!status[r].ok() || flag[0] > 0) break;
+          if (!status[r].ok() || flag > 0) break;
           if (!warm) {
             warm = true;  // the first call connects; not timed
             begin = absl::Now();

@@ -4,13 +4,12 @@
 
 namespace pstrain {
 
-void ChunkMailbox::Deliver(const ChunkKey& key, std::vector<float> data) {
+void ChunkMailbox::Deliver(const ChunkKey& key, ChunkData data) {
   absl::MutexLock lock(&mu_);
   chunks_[key] = std::move(data);
 }
 
-absl::StatusOr<std::vector<float>> ChunkMailbox::Take(const ChunkKey& key,
-                                                      absl::Duration wait) {
+absl::StatusOr<ChunkData> ChunkMailbox::Take(const ChunkKey& key, absl::Duration wait) {
   struct Arg {
     ChunkMailbox* self;
     const ChunkKey* key;
@@ -25,7 +24,7 @@ absl::StatusOr<std::vector<float>> ChunkMailbox::Take(const ChunkKey& key,
   if (closed_) return absl::CancelledError("all-reduce transport shut down");
   auto it = chunks_.find(key);
   if (it == chunks_.end()) return absl::DeadlineExceededError("chunk not received yet");
-  std::vector<float> data = std::move(it->second);
+  ChunkData data = std::move(it->second);
   chunks_.erase(it);
   return data;
 }

@@ -21,11 +21,11 @@ namespace pstrain {
 class ChunkMailbox {
  public:
   // Stores `data` under `key`, replacing a chunk not yet taken (a retried send).
-  void Deliver(const ChunkKey& key, std::vector<float> data);
+  void Deliver(const ChunkKey& key, ChunkData data);
 
   // Removes and returns the chunk under `key`, waiting up to `wait`.
   // Errors: DEADLINE_EXCEEDED when it has not come; CANCELLED after Close().
-  absl::StatusOr<std::vector<float>> Take(const ChunkKey& key, absl::Duration wait);
+  absl::StatusOr<ChunkData> Take(const ChunkKey& key, absl::Duration wait);
 
   // Wakes every waiter with CANCELLED, now and later.
   void Close();
@@ -35,7 +35,7 @@ class ChunkMailbox {
 
  private:
   mutable absl::Mutex mu_;
-  std::map<ChunkKey, std::vector<float>> chunks_ ABSL_GUARDED_BY(mu_);
+  std::map<ChunkKey, ChunkData> chunks_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -5,30 +5,52 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"
+#include "grpcpp/impl/client_unary_call.h"
+#include "grpcpp/impl/rpc_service_method.h"
+#include "grpcpp/support/method_handler.h"
 
 namespace pstrain {
 
+CollectiveService::CollectiveService(ChunkMailbox* mailbox, int expected_src)
+    : mailbox_(mailbox), expected_src_(expected_src) {
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kPushChunkMethod, grpc::internal::RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<CollectiveService, CollectiveChunkSlices,
+                                           CollectiveChunkAck>(
+          [](CollectiveService* self, grpc::ServerContext* context,
+             const CollectiveChunkSlices* request, CollectiveChunkAck* reply) {
+            return self->PushChunk(context, request, reply);
+          },
+          this)));
+}
+
 grpc::Status CollectiveService::PushChunk(grpc::ServerContext* context,
-                                          const CollectiveChunk* request,
+                                          const CollectiveChunkSlices* request,
                                           CollectiveChunkAck* reply) {
   (void)context;
   (void)reply;
-  if (request->src_rank() != expected_src_) {
+  const CollectiveChunk& header = request->fields();
+  if (header.src_rank() != expected_src_) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("chunk from rank ", request->src_rank(),
+                        absl::StrCat("chunk from rank ", header.src_rank(),
                                      ", but this rank's left neighbour is ", expected_src_));
   }
-  const std::string& bytes = request->data();
-  if (bytes.size() % sizeof(float) != 0) {
+  const size_t bytes = request->payload_size();
+  if (bytes % sizeof(float) != 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("chunk of ", bytes.size(), " bytes is not whole floats"));
+                        absl::StrCat("chunk of ", bytes, " bytes is not whole floats"));
   }
-  // Little-endian on the wire, as every host pstrain runs on: a plain copy.
-  std::vector<float> values(bytes.size() / sizeof(float));
-  if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
-  mailbox_->Deliver(ChunkKey{request->step(), request->bucket(), request->round(),
-                             request->chunk()},
-                    std::move(values));
+  // Little-endian on the wire, as every host pstrain runs on: the received bytes are the
+  // floats. The slices (references to gRPC's receive buffers) outlive this call in the
+  // mailbox.
+  auto slices = std::make_shared<const std::vector<grpc::Slice>>(request->payload_slices());
+  std::vector<absl::Span<const char>> pieces;
+  pieces.reserve(slices->size());
+  for (const grpc::Slice& s : *slices) {
+    pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  mailbox_->Deliver(ChunkKey{header.step(), header.bucket(), header.round(), header.chunk()},
+                    ChunkData(std::move(pieces), std::move(slices)));
   return grpc::Status::OK;
 }
 
@@ -47,9 +69,10 @@ absl::StatusOr<std::unique_ptr<GrpcRingTransport>> GrpcRingTransport::Create(
 }
 
 GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options, ChunkMailbox* mailbox)
-    : options_(std::move(options)), mailbox_(mailbox) {
-  next_ = Collective::NewStub(CreateChannel(options_.addresses[(options_.rank + 1) % size()]));
-}
+    : options_(std::move(options)),
+      mailbox_(mailbox),
+      next_(CreateChannel(options_.addresses[(options_.rank + 1) % size()])),
+      push_chunk_(kPushChunkMethod, grpc::internal::RpcMethod::NORMAL_RPC, next_) {}
 
 std::string GrpcRingTransport::PeerName(int rank) const {
   const std::string name =
@@ -57,26 +80,32 @@ std::string GrpcRingTransport::PeerName(int rank) const {
   return absl::StrCat(name, " (", options_.addresses[rank], ")");
 }
 
-absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, absl::Span<const float> data,
+absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, std::vector<float> data,
                                            absl::Duration timeout) {
-  CollectiveChunk request;
-  request.set_src_rank(options_.rank);
-  request.set_step(key.step);
-  request.set_bucket(key.bucket);
-  request.set_round(key.round);
-  request.set_chunk(key.chunk);
-  request.set_data(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  CollectiveChunkSlices request;
+  CollectiveChunk& header = request.fields();
+  header.set_src_rank(options_.rank);
+  header.set_step(key.step);
+  header.set_bucket(key.bucket);
+  header.set_round(key.round);
+  header.set_chunk(key.chunk);
+  // The vector itself goes out: the slice owns it, as gRPC may hold a slice a little
+  // after the call returned.
+  auto owned = std::make_shared<const std::vector<float>>(std::move(data));
+  request.SetPayload(SliceWithOwner(owned->data(), owned->size() * sizeof(float), owned));
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
   context.set_wait_for_ready(true);
   CollectiveChunkAck reply;
-  const grpc::Status status = next_->PushChunk(&context, request, &reply);
+  const grpc::Status status =
+      grpc::internal::BlockingUnaryCall<CollectiveChunkSlices, CollectiveChunkAck>(
+          next_.get(), push_chunk_, &context, request, &reply);
   if (status.ok()) return absl::OkStatus();
   return FromGrpcStatus(status, PeerName((options_.rank + 1) % size()));
 }
 
-absl::StatusOr<std::vector<float>> GrpcRingTransport::TryReceive(const ChunkKey& key,
-                                                                 absl::Duration wait) {
+absl::StatusOr<ChunkData> GrpcRingTransport::TryReceive(const ChunkKey& key,
+                                                        absl::Duration wait) {
   return mailbox_->Take(key, wait);
 }
 

@@ -5,6 +5,12 @@
 // CollectiveService that files incoming chunks in its mailbox, and pushes its own chunks
 // to the next worker with PushChunk, one unary call per chunk, each with a deadline.
 //
+// Both ends move a chunk's floats as gRPC slices (common/rpc/payload_message.h), not
+// through the generated protobuf code: the sender's vector becomes the slice gRPC writes
+// to the socket, and the receiver files the slices gRPC read into the mailbox as they
+// are, so the all-reduce adds or copies straight from them. No copy of the floats on
+// either side; the bytes on the wire are still the CollectiveChunk message.
+//
 // Thread-safety: as RingTransport; the service's handlers run on gRPC's threads.
 
 #include <memory>
@@ -12,22 +18,32 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rpc/payload_message.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/impl/service_type.h"
 #include "proto/collective.grpc.pb.h"
 #include "worker/allreduce/chunk_mailbox.h"
 #include "worker/allreduce/ring_transport.h"
 
 namespace pstrain {
 
+// CollectiveChunk with `data` (field 6) in gRPC slices.
+using CollectiveChunkSlices = PayloadMessage<CollectiveChunk, 6>;
+
+inline constexpr char kPushChunkMethod[] = "/pstrain.Collective/PushChunk";
+
 // The receiving side: register it on the worker's gRPC server (common/rpc/grpc_util.h).
-class CollectiveService final : public Collective::Service {
+// It serves service pstrain.Collective (its one method, PushChunk) with its own
+// handler rather than the generated Collective::Service, whose messages hold the bytes
+// in a std::string.
+class CollectiveService final : public grpc::Service {
  public:
   // `mailbox` is not owned and must outlive the server. Chunks from any rank other than
   // `expected_src` are refused with INVALID_ARGUMENT (a misconfigured ring).
-  CollectiveService(ChunkMailbox* mailbox, int expected_src)
-      : mailbox_(mailbox), expected_src_(expected_src) {}
+  CollectiveService(ChunkMailbox* mailbox, int expected_src);
 
-  grpc::Status PushChunk(grpc::ServerContext* context, const CollectiveChunk* request,
-                         CollectiveChunkAck* reply) override;
+  grpc::Status PushChunk(grpc::ServerContext* context, const CollectiveChunkSlices* request,
+                         CollectiveChunkAck* reply);
 
  private:
   ChunkMailbox* const mailbox_;  // Not owned.
@@ -57,17 +73,17 @@ class GrpcRingTransport : public RingTransport {
 
   // Waits for the next rank to come up (wait_for_ready) within `timeout`, so workers
   // that start at different moments meet; a dead one is reported at the deadline.
-  absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
+  absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
                           absl::Duration timeout) override;
-  absl::StatusOr<std::vector<float>> TryReceive(const ChunkKey& key,
-                                                absl::Duration wait) override;
+  absl::StatusOr<ChunkData> TryReceive(const ChunkKey& key, absl::Duration wait) override;
 
  private:
   GrpcRingTransport(GrpcRingOptions options, ChunkMailbox* mailbox);
 
   const GrpcRingOptions options_;
   ChunkMailbox* const mailbox_;  // Not owned.
-  std::unique_ptr<Collective::Stub> next_;
+  std::shared_ptr<grpc::Channel> next_;
+  const grpc::internal::RpcMethod push_chunk_;
 };
 
 }  // namespace pstrain

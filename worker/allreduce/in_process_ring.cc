@@ -1,5 +1,7 @@
 #include "worker/allreduce/in_process_ring.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
@@ -12,7 +14,7 @@ class InProcessRing::Transport : public RingTransport {
   int size() const override { return ring_->size(); }
   std::string PeerName(int rank) const override { return absl::StrCat("worker ", rank); }
 
-  absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
+  absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
                           absl::Duration timeout) override {
     (void)timeout;
     const int next = (rank_ + 1) % size();
@@ -20,12 +22,11 @@ class InProcessRing::Transport : public RingTransport {
     if (ring_->dead(next)) {
       return absl::UnavailableError(absl::StrCat(PeerName(next), ": connection refused"));
     }
-    ring_->mailboxes_[next]->Deliver(key, std::vector<float>(data.begin(), data.end()));
+    ring_->mailboxes_[next]->Deliver(key, std::move(data));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<float>> TryReceive(const ChunkKey& key,
-                                                absl::Duration wait) override {
+  absl::StatusOr<ChunkData> TryReceive(const ChunkKey& key, absl::Duration wait) override {
     return ring_->mailboxes_[rank_]->Take(key, wait);
   }
 

@@ -92,7 +92,7 @@ void RingAllReduce::SenderLoop() {
       if (!send_error_.ok()) continue;  // the ring is broken: drop the rest
       ++in_flight_;
     }
-    absl::Status st = transport_->SendToNext(send.key, send.data, send.timeout);
+    absl::Status st = transport_->SendToNext(send.key, std::move(send.data), send.timeout);
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (!st.ok() && send_error_.ok()) {
@@ -172,7 +172,7 @@ absl::Status RingAllReduce::ReduceBucket(uint64_t step, int32_t bucket, absl::Sp
     for (int64_t c = 0; c < seg_chunks(seg); ++c) {
       const ChunkKey key{step, bucket, round, static_cast<int32_t>(c)};
       const absl::Time deadline = absl::Now() + options_.timeout;
-      absl::StatusOr<std::vector<float>> got;
+      absl::StatusOr<ChunkData> got;
       while (true) {
         got = transport_->TryReceive(key, std::min(kPollSlice, deadline - absl::Now()));
         if (got.ok() || !absl::IsDeadlineExceeded(got.status())) break;
@@ -192,11 +192,11 @@ absl::Status RingAllReduce::ReduceBucket(uint64_t step, int32_t bucket, absl::Sp
             bucket, " round ", round, " chunk ", c, ", expected ", mine.size(),
             " (do all workers reduce the same shapes?)"));
       }
+      // Straight from where the transport received the floats (one read of them).
       if (round < n - 1) {
-        const float* in = got->data();
-        for (size_t i = 0; i < mine.size(); ++i) mine[i] += in[i];
+        got->AddTo(mine);
       } else {
-        std::memcpy(mine.data(), got->data(), sizeof(float) * mine.size());
+        got->CopyTo(mine);
       }
       if (round < last_round) {
         Send(ChunkKey{step, bucket, round + 1, static_cast<int32_t>(c)}, mine);

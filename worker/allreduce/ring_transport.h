@@ -10,6 +10,7 @@
 // (the all-reduce sends on a sender thread while it receives on the caller's).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -34,6 +35,34 @@ inline bool operator<(const ChunkKey& a, const ChunkKey& b) {
          std::tie(b.step, b.bucket, b.round, b.chunk);
 }
 
+// A received chunk's floats, left where the transport put them (gRPC's receive buffers,
+// or a vector), so that the all-reduce reads them once, adding or copying them straight
+// into its own buffer, instead of first copying them out into a vector.
+// Thread-compatible; cheap to move.
+class ChunkData {
+ public:
+  ChunkData() = default;
+  // Implicit: a vector of floats is a chunk (the in-process transport, tests).
+  ChunkData(std::vector<float> values);  // NOLINT(google-explicit-constructor)
+  // The chunk is the concatenation of `pieces` (any alignment; a float may straddle two
+  // pieces), valid while `owner` lives. Their total length must be whole floats.
+  ChunkData(std::vector<absl::Span<const char>> pieces, std::shared_ptr<const void> owner);
+
+  // Number of floats.
+  size_t size() const { return bytes_ / sizeof(float); }
+
+  // out[i] += chunk[i] (AddTo) or out[i] = chunk[i] (CopyTo); out.size() == size().
+  void AddTo(absl::Span<float> out) const;
+  void CopyTo(absl::Span<float> out) const;
+  std::vector<float> ToVector() const;
+
+ private:
+  std::vector<float> values_;
+  std::vector<absl::Span<const char>> pieces_;
+  std::shared_ptr<const void> owner_;
+  size_t bytes_ = 0;
+};
+
 class RingTransport {
  public:
   virtual ~RingTransport() = default;
@@ -44,18 +73,19 @@ class RingTransport {
   virtual std::string PeerName(int rank) const = 0;
 
   // Hands `data` to rank (rank()+1) % size() under `key`; returns once it accepted it.
-  // A peer that is not up yet is waited for, up to `timeout`.
+  // Takes the vector so that a transport can send its memory as it is (gRPC: as a
+  // slice it owns) without another copy. A peer that is not up yet is waited for, up
+  // to `timeout`.
   // Errors: DEADLINE_EXCEEDED or UNAVAILABLE naming the next rank; CANCELLED after
   // shutdown.
-  virtual absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
+  virtual absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
                                   absl::Duration timeout) = 0;
 
   // The chunk the previous rank sent under `key`, waiting up to `wait` for it (callers
   // poll in short waits so they can notice their own send failing meanwhile).
   // Errors: DEADLINE_EXCEEDED when it has not come within `wait` (retryable: the caller
   // decides when the peer is late); CANCELLED after shutdown.
-  virtual absl::StatusOr<std::vector<float>> TryReceive(const ChunkKey& key,
-                                                        absl::Duration wait) = 0;
+  virtual absl::StatusOr<ChunkData> TryReceive(const ChunkKey& key, absl::Duration wait) = 0;
 };
 
 }  // namespace pstrain
