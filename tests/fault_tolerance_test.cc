@@ -107,6 +107,27 @@ int CountOf(const std::string& text, const std::string& what) {
   return count;
 }
 
+// A worker killed mid-epoch: the chief notices (its RunSteps is unreachable), gives the
+// chunk whose answer never came to the other worker, and the launcher's restart brings
+// the worker back, which trains again from the next epoch.
+TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = FreshDir("worker_kill");
+  const SignalOnLine kill_worker{"chief", "written (epoch 1 and", "worker1", SIGKILL, true};
+  ProcessRun run = RunDemoJob(3, dir, {"--checkpoint_every_steps=300"}, &kill_worker);
+  ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
+  ExpectCleanExits(run, "worker1");
+  const std::string& log = run.stderr_of["chief"];
+  EXPECT_NE(log.find("worker task 1 (localhost:"), std::string::npos) << log;
+  EXPECT_NE(log.find("its shard goes to the others"), std::string::npos) << log;
+  EXPECT_NE(log.find("is back; it trains again from epoch 3"), std::string::npos) << log;
+  const std::string& out = run.stdout_of["chief"];
+  EXPECT_EQ(ParseEpochLosses(out).size(), 3u) << out;
+  // Every sample of each epoch was trained, the killed worker's shard included.
+  EXPECT_EQ(CountOf(log, ": 60000 samples in "), 3) << log;
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+}
+
 // A ps killed mid-epoch: the workers report it, the chief pauses training, waits for the
 // launcher to bring it back empty, restores its shards from the newest checkpoint (a
 // mid-epoch one, written every 300 steps) and resumes; the job completes.
