@@ -267,10 +267,13 @@ void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules
   // Recorded before waiting: this worker is at least this far, which only ever lets
   // others proceed sooner. A worker whose latest push is of a later epoch is done with
   // this one and is skipped, so a finished worker never holds the others back.
-  progress_[context.worker] = {context.epoch, context.step};
-  auto may_proceed = [this, &context, &rules]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
+  const absl::Time now = absl::Now();
+  progress_[context.worker] = {context.epoch, context.step, now};
+  auto may_proceed = [this, &context, &rules, now]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
     for (const auto& [worker, progress] : progress_) {
       if (worker == context.worker || progress.epoch != context.epoch) continue;
+      if (now - progress.last_push >= rules.timeout) continue;  // not live
       if (context.step - progress.step > rules.staleness) return false;
     }
     return true;

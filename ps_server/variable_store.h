@@ -131,11 +131,14 @@ class VariableStore {
   struct WorkerProgress {
     int32_t epoch = 0;
     int64_t step = 0;
+    absl::Time last_push;
   };
 
   // Bounded staleness: records the pusher's progress and waits while it is more than
-  // rules.staleness steps ahead of the slowest other worker in its epoch, at most
-  // rules.timeout.
+  // rules.staleness steps ahead of the slowest other live worker in its epoch, at most
+  // rules.timeout. A worker that has not pushed for rules.timeout is not live (dead, or
+  // done with its share of the epoch): it holds the others back for one timeout, not
+  // for every push after.
   void WaitForSlowerWorkers(const PushContext& context, const Rules& rules)
       ABSL_LOCKS_EXCLUDED(progress_mu_);
 

@@ -229,6 +229,20 @@ TEST(VariableStoreStalenessTest, AWorkerTooFarAheadWaitsForTheSlowOne) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+// A worker silent for longer than the timeout (killed, or done with its share of the
+// epoch) is not live: the others no longer wait for it at all.
+TEST(VariableStoreStalenessTest, AWorkerSilentForTheTimeoutHoldsNobodyBack) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {0})}}, Sgd(1), Bounded(2, 3000)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("gone", 0)).ok());
+  absl::SleepFor(absl::Milliseconds(3100));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 10)).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 11)).ok());
+  // Waiting for "gone" would take the full 3 s timeout for each push.
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500));
+}
+
 TEST(VariableStoreStalenessTest, ProceedsAfterTheTimeoutWhenTheSlowWorkerNeverPushes) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {0})}}, Sgd(1), Bounded(2, 100)).ok());
