@@ -128,6 +128,26 @@ TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
   EXPECT_GE(LastValAccuracy(out), 0.85) << out;
 }
 
+// The same under bounded staleness: the survivor is soon more than 2 steps ahead of the
+// dead worker's last push. It waits for it once (the consistency timeout), not at every
+// step, so the job still completes (in seconds, where waiting at every step would take
+// the test's whole deadline).
+TEST(FaultToleranceTest, AKilledWorkerDoesNotStallBoundedStaleness) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = FreshDir("worker_kill_staleness");
+  // Mid-epoch: a worker that died at an epoch's end would be skipped as done with it.
+  const SignalOnLine kill_worker{"chief", "written (epoch 1 and", "worker1", SIGKILL, true};
+  ProcessRun run = RunDemoJob(
+      3, dir,
+      {"--consistency=bounded_staleness", "--staleness=2", "--checkpoint_every_steps=300"},
+      &kill_worker);
+  ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
+  ExpectCleanExits(run, "worker1");
+  const std::string& out = run.stdout_of["chief"];
+  EXPECT_EQ(ParseEpochLosses(out).size(), 3u) << out;
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+}
+
 // A ps killed mid-epoch: the workers report it, the chief pauses training, waits for the
 // launcher to bring it back empty, restores its shards from the newest checkpoint (a
 // mid-epoch one, written every 300 steps) and resumes; the job completes.
