@@ -148,7 +148,8 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
           "sync mode needs the version each gradient was computed at: got ",
           context.versions.size(), " versions for ", gradients.size(), " gradients"));
     }
-    PushSync(found, gradients, context.versions, optimizer, rules);
+    PushSync(found, gradients, context.versions, optimizer, rules,
+             LiveReplicasToAggregate(context, rules));
     ++pushes_;
     return absl::OkStatus();
   }
@@ -298,10 +299,28 @@ void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer) {
   ++v->version;
 }
 
+int VariableStore::LiveReplicasToAggregate(const PushContext& context, const Rules& rules) {
+  if (context.worker.empty()) return rules.replicas_to_aggregate;
+  absl::MutexLock lock(&progress_mu_);
+  const absl::Time now = absl::Now();
+  progress_[context.worker] = {context.epoch, context.step, now};
+  int silent = 0;
+  for (const auto& [worker, progress] : progress_) {
+    if (now - progress.last_push >= rules.timeout) ++silent;
+  }
+  const int replicas = std::max(1, rules.replicas_to_aggregate - silent);
+  if (replicas < rules.replicas_to_aggregate && !logged_sync_shrink_.exchange(true)) {
+    LogInfo(absl::StrCat("sync: ", silent, " worker(s) silent for ",
+                         absl::FormatDuration(rules.timeout), "; aggregating ", replicas,
+                         " gradients until they push again (logged once)"));
+  }
+  return replicas;
+}
+
 void VariableStore::PushSync(absl::Span<Variable* const> found,
                              absl::Span<const NamedTensor> gradients,
                              absl::Span<const int64_t> versions, const Optimizer* optimizer,
-                             const Rules& rules) {
+                             const Rules& rules, int replicas_to_aggregate) {
   const absl::Time deadline = absl::Now() + rules.timeout;
   // Every gradient joins its aggregate before this push waits on any, so one push that
   // carries several variables never holds up the aggregates of the later ones.
@@ -318,7 +337,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     absl::Span<const float> g = gradients[i].tensor.values();
     if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
     for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
-    if (++v->pending_count >= rules.replicas_to_aggregate) {
+    if (++v->pending_count >= replicas_to_aggregate) {
       ApplyPending(v, optimizer);
     } else {
       joined.push_back(i);

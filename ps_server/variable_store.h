@@ -146,7 +146,14 @@ class VariableStore {
   // until each aggregate it joined was applied, applying a partial one at the deadline.
   void PushSync(absl::Span<Variable* const> found, absl::Span<const NamedTensor> gradients,
                 absl::Span<const int64_t> versions, const Optimizer* optimizer,
-                const Rules& rules);
+                const Rules& rules, int replicas_to_aggregate);
+
+  // Sync: records the pusher's push and returns how many gradients make an aggregate
+  // now: rules.replicas_to_aggregate less one for each worker that pushed before but not
+  // for rules.timeout (killed, or done with its share), at least 1. A dead worker then
+  // costs one timeout instead of one per step; it counts again once it pushes again.
+  int LiveReplicasToAggregate(const PushContext& context, const Rules& rules)
+      ABSL_LOCKS_EXCLUDED(progress_mu_);
 
   // Applies the mean of v's pending gradients and bumps its version.
   static void ApplyPending(Variable* v, const Optimizer* optimizer)
@@ -175,6 +182,7 @@ class VariableStore {
   std::atomic<int64_t> stale_{0};
   // A timed-out wait is logged once per store, not once per push.
   std::atomic<bool> logged_staleness_timeout_{false};
+  std::atomic<bool> logged_sync_shrink_{false};
   std::atomic<bool> logged_sync_timeout_{false};
 };
 

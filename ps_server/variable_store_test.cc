@@ -192,6 +192,42 @@ TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
   EXPECT_EQ(versions[0], 1);
 }
 
+// A worker that pushed before and then fell silent for the timeout (killed) no longer
+// counts towards the aggregate: the survivor's gradient is applied at once instead of
+// after a timeout at every step. Back, it counts again.
+TEST(VariableStoreSyncTest, AWorkerSilentForTheTimeoutNoLongerCountsTowardsTheAggregate) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {10})}}, Sgd(1), Sync(2, 3000)).ok());
+  absl::Status first;
+  std::thread a([&] { first = store.Push({{"w", Tensor({1}, {2})}}, At("a", 0, {0})); });
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {4})}}, At("b", 0, {0})).ok());
+  a.join();
+  ASSERT_TRUE(first.ok());
+  absl::SleepFor(absl::Milliseconds(3100));  // both silent now; "b" stays so
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("a", 1, {1})).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("a", 2, {2})).ok());
+  // Waiting for "b" would take the full 3 s timeout.
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500));
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w"}, &versions);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{5}));  // 10 - 3 - 1 - 1
+  EXPECT_EQ(versions[0], 3);
+  // "b" pushes again: two gradients make an aggregate once more (one alone waits).
+  std::atomic<bool> applied{false};
+  std::thread b([&] {
+    EXPECT_TRUE(store.Push({{"w", Tensor({1}, {2})}}, At("b", 3, {3})).ok());
+    applied = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(applied.load());
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {4})}}, At("a", 3, {3})).ok());
+  b.join();
+  values = store.Pull({"w"}, &versions);
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{2}));  // 5 - (2 + 4) / 2
+}
+
 TEST(VariableStoreSyncTest, RequiresVersionsAndOneConfig) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());

@@ -128,24 +128,33 @@ TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
   EXPECT_GE(LastValAccuracy(out), 0.85) << out;
 }
 
-// The same under bounded staleness: the survivor is soon more than 2 steps ahead of the
-// dead worker's last push. It waits for it once (the consistency timeout), not at every
-// step, so the job still completes (in seconds, where waiting at every step would take
-// the test's whole deadline).
-TEST(FaultToleranceTest, AKilledWorkerDoesNotStallBoundedStaleness) {
-  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = FreshDir("worker_kill_staleness");
+// The same under bounded staleness and sync: the dead worker's last push is soon more
+// than 2 steps behind the survivor, and it never joins another sync aggregate. The ps
+// waits for it once (the consistency timeout), not at every step, so the job completes
+// (in seconds, where waiting at every step would take the test's whole deadline).
+void KillAWorkerMidEpoch(const std::string& name, const std::vector<std::string>& mode) {
+  const std::string dir = FreshDir(name);
   // Mid-epoch: a worker that died at an epoch's end would be skipped as done with it.
   const SignalOnLine kill_worker{"chief", "written (epoch 1 and", "worker1", SIGKILL, true};
-  ProcessRun run = RunDemoJob(
-      3, dir,
-      {"--consistency=bounded_staleness", "--staleness=2", "--checkpoint_every_steps=300"},
-      &kill_worker);
+  std::vector<std::string> flags = mode;
+  flags.push_back("--checkpoint_every_steps=300");
+  ProcessRun run = RunDemoJob(3, dir, flags, &kill_worker);
   ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
   ExpectCleanExits(run, "worker1");
   const std::string& out = run.stdout_of["chief"];
   EXPECT_EQ(ParseEpochLosses(out).size(), 3u) << out;
   EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+}
+
+TEST(FaultToleranceTest, AKilledWorkerDoesNotStallBoundedStaleness) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  KillAWorkerMidEpoch("worker_kill_staleness",
+                      {"--consistency=bounded_staleness", "--staleness=2"});
+}
+
+TEST(FaultToleranceTest, AKilledWorkerDoesNotStallSyncTraining) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  KillAWorkerMidEpoch("worker_kill_sync", {"--consistency=sync"});
 }
 
 // A ps killed mid-epoch: the workers report it, the chief pauses training, waits for the
