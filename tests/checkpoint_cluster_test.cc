@@ -396,16 +396,24 @@ TEST(CheckpointClusterTest, AMidEpochCheckpointResumesTheEpochAtItsDataPositions
   EXPECT_EQ(rest_end->epoch(), 2);
 }
 
-TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
+// The chief's options for the tiny job in a 1 ps / 1 worker cluster on free ports, for
+// checks that fail before any task is waited for.
+ChiefOptions ChiefOfTinyCluster() {
   auto ports = PickFreePorts(3);
-  ASSERT_TRUE(ports.ok());
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  const std::vector<int> port = ports.ok() ? *ports : std::vector<int>{0, 0, 0};
   const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
-      {"chief", {absl::StrCat("127.0.0.1:", (*ports)[0])}},
-      {"ps", {absl::StrCat("127.0.0.1:", (*ports)[1])}},
-      {"worker", {absl::StrCat("127.0.0.1:", (*ports)[2])}}};
+      {"chief", {absl::StrCat("127.0.0.1:", port[0])}},
+      {"ps", {absl::StrCat("127.0.0.1:", port[1])}},
+      {"worker", {absl::StrCat("127.0.0.1:", port[2])}}};
   ChiefOptions chief;
   chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = "tests/testdata/tiny_synthetic.json";
+  return chief;
+}
+
+TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
+  ChiefOptions chief = ChiefOfTinyCluster();
   chief.restore = TempPath("no_such_checkpoint");
   ShutdownSignal signal;
   std::ostringstream out;
@@ -415,16 +423,8 @@ TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
 // A sync or bounded-staleness wait at the ps longer than the RPC deadline would make
 // workers take a slow step for a dead ps: the chief refuses it at start (exit 2).
 TEST(CheckpointClusterTest, AConsistencyTimeoutBeyondTheRpcDeadlineFailsAtStart) {
-  auto ports = PickFreePorts(3);
-  ASSERT_TRUE(ports.ok());
-  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
-      {"chief", {absl::StrCat("127.0.0.1:", (*ports)[0])}},
-      {"ps", {absl::StrCat("127.0.0.1:", (*ports)[1])}},
-      {"worker", {absl::StrCat("127.0.0.1:", (*ports)[2])}}};
-  ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
+  ChiefOptions chief = ChiefOfTinyCluster();
   chief.daemon.rpc_timeout = absl::Seconds(2);  // the default timeout_ms is 5 s
-  chief.job_path = "tests/testdata/tiny_synthetic.json";
   chief.consistency_override = "sync";
   ShutdownSignal signal;
   std::ostringstream out;
