@@ -144,7 +144,7 @@ grpc::Status Parse(grpc::ByteBuffer* in, int field, google::protobuf::MessageLit
   std::string rest;
   while (!cursor.done()) {
     uint64_t tag;
-    if (!cursor.ReadVarint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (1u << 29)) {
+    if (!cursor.ReadVarint(&tag) || (tag >> 3) == 0 || (tag >> 3) >= (1u << 29)) {
       return Malformed("bad tag");
     }
     const int number = static_cast<int>(tag >> 3);

@@ -42,7 +42,8 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status PushPullChunks(grpc::ServerContext* context,
                               grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
 
-  // Size of the value chunks PushPullChunks sends (tests use tiny ones).
+  // Size of the value chunks PushPullChunks sends (tests use tiny ones). Call before the
+  // server starts.
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
  private:
