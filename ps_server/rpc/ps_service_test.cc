@@ -363,6 +363,19 @@ TEST_F(PsStreamTest, HostileStreamsAreInvalidArgumentAndChangeNothing) {
     m.push_back(Chunk(0, 0, g, 0, 32));
     cases.push_back({"wrong shape", std::move(m)});
   }
+  {
+    // Many huge shapes and no bytes: refused when the stream ends, nothing reserved for
+    // them up front.
+    PushPullChunkIn h = Header("w", {int64_t{1} << 40});
+    for (int i = 0; i < 1000; ++i) {
+      Gradient* g = h.fields().mutable_push()->add_gradients();
+      g->set_name("w");
+      g->mutable_gradient()->set_dtype(DT_FLOAT);
+      g->mutable_gradient()->add_shape(int64_t{1} << 40);
+    }
+    cases.push_back({"huge declared shapes", {}});
+    cases.back().second.push_back(std::move(h));
+  }
   for (auto& [what, messages] : cases) {
     const grpc::Status status = Run(std::move(messages));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << what;

@@ -7,8 +7,9 @@
 namespace pstrain {
 namespace {
 
-// Up-front reservation cap: a tensor larger than this grows as its bytes arrive, so a
-// hostile header cannot make the ps reserve gigabytes it will never receive.
+// Up-front reservation cap, over all the tensors of one stream: beyond it tensors grow as
+// their bytes arrive, so a hostile header (many huge shapes) cannot make the ps reserve
+// memory it will never receive.
 constexpr int64_t kMaxReserveBytes = int64_t{256} << 20;
 
 }  // namespace
@@ -33,6 +34,7 @@ void TensorHeader(const Tensor& tensor, TensorProto* header) {
 absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& headers,
                                     std::vector<std::string> labels) {
   tensors_.clear();
+  int64_t reserve_left = kMaxReserveBytes;
   labels_ = std::move(labels);
   labels_.resize(headers.size());
   tensors_.resize(headers.size());
@@ -57,7 +59,10 @@ absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& heade
     Pending& p = tensors_[i];
     p.shape = std::move(shape);
     p.bytes = n * 4;
-    p.values.reserve(static_cast<size_t>(std::min(p.bytes, kMaxReserveBytes) / 4));
+    if (p.bytes <= reserve_left) {
+      p.values.reserve(static_cast<size_t>(p.bytes / 4));
+      reserve_left -= p.bytes;
+    }
   }
   return absl::OkStatus();
 }
@@ -79,7 +84,7 @@ absl::Status TensorAssembler::Place(int64_t tensor, int64_t offset, int64_t size
                                                    p.bytes, " bytes"));
   }
   // Grown one chunk at a time (zero-filled just before it is overwritten, while it is in
-  // cache); the reservation above avoids reallocating below kMaxReserveBytes.
+  // cache); the reservation in Start avoids reallocating within kMaxReserveBytes.
   p.values.resize(static_cast<size_t>((p.received + size + 3) / 4));
   *dest = reinterpret_cast<char*>(p.values.data()) + p.received;
   p.received += size;
