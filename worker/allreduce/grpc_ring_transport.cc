@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/client_unary_call.h"
 #include "grpcpp/impl/rpc_service_method.h"
@@ -80,7 +81,7 @@ std::string GrpcRingTransport::PeerName(int rank) const {
   return absl::StrCat(name, " (", options_.addresses[rank], ")");
 }
 
-absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, std::vector<float> data,
+absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, absl::Span<const float> data,
                                            absl::Duration timeout) {
   CollectiveChunkSlices request;
   CollectiveChunk& header = request.fields();
@@ -89,10 +90,21 @@ absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, std::vector<floa
   header.set_bucket(key.bucket);
   header.set_round(key.round);
   header.set_chunk(key.chunk);
-  // The vector itself goes out: the slice owns it, as gRPC may hold a slice a little
-  // after the call returned.
-  auto owned = std::make_shared<const std::vector<float>>(std::move(data));
-  request.SetPayload(SliceWithOwner(owned->data(), owned->size() * sizeof(float), owned));
+  // The floats go out from the caller's memory. gRPC may let go of the slice a little
+  // after the call returned, from one of its own threads, so `released` records when it
+  // did; this returns only after that (the caller may then change `data`).
+  struct Released {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+  };
+  auto released = std::make_shared<Released>();
+  {
+    std::shared_ptr<const void> pin(data.data(), [released](const void*) {
+      absl::MutexLock lock(&released->mu);
+      released->done = true;
+    });
+    request.SetPayload(SliceWithOwner(data.data(), data.size() * sizeof(float), std::move(pin)));
+  }
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
   context.set_wait_for_ready(true);
@@ -100,6 +112,19 @@ absl::Status GrpcRingTransport::SendToNext(const ChunkKey& key, std::vector<floa
   const grpc::Status status =
       grpc::internal::BlockingUnaryCall<CollectiveChunkSlices, CollectiveChunkAck>(
           next_.get(), push_chunk_, &context, request, &reply);
+  request.ClearPayload();
+  {
+    absl::MutexLock lock(&released->mu);
+    // Done at once when the call succeeded (the peer read every byte); after a failure
+    // gRPC may still be writing frames it had queued, which takes until the socket
+    // drains or the connection drops.
+    if (!released->mu.AwaitWithTimeout(absl::Condition(&released->done), timeout)) {
+      return absl::InternalError(absl::StrCat(
+          PeerName((options_.rank + 1) % size()), ": gRPC still holds a chunk ",
+          absl::FormatDuration(timeout), " after its call ended (", status.error_message(),
+          ")"));
+    }
+  }
   if (status.ok()) return absl::OkStatus();
   return FromGrpcStatus(status, PeerName((options_.rank + 1) % size()));
 }

@@ -6,8 +6,8 @@
 // to the next worker with PushChunk, one unary call per chunk, each with a deadline.
 //
 // Both ends move a chunk's floats as gRPC slices (common/rpc/payload_message.h), not
-// through the generated protobuf code: the sender's vector becomes the slice gRPC writes
-// to the socket, and the receiver files the slices gRPC read into the mailbox as they
+// through the generated protobuf code: the sender's floats go out as a slice over the
+// caller's memory, and the receiver files the slices gRPC read into the mailbox as they
 // are, so the all-reduce adds or copies straight from them. No copy of the floats on
 // either side; the bytes on the wire are still the CollectiveChunk message.
 //
@@ -73,7 +73,7 @@ class GrpcRingTransport : public RingTransport {
 
   // Waits for the next rank to come up (wait_for_ready) within `timeout`, so workers
   // that start at different moments meet; a dead one is reported at the deadline.
-  absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
+  absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
                           absl::Duration timeout) override;
   absl::StatusOr<ChunkData> TryReceive(const ChunkKey& key, absl::Duration wait) override;
 

@@ -14,7 +14,7 @@ class InProcessRing::Transport : public RingTransport {
   int size() const override { return ring_->size(); }
   std::string PeerName(int rank) const override { return absl::StrCat("worker ", rank); }
 
-  absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
+  absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
                           absl::Duration timeout) override {
     (void)timeout;
     const int next = (rank_ + 1) % size();
@@ -22,7 +22,7 @@ class InProcessRing::Transport : public RingTransport {
     if (ring_->dead(next)) {
       return absl::UnavailableError(absl::StrCat(PeerName(next), ": connection refused"));
     }
-    ring_->mailboxes_[next]->Deliver(key, std::move(data));
+    ring_->mailboxes_[next]->Deliver(key, std::vector<float>(data.begin(), data.end()));
     return absl::OkStatus();
   }
 

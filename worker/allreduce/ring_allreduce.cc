@@ -55,7 +55,7 @@ RingAllReduce::~RingAllReduce() {
 }
 
 void RingAllReduce::Send(const ChunkKey& key, absl::Span<const float> data) {
-  PendingSend send{key, std::vector<float>(data.begin(), data.end()), options_.timeout};
+  PendingSend send{key, data, options_.timeout};
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(send));
 }
@@ -75,6 +75,13 @@ absl::Status RingAllReduce::Flush() {
   return send_error_;
 }
 
+void RingAllReduce::DropSends() {
+  absl::MutexLock lock(&mu_);
+  queue_.clear();
+  mu_.Await(absl::Condition(
+      +[](RingAllReduce* r) ABSL_NO_THREAD_SAFETY_ANALYSIS { return r->in_flight_ == 0; }, this));
+}
+
 void RingAllReduce::SenderLoop() {
   while (true) {
     PendingSend send;
@@ -92,7 +99,7 @@ void RingAllReduce::SenderLoop() {
       if (!send_error_.ok()) continue;  // the ring is broken: drop the rest
       ++in_flight_;
     }
-    absl::Status st = transport_->SendToNext(send.key, std::move(send.data), send.timeout);
+    absl::Status st = transport_->SendToNext(send.key, send.data, send.timeout);
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (!st.ok() && send_error_.ok()) {
@@ -113,6 +120,12 @@ absl::Status RingAllReduce::AllReduceSum(absl::Span<const absl::Span<float>> ten
                                                    options_.chunk_bytes, " must be >= 4"));
   }
   if (transport_->size() == 1) return absl::OkStatus();
+  absl::Status status = ReduceAll(step, tensors);
+  if (!status.ok()) DropSends();
+  return status;
+}
+
+absl::Status RingAllReduce::ReduceAll(uint64_t step, absl::Span<const absl::Span<float>> tensors) {
   PS_RETURN_IF_ERROR(SendError());
   int64_t total = 0;
   for (const absl::Span<float>& t : tensors) total += static_cast<int64_t>(t.size());
@@ -134,6 +147,8 @@ absl::Status RingAllReduce::AllReduceSum(absl::Span<const absl::Span<float>> ten
       PS_RETURN_IF_ERROR(ReduceBucket(step, bucket, in_place));
       continue;
     }
+    // Sends of an earlier bucket may still read the fusion buffer.
+    PS_RETURN_IF_ERROR(Flush());
     fusion_.resize(count);
     CopyRange(tensors, begin, absl::MakeSpan(fusion_), /*to_fusion=*/true);
     PS_RETURN_IF_ERROR(ReduceBucket(step, bucket, absl::MakeSpan(fusion_)));

@@ -56,6 +56,9 @@ class RingAllReduce {
   // it does not accept a chunk; INTERNAL when a rank sent a chunk of the wrong size (the
   // ranks disagree about the shapes). After an error the ring is unusable (the ranks are
   // out of step): the caller stops.
+  // Chunks are sent straight from `tensors` (no copy), so a call returns, with or
+  // without an error, only once no send reads them any more: when the next rank is
+  // stalled (alive, not reading) rather than dead, that can take up to twice the timeout.
   absl::Status AllReduceSum(absl::Span<const absl::Span<float>> tensors);
 
   // Changes the timeout for later calls (e.g. long while the workers start, short after).
@@ -68,7 +71,12 @@ class RingAllReduce {
  private:
   struct PendingSend {
     ChunkKey key;
-    std::vector<float> data;
+    // The chunk in the bucket being reduced, sent without a copy. Nothing writes it while
+    // the send is queued or in flight: a region sent in one round is written again only
+    // in a later round of the same collective whose data causally follows the next rank
+    // having received this send (the ring's data dependency), and the buffer is handed
+    // back to the caller, or the fusion buffer reused, only after Flush or DropSends.
+    absl::Span<const float> data;
     absl::Duration timeout;  // read by the sender thread: a copy, not options_
   };
 
@@ -77,6 +85,10 @@ class RingAllReduce {
   absl::Status SendError();
   // Waits until every queued send is done; returns the first send error.
   absl::Status Flush();
+  // Drops the queued sends and waits for the one in flight: after it, no send reads the
+  // caller's buffers (an all-reduce that fails returns only after this).
+  void DropSends();
+  absl::Status ReduceAll(uint64_t step, absl::Span<const absl::Span<float>> tensors);
   void SenderLoop();
 
   RingTransport* const transport_;  // Not owned.

@@ -73,12 +73,12 @@ class RingTransport {
   virtual std::string PeerName(int rank) const = 0;
 
   // Hands `data` to rank (rank()+1) % size() under `key`; returns once it accepted it.
-  // Takes the vector so that a transport can send its memory as it is (gRPC: as a
-  // slice it owns) without another copy. A peer that is not up yet is waited for, up
-  // to `timeout`.
+  // The transport may send straight from `data` (no copy): the caller keeps it valid
+  // and unchanged until this returns, and the transport never reads it afterwards, also
+  // when it fails. A peer that is not up yet is waited for, up to `timeout`.
   // Errors: DEADLINE_EXCEEDED or UNAVAILABLE naming the next rank; CANCELLED after
   // shutdown.
-  virtual absl::Status SendToNext(const ChunkKey& key, std::vector<float> data,
+  virtual absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
                                   absl::Duration timeout) = 0;
 
   // The chunk the previous rank sent under `key`, waiting up to `wait` for it (callers
