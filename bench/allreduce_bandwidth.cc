@@ -37,7 +37,8 @@ ABSL_FLAG(std::string, ranks, "2,4", "Ring sizes to measure.");
 ABSL_FLAG(std::string, sizes, "4096,65536,1048576,4194304,16777216,67108864",
           "All-reduce sizes in bytes.");
 ABSL_FLAG(double, seconds, 1.0, "Time spent per (ranks, size).");
-ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "RingAllReduceOptions::chunk_bytes.");
+ABSL_FLAG(int64_t, chunk_bytes, pstrain::RingAllReduceOptions().chunk_bytes,
+          "RingAllReduceOptions::chunk_bytes.");
 ABSL_FLAG(std::string, gloo_script, "", "bench/gloo_allreduce.py (found in runfiles by default).");
 ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch.");
 
