@@ -73,6 +73,12 @@ class GrpcRingTransport : public RingTransport {
 
   // Waits for the next rank to come up (wait_for_ready) within `timeout`, so workers
   // that start at different moments meet; a dead one is reported at the deadline.
+  // Sends `data` in place and returns once gRPC released it: at once after a successful
+  // call; after a failed one when its queued frames are written or dropped, which a
+  // stalled (alive, not reading) peer can hold up. Past a further `timeout` it gives
+  // up with INTERNAL, and gRPC may then still read `data` until that connection drains
+  // or drops: the one case where RingTransport's contract is not kept (the ring is
+  // broken by then and its worker exits).
   absl::Status SendToNext(const ChunkKey& key, absl::Span<const float> data,
                           absl::Duration timeout) override;
   absl::StatusOr<ChunkData> TryReceive(const ChunkKey& key, absl::Duration wait) override;
