@@ -47,6 +47,7 @@
 #include "common/rpc/grpc_util.h"
 #include "worker/allreduce/chunk_mailbox.h"
 #include "worker/allreduce/grpc_ring_transport.h"
+#include "worker/allreduce/ring_allreduce.h"
 #include "worker/fit.h"
 #include "worker/fit_checkpoint.h"
 #include "worker/mirrored_strategy.h"
@@ -74,8 +75,10 @@ ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), none, "
           "or the path of a checkpoint (or of a folder of them) to continue from. "
           "multi_worker_mirrored: read by rank 0 only and sent to the others.");
-ABSL_FLAG(int64_t, allreduce_bucket_bytes, 25 << 20, "Fusion bucket of the ring all-reduce.");
-ABSL_FLAG(int64_t, allreduce_chunk_bytes, 1 << 20, "One message of the ring all-reduce.");
+ABSL_FLAG(int64_t, allreduce_bucket_bytes, pstrain::RingAllReduceOptions().bucket_bytes,
+          "Fusion bucket of the ring all-reduce.");
+ABSL_FLAG(int64_t, allreduce_chunk_bytes, pstrain::RingAllReduceOptions().chunk_bytes,
+          "One message of the ring all-reduce.");
 
 namespace pstrain {
 namespace {
