@@ -1,7 +1,7 @@
 // The demo's job, as ./demo.sh runs it: 1 chief, 2 ps and 2 workers as separate processes
 // on loopback, training the seed's model on the real Fashion-MNIST, in each consistency
-// mode. Fewer epochs than the demo's ten, to keep CI short; the accuracy it reaches is
-// asserted.
+// mode. Four epochs rather than the demo's ten, to keep CI short (asynchronous runs of
+// three land either side of 0.85); the accuracy it reaches is asserted.
 
 #include <sys/stat.h>
 
@@ -25,7 +25,7 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
   }
   LocalClusterOptions options;
   options.bin_dir = ".";
-  options.chief_args = {"--job=examples/fashion_mnist.json", "--epochs=3"};
+  options.chief_args = {"--job=examples/fashion_mnist.json", "--epochs=4"};
   for (const std::string& arg : GetParam()) options.chief_args.push_back(arg);
   options.worker_args = {"--device=cpu"};
   ProcessGroup group;
@@ -41,7 +41,7 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n" << errors;
   }
   const std::vector<double> losses = ParseEpochLosses(chief_out);
-  ASSERT_EQ(losses.size(), 3u) << chief_out;
+  ASSERT_EQ(losses.size(), 4u) << chief_out;
   EXPECT_LT(losses.back(), losses.front()) << chief_out;
   EXPECT_GE(LastValAccuracy(chief_out), 0.85) << chief_out;
   // The mode asked for is the mode the ps tasks ran.
