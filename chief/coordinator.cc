@@ -206,7 +206,7 @@ bool IsPsGone(const absl::Status& status) {
 absl::Status Coordinator::RetryAfterPsRecovery(const std::function<absl::Status()>& step) {
   absl::Status status = step();
   if (status.ok() || !IsPsGone(status)) return status;
-  LogError(absl::StrCat("a ps failed: ", status.message(), "; recovering it"));
+  LogWarning(absl::StrCat("a ps failed: ", status.message(), "; recovering it"));
   PS_RETURN_IF_ERROR(RecoverPs());
   return step();
 }
@@ -264,7 +264,7 @@ absl::Status Coordinator::RecoverPs() {
   }
   ++ps_generation_;
   if (emptied.empty()) {
-    LogInfo("every ps answers and holds its variables; training resumes");
+    LogWarning("every ps answers and holds its variables; training resumes");
     SetPhase("training");
     return absl::OkStatus();
   }
@@ -306,11 +306,11 @@ absl::Status Coordinator::RecoverPs() {
     PS_RETURN_IF_ERROR(ps_[p]->CreateVariables(std::move(shards), PsOptimizer(),
                                                options_.consistency));
     if (checkpoint != nullptr) PS_RETURN_IF_ERROR(ps_[p]->RestoreState(saved[p]));
-    LogInfo(checkpoint != nullptr
-                ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
-                               checkpoint->path(), " (step ", checkpoint->step(), ")")
-                : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists "
-                               "yet; its shards start again from their initial values"));
+    LogWarning(checkpoint != nullptr
+                   ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
+                                  checkpoint->path(), " (step ", checkpoint->step(), ")")
+                   : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists "
+                                  "yet; its shards start again from their initial values"));
   }
   SetPhase("training");
   return absl::OkStatus();
@@ -394,7 +394,7 @@ void Coordinator::RejoinLostWorkers(int epoch) {
     absl::StatusOr<WorkerStatusResponse> status = workers_[w]->GetStatus();
     if (!status.ok() || !status->ready() || status->busy()) continue;
     lost_[w] = false;
-    LogInfo(absl::StrCat(workers_[w]->name(), " is back; it trains again from epoch ",
+    LogWarning(absl::StrCat(workers_[w]->name(), " is back; it trains again from epoch ",
                          epoch + 1));
   }
 }
@@ -488,8 +488,8 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
         // epoch loop recovers the ps before handing out more.
         *ps_failed = true;
         queue->Close();
-        LogError(absl::StrCat(absl::StripPrefix(response.status().message(), name + ": "),
-                              " (reported by ", name, "); training pauses"));
+        LogWarning(absl::StrCat(absl::StripPrefix(response.status().message(), name + ": "),
+                                " (reported by ", name, "); training pauses"));
         return absl::OkStatus();
       }
       if (!absl::IsUnavailable(response.status()) &&
@@ -497,9 +497,9 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
         return response.status();
       }
       *lost = true;
-      LogError(absl::StrCat(name, " lost: ",
-                            absl::StripPrefix(response.status().message(), name + ": "),
-                            "; its shard goes to the others"));
+      LogWarning(absl::StrCat(name, " lost: ",
+                              absl::StripPrefix(response.status().message(), name + ": "),
+                              "; its shard goes to the others"));
       return absl::OkStatus();
     }
     queue->Complete(*chunk, response->steps(), response->end_of_data());

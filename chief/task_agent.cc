@@ -75,7 +75,7 @@ void TaskAgent::HeartbeatLoop() {
       absl::StatusOr<RegisterTaskResponse> registered = chief_->RegisterTask(RegisterRequest());
       if (registered.ok()) {
         last_answer = absl::Now();
-        LogInfo(absl::StrCat("registered again with ", chief_->name(),
+        LogWarning(absl::StrCat("registered again with ", chief_->name(),
                              " (it was restarted)"));
         continue;
       }

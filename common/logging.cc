@@ -40,6 +40,7 @@ void SetLogTag(const std::string& tag) {
 }
 
 void LogInfo(absl::string_view message) { Write('I', message); }
+void LogWarning(absl::string_view message) { Write('W', message); }
 void LogError(absl::string_view message) { Write('E', message); }
 
 }  // namespace pstrain

@@ -11,6 +11,9 @@ namespace pstrain {
 // what the user reads (epoch lines). Thread-safe: each record is written with one call.
 void SetLogTag(const std::string& tag);
 void LogInfo(absl::string_view message);
+// Something went wrong and was dealt with (a task came back, a ps was restored): worth a
+// user's eye, not a failure. The launcher shows these with errors.
+void LogWarning(absl::string_view message);
 void LogError(absl::string_view message);
 
 }  // namespace pstrain
