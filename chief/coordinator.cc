@@ -194,11 +194,13 @@ bool Coordinator::CheckpointDue() const {
 
 namespace {
 
-// A ps call failed because the ps is gone (or came back empty after a restart), as
-// opposed to a bad request: recovering the ps may help.
+// A ps call failed because the ps is gone (or came back empty after a restart: NOT_FOUND
+// a variable, FAILED_PRECONDITION no variables at all), as opposed to a bad request:
+// recovering the ps may help.
 bool IsPsGone(const absl::Status& status) {
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsNotFound(status) || absl::IsAborted(status);
+         absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
+         absl::IsAborted(status);
 }
 
 }  // namespace

@@ -125,7 +125,8 @@ absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
 namespace {
 
 // A step fails on a ps when the ps is gone (UNAVAILABLE, DEADLINE_EXCEEDED) or came back
-// empty (NOT_FOUND: a restarted ps holds no variables until the chief restores them).
+// empty (a restarted ps holds no variables until the chief restores them: NOT_FOUND for
+// a pull, FAILED_PRECONDITION for a push).
 // The chief must tell that apart from this worker being unreachable, which is also
 // UNAVAILABLE to it, so a ps failure travels as ABORTED. The trainer is dropped: the
 // next chunk pulls fresh weights from the recovered ps.
@@ -134,6 +135,7 @@ absl::Status PsFailure(const absl::Status& status) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kCancelled:
       return absl::AbortedError(absl::StrCat("a ps failed: ", status.message()));
