@@ -116,6 +116,17 @@ std::unique_ptr<CheckpointReader> OpenOrDie(const std::string& path) {
   return reader.ok() ? *std::move(reader) : nullptr;
 }
 
+// The mid-epoch checkpoints (each with its data position) under `dir`.
+std::vector<std::unique_ptr<CheckpointReader>> MidEpochCheckpoints(const std::string& dir) {
+  std::vector<std::unique_ptr<CheckpointReader>> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!absl::StartsWith(entry.path().filename().string(), "ckpt-")) continue;
+    std::unique_ptr<CheckpointReader> c = OpenOrDie(entry.path().string());
+    if (c != nullptr && c->metadata().contains("data_position")) found.push_back(std::move(c));
+  }
+  return found;
+}
+
 std::string FirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -368,10 +379,7 @@ TEST(CheckpointClusterTest, AMidEpochCheckpointResumesTheEpochAtItsDataPositions
   EXPECT_EQ(end->step(), 28);
   // A checkpoint from inside epoch 2, with steps of it done.
   std::string middle;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (!absl::StartsWith(entry.path().filename().string(), "ckpt-")) continue;
-    std::unique_ptr<CheckpointReader> c = OpenOrDie(entry.path().string());
-    if (c == nullptr || !c->metadata().contains("data_position")) continue;
+  for (const std::unique_ptr<CheckpointReader>& c : MidEpochCheckpoints(dir)) {
     const nlohmann::json& position = c->metadata()["data_position"];
     if (position["epoch"] == 1 && position["steps"].get<int64_t>() > 0 &&
         c->step() < end->step()) {
@@ -394,6 +402,36 @@ TEST(CheckpointClusterTest, AMidEpochCheckpointResumesTheEpochAtItsDataPositions
   ASSERT_NE(rest_end, nullptr);
   EXPECT_EQ(rest_end->step(), end->step());
   EXPECT_EQ(rest_end->epoch(), 2);
+}
+
+// A time trigger (every millisecond: after every chunk) and live checkpoints, read while
+// the workers push (no pause): both write mid-epoch checkpoints that verify and record
+// where the epoch stood, and the job's end is unchanged.
+TEST(CheckpointClusterTest, TimedAndLiveCheckpointsAreWrittenMidEpoch) {
+  const std::string job = WriteJob("timed.json", "0.003");
+  for (const bool consistent : {true, false}) {
+    SCOPED_TRACE(consistent ? "consistent" : "live");
+    const std::string dir = TempPath(consistent ? "timed_consistent" : "timed_live");
+    fs::remove_all(dir);
+    RunResult run = RunCluster(job, 2, dir, "none", 2, [consistent](ChiefOptions* chief) {
+      chief->checkpoint_every = absl::Milliseconds(1);
+      chief->consistent_checkpoints = consistent;
+      chief->keep_checkpoints = 100;
+      chief->steps_per_call = 2;
+    });
+    ASSERT_EQ(run.chief_exit, 0);
+    const std::vector<std::unique_ptr<CheckpointReader>> mid = MidEpochCheckpoints(dir);
+    EXPECT_GE(mid.size(), 2u);
+    for (const auto& c : mid) {
+      const nlohmann::json& position = c->metadata()["data_position"];
+      EXPECT_EQ(position["next_step"].size(), 2u) << c->path();
+      EXPECT_LT(position["epoch"].get<int>(), 2) << c->path();
+    }
+    std::unique_ptr<CheckpointReader> end = OpenOrDie(dir);
+    ASSERT_NE(end, nullptr);
+    EXPECT_EQ(end->step(), 28);
+    EXPECT_EQ(end->epoch(), 2);
+  }
 }
 
 // The chief's options for the tiny job in a 1 ps / 1 worker cluster on free ports, for
