@@ -152,9 +152,9 @@ absl::StatusOr<SaveCheckpointResponse> Coordinator::SaveCheckpointNow(absl::Dura
   }
   absl::MutexLock lock(&mu_);
   if (phase_ == "done" || phase_ == "failed") {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the job is ", phase_ == "done" ? "over" : "failed", "; its last checkpoint is ",
-                     last_checkpoint_.path().empty() ? "(none)" : last_checkpoint_.path()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job is ", phase_ == "done" ? "over" : "failed", "; its last checkpoint is ",
+        last_checkpoint_.path().empty() ? "(none)" : last_checkpoint_.path()));
   }
   if (phase_ == "waiting_for_tasks") {
     return absl::FailedPreconditionError("training has not started: waiting for tasks");
