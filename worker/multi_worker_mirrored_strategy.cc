@@ -1,6 +1,8 @@
 #include "worker/multi_worker_mirrored_strategy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,13 +22,29 @@ absl::Status MultiWorkerMirroredStrategy::Run(
 
 absl::Status MultiWorkerMirroredStrategy::CrossWorkerSum(
     absl::Span<const absl::Span<float>> tensors) {
-  absl::Status status = ring_.AllReduceSum(tensors);
+  absl::Status status =
+      collective_ != nullptr ? collective_->AllReduceSum(tensors) : ring_.AllReduceSum(tensors);
   if (!started_) {
     // The workers have met: from now on a silent peer is a dead one.
     started_ = true;
     ring_.set_timeout(options_.ring.timeout);
+    if (collective_ != nullptr) collective_->set_timeout(options_.ring.timeout);
   }
   return status;
+}
+
+absl::Status MultiWorkerMirroredStrategy::RingSumAtStartup(
+    absl::Span<const absl::Span<float>> tensors) {
+  return ring_.AllReduceSum(tensors);  // the ring's timeout is still the startup one
+}
+
+void MultiWorkerMirroredStrategy::UseCollective(
+    std::unique_ptr<CrossWorkerCollective> collective) {
+  collective_ = std::move(collective);
+  if (collective_ != nullptr) {
+    collective_->set_timeout(started_ ? options_.ring.timeout
+                                      : std::max(options_.startup_timeout, options_.ring.timeout));
+  }
 }
 
 absl::Status MultiWorkerMirroredStrategy::CheckInSync(

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "worker/allreduce/collective_selection.h"
 #include "worker/allreduce/ring_allreduce.h"
 #include "worker/allreduce/ring_transport.h"
 #include "worker/strategy.h"
@@ -46,9 +47,17 @@ class MultiWorkerMirroredStrategy : public Strategy {
   // Errors: FAILED_PRECONDITION "weights differ between workers at check N"; the ring's.
   absl::Status CheckInSync(absl::Span<const absl::Span<const float>> weights) override;
 
+  // From now on CrossWorkerSum uses `collective` (NCCL, chosen by SelectCollective over this
+  // strategy's ring) instead of the ring; it takes the strategy's timeout.
+  void UseCollective(std::unique_ptr<CrossWorkerCollective> collective);
+  // A ring all-reduce before training (SelectCollective's agreement): it waits up to the
+  // startup timeout and leaves the first CrossWorkerSum's startup timeout in place.
+  absl::Status RingSumAtStartup(absl::Span<const absl::Span<float>> tensors);
+
  private:
   MultiWorkerMirroredOptions options_;
   RingAllReduce ring_;
+  std::unique_ptr<CrossWorkerCollective> collective_;  // null: the ring
   bool started_ = false;
   int64_t checks_ = 0;
 };

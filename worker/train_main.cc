@@ -10,6 +10,10 @@
 //                                          workers are the ring's ranks); gradients are
 //                                          ring all-reduced over gRPC on the task's port;
 //                                          only rank 0 prints epoch lines
+//         [--collective=auto|ring|nccl]     auto: NCCL when the binary was built with CUDA
+//                                          and every worker runs on a CUDA device (agreed
+//                                          over the ring), else the gRPC ring; nccl when
+//                                          that is not possible: exit 2
 //       --checkpoint_dir=DIR [--keep_checkpoints=3] [--restore=latest|none|PATH]
 //                                          a checkpoint per epoch (so also at the end),
 //                                          written by this process, or in a multi-worker
@@ -35,6 +39,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -46,6 +52,7 @@
 #include "common/cluster_spec.h"
 #include "common/rpc/grpc_util.h"
 #include "worker/allreduce/chunk_mailbox.h"
+#include "worker/allreduce/collective_selection.h"
 #include "worker/allreduce/grpc_ring_transport.h"
 #include "worker/allreduce/ring_allreduce.h"
 #include "worker/fit.h"
@@ -75,6 +82,9 @@ ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), none, "
           "or the path of a checkpoint (or of a folder of them) to continue from. "
           "multi_worker_mirrored: read by rank 0 only and sent to the others.");
+ABSL_FLAG(std::string, collective, "auto",
+          "multi_worker_mirrored: auto (NCCL when every worker runs on a CUDA device in a CUDA "
+          "build, else the gRPC ring), ring or nccl (an error when NCCL is not possible).");
 ABSL_FLAG(int64_t, allreduce_bucket_bytes, pstrain::RingAllReduceOptions().bucket_bytes,
           "Fusion bucket of the ring all-reduce.");
 ABSL_FLAG(int64_t, allreduce_chunk_bytes, pstrain::RingAllReduceOptions().chunk_bytes,
@@ -223,10 +233,33 @@ int Main() {
     mo.ring.bucket_bytes = absl::GetFlag(FLAGS_allreduce_bucket_bytes);
     mo.ring.chunk_bytes = absl::GetFlag(FLAGS_allreduce_chunk_bytes);
     mo.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
-    strategy = std::make_unique<MultiWorkerMirroredStrategy>(transport.get(), mo);
+    absl::StatusOr<CollectiveKind> collective_kind =
+        ParseCollectiveKind(absl::GetFlag(FLAGS_collective));
+    if (!collective_kind.ok()) {
+      return Fail(2, absl::StrCat("--collective: ", collective_kind.status().message()));
+    }
+    auto mw = std::make_unique<MultiWorkerMirroredStrategy>(transport.get(), mo);
     prints = rank == 0;
     LogInfo(absl::StrCat("multi_worker_mirrored: rank ", rank, " of ", n, ", serving the "
                          "all-reduce on ", *listen));
+    // This worker's CUDA device (--device=cuda[:N], or auto resolved to CUDA), else -1.
+    int cuda_device = -1;
+    const std::string backend_name = (*first_backend)->name();
+    if (absl::StartsWith(backend_name, "cuda:") &&
+        !absl::SimpleAtoi(backend_name.substr(5), &cuda_device)) {
+      cuda_device = -1;
+    }
+    // All workers agree (one small ring all-reduce) on the ring or NCCL.
+    absl::StatusOr<CollectiveSelection> selection = SelectCollective(
+        [&mw](absl::Span<const absl::Span<float>> t) { return mw->RingSumAtStartup(t); }, rank,
+        n, *collective_kind, cuda_device, absl::GetFlag(FLAGS_collective_timeout));
+    if (!selection.ok()) {
+      return Fail(absl::IsFailedPrecondition(selection.status()) ? 2 : 1,
+                  std::string(selection.status().message()));
+    }
+    LogInfo(selection->description);
+    if (selection->nccl != nullptr) mw->UseCollective(std::move(selection->nccl));
+    strategy = std::move(mw);
     if (prints) {
       std::cout << "pstrain: multi_worker_mirrored strategy, num_replicas_in_sync=" << n << " ("
                 << absl::StrJoin(ring.names, ", ") << ")" << std::endl;
