@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# Runs the CUDA backend checks (common/math:cuda_backend_test) on a machine with an NVIDIA
-# GPU, from a binary built elsewhere with `bazel build --config=cuda`. See README.md here.
+# Runs the GPU checks on a machine with an NVIDIA GPU, from binaries built elsewhere with
+# `bazel build --config=cuda`: the CUDA backend (common/math:cuda_backend_test) and the NCCL
+# all-reduce (worker/allreduce:nccl_allreduce_test). See README.md here.
 #
-#   run_gpu_checks.sh [--binary PATH] [--libs DIR] [--allow-skip] [-- GTEST_ARGS...]
-#       Runs the test binary (default bazel-bin/common/math/cuda_backend_test) with DIR (the
-#       shared libraries carried from the build machine) first on LD_LIBRARY_PATH. Prints
-#       PASS or FAIL and "N passed, N failed"; exits 0 only when every test ran and passed.
-#       A skipped test means no CUDA device answered; that is a FAIL unless --allow-skip.
+#   run_gpu_checks.sh [--binary PATH]... [--libs DIR] [--allow-skip] [-- GTEST_ARGS...]
+#       Runs each test binary (default: bazel-bin/common/math/cuda_backend_test and
+#       bazel-bin/worker/allreduce/nccl_allreduce_test) with DIR (the shared libraries
+#       carried from the build machine) first on LD_LIBRARY_PATH. Prints PASS or FAIL and
+#       "N passed, N failed"; exits 0 only when every test ran and passed. A skipped test
+#       means no CUDA device answered; that is a FAIL unless --allow-skip.
 #
-#   run_gpu_checks.sh --collect DIR [--binary PATH] [--with-cuda-libs]
-#       On the build machine: copies the binary and the shared libraries it needs (per ldd)
-#       into DIR, leaving out glibc's own libraries and, unless --with-cuda-libs, CUDA's
-#       (the GPU host has the CUDA 13 runtime; libcublasLt alone is ~500 MB).
+#   run_gpu_checks.sh --collect DIR [--binary PATH]... [--with-cuda-libs]
+#       On the build machine: copies the binaries and the shared libraries they need (per
+#       ldd) into DIR, leaving out glibc's own libraries and, unless --with-cuda-libs, CUDA's
+#       (the GPU host has the CUDA 13 runtime; libcublasLt alone is ~500 MB, libnccl ~220 MB).
 #
 # Exit codes: 0 pass; 1 a test failed or skipped; 2 usage or missing binary; 3 missing
 # shared libraries; 4 the binary crashed or printed no gtest summary.
 
 set -u
 
-binary=""
+binaries=()
 libs=""
 collect=""
 allow_skip=0
@@ -29,7 +31,7 @@ usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --binary) binary="${2:?--binary needs a path}"; shift 2 ;;
+    --binary) binaries+=("${2:?--binary needs a path}"); shift 2 ;;
     --libs) libs="${2:?--libs needs a folder}"; shift 2 ;;
     --collect) collect="${2:?--collect needs a folder}"; shift 2 ;;
     --allow-skip) allow_skip=1; shift ;;
@@ -40,30 +42,38 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ -z "$binary" ]; then
-  if [ -n "$collect" ]; then
-    binary="bazel-bin/common/math/cuda_backend_test"
-  elif [ -x "$(dirname "$0")/cuda_backend_test" ]; then
-    binary="$(dirname "$0")/cuda_backend_test"  # a folder made by --collect
-  else
-    binary="bazel-bin/common/math/cuda_backend_test"
+if [ ${#binaries[@]} -eq 0 ]; then
+  for target in common/math/cuda_backend_test worker/allreduce/nccl_allreduce_test; do
+    name="$(basename "$target")"
+    if [ -z "$collect" ] && [ -x "$(dirname "$0")/$name" ]; then
+      binaries+=("$(dirname "$0")/$name")  # a folder made by --collect
+    else
+      binaries+=("bazel-bin/$target")
+    fi
+  done
+fi
+for binary in "${binaries[@]}"; do
+  if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
+    echo "FAIL: test binary not found or not executable: $binary" >&2
+    echo "      build it with: bazel build --config=cuda //common/math:cuda_backend_test" \
+      "//worker/allreduce:nccl_allreduce_test" >&2
+    exit 2
   fi
-fi
-if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
-  echo "FAIL: test binary not found or not executable: $binary" >&2
-  echo "      build it with: bazel build --config=cuda //common/math:cuda_backend_test" >&2
-  exit 2
-fi
+done
+binary="${binaries[0]}"
 
 # ---- collect mode (build machine) -------------------------------------------------------
 if [ -n "$collect" ]; then
   mkdir -p "$collect" || exit 2
-  cp -L "$binary" "$collect/cuda_backend_test" || exit 2
+  for binary in "${binaries[@]}"; do
+    cp -L "$binary" "$collect/$(basename "$binary")" || exit 2
+  done
   cp "$0" "$collect/run_gpu_checks.sh" || exit 2
   mkdir -p "$collect/lib"
   copied=0
   missing=0
   while read -r name arrow path _; do
+    [ -e "$collect/lib/$name" ] && continue  # needed by an earlier binary too
     [ "$arrow" = "=>" ] || continue
     if [ "$path" = "not" ]; then
       echo "run_gpu_checks: ldd cannot resolve $name on this machine" >&2
@@ -74,11 +84,11 @@ if [ -n "$collect" ]; then
       # glibc's own pieces must come from the GPU host (they pair with its ld.so).
       linux-vdso*|ld-linux*|libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libresolv.so*) continue ;;
       libcuda.so*|libnvidia*) continue ;;  # the driver: always the host's own
-      libcudart.so*|libcublas.so*|libcublasLt.so*)
+      libcudart.so*|libcublas.so*|libcublasLt.so*|libnccl.so*)
         [ "$with_cuda_libs" = 1 ] || continue ;;
     esac
     cp -L "$path" "$collect/lib/$name" && copied=$((copied + 1))
-  done < <(ldd "$binary")
+  done < <(for binary in "${binaries[@]}"; do ldd "$binary"; done)
   echo "collected $copied shared libraries into $collect/lib"
   echo "on the GPU host: $collect/run_gpu_checks.sh --libs $collect/lib"
   [ "$missing" = 0 ] || exit 3
@@ -104,25 +114,39 @@ else
   echo "note: nvidia-smi not found; the test itself asks the CUDA runtime for devices"
 fi
 
-unresolved="$(ldd "$binary" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')"
+unresolved="$(for binary in "${binaries[@]}"; do ldd "$binary" 2>&1; done |
+  awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')"
 if [ -n "$unresolved" ]; then
   echo "FAIL: shared libraries not found: $unresolved" >&2
   echo "      collect them on the build machine (run_gpu_checks.sh --collect DIR) and pass --libs DIR/lib" >&2
   exit 3
 fi
 
-log="$(mktemp "${TMPDIR:-/tmp}/cuda_backend_test.XXXXXX")"
+log="$(mktemp "${TMPDIR:-/tmp}/gpu_checks.XXXXXX")"
 trap 'rm -f "$log"' EXIT
-"$binary" --gtest_color=no "${gtest_args[@]}" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-passed=$(grep -c '^\[       OK \] ' "$log")
-failed=$(grep -cE '^\[  FAILED  \] [^ ]+ \(' "$log")
-skipped=$(grep -cE '^\[  SKIPPED \] [^ ]+ \(' "$log")
+passed=0
+failed=0
+skipped=0
+crashed=""
+failing=""
+for binary in "${binaries[@]}"; do
+  echo "== $(basename "$binary")"
+  "$binary" --gtest_color=no "${gtest_args[@]}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  passed=$((passed + $(grep -c '^\[       OK \] ' "$log")))
+  f=$(grep -cE '^\[  FAILED  \] [^ ]+ \(' "$log")
+  failed=$((failed + f))
+  skipped=$((skipped + $(grep -cE '^\[  SKIPPED \] [^ ]+ \(' "$log")))
+  if ! grep -q '^\[==========\] .* ran\.' "$log"; then
+    crashed="$crashed $(basename "$binary") (exit status $rc)"
+  elif [ "$rc" -ne 0 ] || [ "$f" -gt 0 ]; then
+    failing="$failing $(basename "$binary") (exit status $rc)"
+  fi
+done
 
 echo
-if ! grep -q '^\[==========\] .* ran\.' "$log"; then
-  echo "FAIL: the test binary exited with status $rc before finishing (crash or bad setup)"
+if [ -n "$crashed" ]; then
+  echo "FAIL: exited before finishing (crash or bad setup):$crashed"
   echo "$passed passed, $((failed + 1)) failed"
   exit 4
 fi
@@ -131,13 +155,13 @@ if [ "$skipped" -gt 0 ] && [ "$allow_skip" = 0 ]; then
   echo "$passed passed, $((failed + skipped)) failed"
   exit 1
 fi
-if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then
-  echo "FAIL: $failed test(s) failed (exit status $rc)"
+if [ -n "$failing" ] || [ "$failed" -gt 0 ]; then
+  echo "FAIL: $failed test(s) failed in:$failing"
   echo "$passed passed, $failed failed"
   exit 1
 fi
 extra=""
 [ "$skipped" -gt 0 ] && extra=", $skipped skipped (--allow-skip)"
-echo "PASS: CUDA backend matches the CPU backend ($passed tests$extra)"
+echo "PASS: CUDA backend matches the CPU backend; NCCL sums ($passed tests$extra)"
 echo "$passed passed, 0 failed"
 exit 0
