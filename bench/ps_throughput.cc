@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -54,9 +55,8 @@ struct Cell {
   double round_trips = 0;   // PushPull calls per second, all workers together
 };
 
-// One socket pair on loopback; each side sends `bytes` while reading what the other
-// sends, for `seconds`. Returns GB/s counted in both directions.
-double RawTcpLoopback(size_t chunk, double seconds) {
+// `n` TCP connections on 127.0.0.1: (client fd, server fd) each.
+std::vector<std::pair<int, int>> LoopbackConnections(int n) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -64,11 +64,23 @@ double RawTcpLoopback(size_t chunk, double seconds) {
   socklen_t len = sizeof(addr);
   bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  listen(listener, 1);
-  int a = socket(AF_INET, SOCK_STREAM, 0);
-  connect(a, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  int b = accept(listener, nullptr, nullptr);
+  listen(listener, n);
+  std::vector<std::pair<int, int>> connections;
+  for (int i = 0; i < n; ++i) {
+    const int client = socket(AF_INET, SOCK_STREAM, 0);
+    connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    connections.push_back({client, accept(listener, nullptr, nullptr)});
+  }
   close(listener);
+  return connections;
+}
+
+// One socket pair on loopback; each side sends `bytes` while reading what the other
+// sends, for `seconds`. Returns GB/s counted in both directions.
+double RawTcpLoopback(size_t chunk, double seconds) {
+  const std::vector<std::pair<int, int>> pair = LoopbackConnections(1);
+  const int a = pair[0].first;
+  const int b = pair[0].second;
 
   std::atomic<bool> stop{false};
   std::atomic<int64_t> received{0};
@@ -130,24 +142,14 @@ bool WriteFully(int fd, const char* data, size_t bytes) {
 // again and again for `seconds`. What a push-and-pull could reach if the transport cost
 // nothing beyond the kernel's loopback copies. Returns GB/s counted in both directions.
 double RawTcpRoundTrips(size_t bytes, int workers, double seconds) {
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  listen(listener, workers);
   std::vector<int> clients, servers;
-  for (int w = 0; w < workers; ++w) {
-    clients.push_back(socket(AF_INET, SOCK_STREAM, 0));
-    connect(clients.back(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    servers.push_back(accept(listener, nullptr, nullptr));
+  for (const auto& [client, server] : LoopbackConnections(workers)) {
+    clients.push_back(client);
+    servers.push_back(server);
   }
   // As gRPC does: without it Nagle's algorithm and delayed ACKs stall each reply's tail.
   for (int fd : clients) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof(kOne));
   for (int fd : servers) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof(kOne));
-  close(listener);
   std::atomic<bool> stop{false};
   std::atomic<int64_t> exchanges{0};
   std::vector<std::thread> threads;
