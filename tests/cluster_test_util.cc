@@ -1,9 +1,15 @@
 #include "tests/cluster_test_util.h"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "deploy/local/free_port.h"
+#include "deploy/local/local_cluster.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -54,6 +60,33 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
       },
       nullptr);
   return run;
+}
+
+std::string FreshTestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
+                                              const std::vector<std::string>& args) {
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(n);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  std::vector<std::string> addresses;
+  if (!ports.ok()) return addresses;
+  for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> a = args;
+    a.push_back("--strategy=multi_worker_mirrored");
+    EXPECT_TRUE(group
+                    .Start({absl::StrCat("worker", i), "worker/train", a,
+                            {{"TF_CONFIG", MakeTfConfig({{"worker", addresses}}, "worker", i)},
+                             {"OPENBLAS_NUM_THREADS", "1"}}})
+                    .ok());
+  }
+  return addresses;
 }
 
 DaemonOptions FastDaemonOptions(const std::string& tf_config) {

@@ -49,6 +49,15 @@ struct ProcessRun {
 ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace,
                       const SignalOnLine* fault = nullptr);
 
+// A fresh, empty folder `name` under the test's temp dir (TEST_TMPDIR, else /tmp).
+std::string FreshTestDir(const std::string& name);
+
+// Starts `n` worker/train processes ("worker0", ...) of a chief-less multi_worker_mirrored
+// cluster on free ports, each with `args` and --strategy=multi_worker_mirrored and one
+// BLAS thread. Returns their addresses.
+std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
+                                              const std::vector<std::string>& args);
+
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
 // for tests (a lost chief is noticed in 10 s, not the default 30 s).
 DaemonOptions FastDaemonOptions(const std::string& tf_config);

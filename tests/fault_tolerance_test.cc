@@ -38,14 +38,6 @@ bool HaveFashionMnist() {
   return stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) == 0;
 }
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
-  fs::remove_all(path);
-  fs::create_directories(path);
-  return path;
-}
-
 // Short heartbeats and a chief timeout that outlasts a chief restart.
 const std::vector<std::string> kTaskArgs = {"--heartbeat_interval=200ms", "--chief_timeout=20s"};
 
@@ -113,7 +105,7 @@ int CountOf(const std::string& text, const std::string& what) {
 // the worker back, which trains again from the next epoch.
 TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = FreshDir("worker_kill");
+  const std::string dir = FreshTestDir("worker_kill");
   const SignalOnLine kill_worker{"chief", "written (epoch 1 and", "worker1", SIGKILL, true};
   ProcessRun run = RunDemoJob(4, dir, {"--checkpoint_every_steps=300"}, &kill_worker);
   ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
@@ -134,7 +126,7 @@ TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
 // waits for it once (the consistency timeout), not at every step, so the job completes
 // (in seconds, where waiting at every step would take the test's whole deadline).
 void KillAWorkerMidEpoch(const std::string& name, const std::vector<std::string>& mode) {
-  const std::string dir = FreshDir(name);
+  const std::string dir = FreshTestDir(name);
   // Mid-epoch: a worker that died at an epoch's end would be skipped as done with it.
   const SignalOnLine kill_worker{"chief", "written (epoch 1 and", "worker1", SIGKILL, true};
   std::vector<std::string> flags = mode;
@@ -163,7 +155,7 @@ TEST(FaultToleranceTest, AKilledWorkerDoesNotStallSyncTraining) {
 // restores its shards from the newest checkpoint (mid-epoch ones are written every 300
 // steps) and resumes; the job completes.
 void KillPs1(const std::string& name, const SignalOnLine& kill_ps1) {
-  const std::string dir = FreshDir(name);
+  const std::string dir = FreshTestDir(name);
   ProcessRun run = RunDemoJob(4, dir, {"--checkpoint_every_steps=300"}, &kill_ps1);
   ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
   ExpectCleanExits(run, "ps1");
@@ -200,7 +192,7 @@ TEST(FaultToleranceTest, APsKilledAtAnEpochsEndIsRestoredFromTheLatestCheckpoint
 // step count goes on from that checkpoint's.
 TEST(FaultToleranceTest, AKilledChiefIsRestartedAndResumesFromTheLatestCheckpoint) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = FreshDir("chief_kill");
+  const std::string dir = FreshTestDir("chief_kill");
   const SignalOnLine kill_chief{"chief", "written (epoch 1 and", "chief", SIGKILL, true};
   ProcessRun run = RunDemoJob(4, dir, {"--checkpoint_every_steps=300"}, &kill_chief);
   ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
@@ -239,7 +231,7 @@ TEST(FaultToleranceTest, AKilledChiefIsRestartedAndResumesFromTheLatestCheckpoin
 // the previous checkpoint is intact, the restarted chief loads it, and the job completes.
 TEST(FaultToleranceTest, AChiefKilledWhileWritingACheckpointLeavesThePreviousOneToRestore) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = FreshDir("chief_kill_in_write");
+  const std::string dir = FreshTestDir("chief_kill_in_write");
   // The second checkpoint (the end of epoch 2) is the one interrupted.
   SignalOnLine kill_chief{"chief", "writing checkpoint", "chief", SIGKILL, true};
   kill_chief.occurrence = 2;
@@ -267,7 +259,7 @@ TEST(FaultToleranceTest, AChiefKilledWhileWritingACheckpointLeavesThePreviousOne
 // line, restores the previous checkpoint instead, and trains on to the end.
 TEST(FaultToleranceTest, ACorruptedTensorFileFallsBackToThePreviousCheckpoint) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = FreshDir("corrupt");
+  const std::string dir = FreshTestDir("corrupt");
   ProcessRun first = RunDemoJob(2, dir, {}, nullptr);
   ExpectCleanExits(first, "");
   const std::vector<std::string> written =
@@ -305,7 +297,7 @@ TEST(FaultToleranceTest, ACorruptedTensorFileFallsBackToThePreviousCheckpoint) {
 // `psctl checkpoint` against the running chief writes a checkpoint on demand and prints
 // where; after the job the chief is gone and psctl names it.
 TEST(FaultToleranceTest, PsctlCheckpointWritesOneOnDemand) {
-  const std::string dir = FreshDir("on_demand");
+  const std::string dir = FreshTestDir("on_demand");
   LocalClusterOptions options;
   options.bin_dir = ".";
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=30",

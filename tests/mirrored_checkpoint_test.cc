@@ -17,7 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
-#include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
@@ -28,37 +27,10 @@ namespace {
 
 constexpr char kTinyJob[] = "--job=tests/testdata/tiny_synthetic.json";
 
-// A fresh folder under the test's temp dir.
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
-  return dir;
-}
-
-// Two workers of a chief-less multi_worker_mirrored cluster on fresh ports; returns the
-// addresses.
-std::vector<std::string> StartTwoWorkers(ProcessGroup& group, const std::vector<std::string>& args) {
-  absl::StatusOr<std::vector<int>> ports = PickFreePorts(2);
-  EXPECT_TRUE(ports.ok());
-  std::vector<std::string> addresses;
-  for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
-  for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> a = args;
-    a.push_back("--strategy=multi_worker_mirrored");
-    EXPECT_TRUE(group
-                    .Start({absl::StrCat("worker", i), "worker/train", a,
-                            {{"TF_CONFIG", MakeTfConfig({{"worker", addresses}}, "worker", i)},
-                             {"OPENBLAS_NUM_THREADS", "1"}}})
-                    .ok());
-  }
-  return addresses;
-}
-
 // Runs both workers to the end; expects both to exit 0.
 ProcessRun RunTwoWorkers(const std::vector<std::string>& args) {
   ProcessGroup group;
-  StartTwoWorkers(group, args);
+  StartMirroredWorkers(group, 2, args);
   ProcessRun run = CollectRun(group, absl::Minutes(3), absl::Seconds(10));
   EXPECT_EQ(run.exits.size(), 2u);
   for (const auto& exit : run.exits) {
@@ -102,8 +74,8 @@ std::string EpochLine(const std::string& out, int k, int n) {
 }
 
 TEST(MirroredCheckpointTest, TwoWorkersResumeWhereTheLastCheckpointLeftOff) {
-  const std::string resumed_dir = FreshDir("resumed");
-  const std::string straight_dir = FreshDir("straight");
+  const std::string resumed_dir = FreshTestDir("resumed");
+  const std::string straight_dir = FreshTestDir("straight");
   ProcessRun first = RunTwoWorkers({kTinyJob, "--epochs=2", "--checkpoint_dir=" + resumed_dir});
   EXPECT_NE(first.stdout_of["worker0"].find("Epoch 2/2"), std::string::npos);
   EXPECT_NE(first.stderr_of["worker0"].find("no checkpoint in " + resumed_dir),
@@ -158,13 +130,13 @@ TEST(MirroredCheckpointTest, TwoWorkersResumeWhereTheLastCheckpointLeftOff) {
 }
 
 TEST(MirroredCheckpointTest, AKilledWorkerStopsTheJobAndARestartContinuesFromTheCheckpoint) {
-  const std::string dir = FreshDir("killed");
+  const std::string dir = FreshTestDir("killed");
   const std::vector<std::string> args = {"--job=examples/fashion_mnist.json", "--epochs=3",
                                          "--collective_timeout=5s", "--checkpoint_dir=" + dir};
   std::vector<std::string> addresses;
   {
     ProcessGroup group;
-    addresses = StartTwoWorkers(group, args);
+    addresses = StartMirroredWorkers(group, 2, args);
     // Worker 0 prints the epoch line before it writes that epoch's checkpoint, but it
     // writes it before its next collective, so epoch 2's checkpoint is always complete.
     const SignalOnLine kill{"worker0", "Epoch 2/", "worker1", SIGKILL};
@@ -191,7 +163,7 @@ TEST(MirroredCheckpointTest, AKilledWorkerStopsTheJobAndARestartContinuesFromThe
 }
 
 TEST(MirroredCheckpointTest, LocalReplicasResumeAndSkipACorruptNewestCheckpoint) {
-  const std::string dir = FreshDir("mirrored");
+  const std::string dir = FreshTestDir("mirrored");
   const std::vector<std::string> base = {kTinyJob, "--strategy=mirrored", "--devices=cpu:0,cpu:1",
                                          "--checkpoint_dir=" + dir};
   auto with = [&](std::vector<std::string> extra) {
@@ -243,7 +215,7 @@ TEST(MirroredCheckpointTest, LocalReplicasResumeAndSkipACorruptNewestCheckpoint)
 // The formats are one: a parameter-server cluster continues a mirrored job's checkpoint,
 // and a mirrored job continues the cluster's.
 TEST(MirroredCheckpointTest, AParameterServerJobAndAMirroredJobContinueEachOther) {
-  const std::string dir = FreshDir("crossed");
+  const std::string dir = FreshTestDir("crossed");
   ProcessRun mirrored = RunOne({kTinyJob, "--strategy=mirrored", "--devices=cpu:0,cpu:1",
                                 "--epochs=1", "--checkpoint_dir=" + dir});
   ASSERT_EQ(mirrored.exits[0].exit_code, 0) << mirrored.stderr_of["train"];

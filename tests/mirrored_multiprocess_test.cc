@@ -21,28 +21,9 @@
 namespace pstrain {
 namespace {
 
-// Starts `n` workers of a chief-less multi_worker_mirrored cluster.
-std::vector<std::string> StartWorkers(ProcessGroup& group, int n,
-                                      const std::vector<std::string>& args) {
-  absl::StatusOr<std::vector<int>> ports = PickFreePorts(n);
-  EXPECT_TRUE(ports.ok());
-  std::vector<std::string> addresses;
-  for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::string> a = args;
-    a.push_back("--strategy=multi_worker_mirrored");
-    EXPECT_TRUE(group
-                    .Start({absl::StrCat("worker", i), "worker/train", a,
-                            {{"TF_CONFIG", MakeTfConfig({{"worker", addresses}}, "worker", i)},
-                             {"OPENBLAS_NUM_THREADS", "1"}}})
-                    .ok());
-  }
-  return addresses;
-}
-
 TEST(MirroredMultiprocessTest, TwoWorkersTrainFashionMnistInSync) {
   ProcessGroup group;
-  StartWorkers(group, 2, {"--job=examples/fashion_mnist.json", "--epochs=3"});
+  StartMirroredWorkers(group, 2, {"--job=examples/fashion_mnist.json", "--epochs=3"});
   ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Seconds(30));
   ASSERT_EQ(run.exits.size(), 2u);
   for (const auto& exit : run.exits) {
@@ -75,7 +56,7 @@ TEST(MirroredMultiprocessTest, TwoLocalReplicasTrainFashionMnist) {
 
 TEST(MirroredMultiprocessTest, AKilledWorkerIsNamedByTheOtherWithinTheDeadline) {
   ProcessGroup group;
-  const std::vector<std::string> addresses = StartWorkers(
+  const std::vector<std::string> addresses = StartMirroredWorkers(
       group, 2,
       {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000", "--collective_timeout=5s"});
   const SignalOnLine kill{"worker0", "Epoch 3/", "worker1", SIGKILL};
@@ -96,7 +77,7 @@ TEST(MirroredMultiprocessTest, AKilledWorkerIsNamedByTheOtherWithinTheDeadline) 
 // A worker that stalls (SIGSTOP: alive, connected, silent) is named when the deadline passes.
 TEST(MirroredMultiprocessTest, AStalledWorkerIsNamedWhenTheDeadlinePasses) {
   ProcessGroup group;
-  const std::vector<std::string> addresses = StartWorkers(
+  const std::vector<std::string> addresses = StartMirroredWorkers(
       group, 2,
       {"--job=tests/testdata/tiny_synthetic.json", "--epochs=100000", "--collective_timeout=3s"});
   bool stopped = false;
