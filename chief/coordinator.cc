@@ -17,6 +17,21 @@
 
 namespace pstrain {
 
+namespace {
+
+// obj[key] when obj is an object holding a number there, else `fallback`: checkpoint
+// metadata is read from disk, and json::value would throw on another type.
+int64_t IntegerOr(const nlohmann::json& obj, const char* key, int64_t fallback) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number_integer()) return fallback;
+  return obj[key].get<int64_t>();
+}
+double NumberOr(const nlohmann::json& obj, const char* key, double fallback) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) return fallback;
+  return obj[key].get<double>();
+}
+
+}  // namespace
+
 std::string FormatEpochLine(const EpochSummary& s) {
   std::string line = absl::StrFormat("Epoch %d/%d - loss: %.4f - accuracy: %.4f", s.epoch,
                                      s.epochs, s.loss, s.accuracy);
@@ -104,7 +119,7 @@ absl::Status Coordinator::Run() {
       const nlohmann::json& metadata = restore_->metadata();
       if (metadata.is_object() && metadata.contains("data_position") &&
           metadata["data_position"].is_object() &&
-          metadata["data_position"].value("epoch", -1) == first_epoch) {
+          IntegerOr(metadata["data_position"], "epoch", -1) == first_epoch) {
         resume = &metadata["data_position"];
       }
       LogInfo(absl::StrCat(
@@ -285,26 +300,18 @@ absl::Status Coordinator::RecoverPs() {
                             opened.status().message()));
     }
   }
+  // Each emptied ps's shards are created from the checkpoint's values (its slots and
+  // counts restored next), or from the initial values when there is no checkpoint.
   std::vector<std::vector<VariableSnapshot>> saved(ps_.size());
+  std::vector<std::vector<NamedTensor>> initial(ps_.size());
   if (checkpoint != nullptr) {
     PS_ASSIGN_OR_RETURN(saved, SnapshotsFrom(*checkpoint, layout));
+  } else {
+    PS_ASSIGN_OR_RETURN(initial, InitialShardsByPs(layout));
   }
-  std::vector<Tensor> initial;
-  if (checkpoint == nullptr) initial = model_->InitialValues(job_->seed);
   for (int p : emptied) {
-    std::vector<NamedTensor> shards;
-    for (size_t i = 0; i < layout.size(); ++i) {
-      for (const VariablePlacementEntry& shard : layout[i].shards) {
-        if (shard.ps_index() != p) continue;
-        if (checkpoint == nullptr) {
-          PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(initial[i], shard));
-          shards.push_back({shard.name(), std::move(rows)});
-        }
-      }
-    }
-    if (checkpoint != nullptr) {
-      for (const VariableSnapshot& s : saved[p]) shards.push_back({s.name, s.value});
-    }
+    std::vector<NamedTensor> shards = std::move(initial[p]);
+    for (const VariableSnapshot& s : saved[p]) shards.push_back({s.name, s.value});
     PS_RETURN_IF_ERROR(ps_[p]->CreateVariables(std::move(shards), PsOptimizer(),
                                                options_.consistency));
     if (checkpoint != nullptr) PS_RETURN_IF_ERROR(ps_[p]->RestoreState(saved[p]));
@@ -339,16 +346,8 @@ absl::Status Coordinator::WaitForWorkersReady() {
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::CreateVariables() {
-  std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model_->trainable_variables()) {
-    shapes.push_back({spec.name, spec.shape});
-  }
-  const int num_ps = static_cast<int>(ps_.size());
-  PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
-                      PlaceVariables(shapes, num_ps, options_.placement_policy));
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
-                      ResolveLayout(shapes, placement, num_ps));
+absl::StatusOr<std::vector<std::vector<NamedTensor>>> Coordinator::InitialShardsByPs(
+    const std::vector<VariableLayout>& layout) const {
   std::vector<Tensor> initial = model_->InitialValues(job_->seed);
   std::vector<std::vector<NamedTensor>> per_ps(ps_.size());
   for (size_t i = 0; i < layout.size(); ++i) {
@@ -362,6 +361,20 @@ absl::Status Coordinator::CreateVariables() {
       per_ps[shard.ps_index()].push_back({shard.name(), std::move(rows)});
     }
   }
+  return per_ps;
+}
+
+absl::Status Coordinator::CreateVariables() {
+  std::vector<VariableShape> shapes;
+  for (const VariableSpec& spec : model_->trainable_variables()) {
+    shapes.push_back({spec.name, spec.shape});
+  }
+  const int num_ps = static_cast<int>(ps_.size());
+  PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
+                      PlaceVariables(shapes, num_ps, options_.placement_policy));
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
+                      ResolveLayout(shapes, placement, num_ps));
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> per_ps, InitialShardsByPs(layout));
   const OptimizerConfig optimizer = PsOptimizer();
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -442,9 +455,9 @@ absl::Status ResumeFrom(const nlohmann::json& position, int32_t batch_size, Shar
       position["next_step"].size() != position["finished"].size()) {
     return absl::InvalidArgumentError("malformed data position");
   }
-  if (position.value("batch_size", -1) != batch_size) {
+  if (IntegerOr(position, "batch_size", -1) != batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("saved with batch size ",
-                                                   position.value("batch_size", -1),
+                                                   IntegerOr(position, "batch_size", -1),
                                                    ", the job now has ", batch_size));
   }
   std::vector<ShardQueue::Position> positions;
@@ -457,10 +470,10 @@ absl::Status ResumeFrom(const nlohmann::json& position, int32_t batch_size, Shar
     positions.push_back({next.get<int64_t>(), done.get<bool>()});
   }
   PS_RETURN_IF_ERROR(queue->Resume(positions));
-  figures->set_loss_sum(position.value("loss_sum", 0.0));
-  figures->set_correct(position.value("correct", int64_t{0}));
-  figures->set_samples(position.value("samples", int64_t{0}));
-  figures->set_steps(position.value("steps", int64_t{0}));
+  figures->set_loss_sum(NumberOr(position, "loss_sum", 0.0));
+  figures->set_correct(IntegerOr(position, "correct", 0));
+  figures->set_samples(IntegerOr(position, "samples", 0));
+  figures->set_steps(IntegerOr(position, "steps", 0));
   return absl::OkStatus();
 }
 
@@ -543,13 +556,9 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   // The figures of every chunk acknowledged so far this epoch (of earlier segments).
   RunStepsResponse epoch_figures;
   if (resume != nullptr) {
-    ShardQueue resumed(num_workers, options_.steps_per_call, budget);
-    RunStepsResponse resumed_figures;
-    absl::Status fits = ResumeFrom(*resume, job_->batch_size, &resumed, &resumed_figures);
-    if (fits.ok()) {
-      PS_RETURN_IF_ERROR(queue.Resume(resumed.Positions()));
-      epoch_figures = resumed_figures;
-    } else {
+    // All or nothing: a position that does not fit leaves the queue and figures as new.
+    const absl::Status fits = ResumeFrom(*resume, job_->batch_size, &queue, &epoch_figures);
+    if (!fits.ok()) {
       LogInfo(absl::StrCat("the checkpoint's data positions do not fit this job (",
                            fits.message(), "); epoch ", epoch + 1, " starts from its beginning"));
     }
@@ -760,7 +769,7 @@ absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json*
   if (!path.ok()) return path.status();
   LogInfo(absl::StrCat("checkpoint ", *path, " written (epoch ", epochs_done,
                        position != nullptr
-                           ? absl::StrCat(" and ", (*position).value("steps", int64_t{0}),
+                           ? absl::StrCat(" and ", IntegerOr(*position, "steps", 0),
                                           " steps of epoch ", epochs_done + 1)
                            : "",
                        ", step ", contents.step, ")"));
@@ -796,8 +805,8 @@ absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> Coordinator::Snapshot
     std::vector<std::pair<std::string, const Tensor*>> slots;
     if (info.is_object() && info.contains(v.name) && info[v.name].is_object()) {
       const nlohmann::json& entry = info[v.name];
-      iterations = entry.value("iterations", int64_t{0});
-      version = entry.value("version", int64_t{0});
+      iterations = IntegerOr(entry, "iterations", 0);
+      version = IntegerOr(entry, "version", 0);
       if (entry.contains("slots") && entry["slots"].is_array()) {
         for (const nlohmann::json& slot : entry["slots"]) {
           if (!slot.is_string()) continue;

@@ -152,6 +152,9 @@ class Coordinator {
   absl::Status RetryAfterPsRecovery(const std::function<absl::Status()>& step);
   // A checkpoint trigger fired (steps, time or a request) since the last one written.
   bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Each ps's shards of the model's initial values (job seed), sliced for `layout`.
+  absl::StatusOr<std::vector<std::vector<NamedTensor>>> InitialShardsByPs(
+      const std::vector<VariableLayout>& layout) const;
   // The optimizer as every ps runs it (the learning rate scaled when the job says so).
   OptimizerConfig PsOptimizer() const;
   // Each ps's share of the state in `checkpoint`, sliced for `layout`.
