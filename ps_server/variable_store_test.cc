@@ -400,5 +400,325 @@ TEST(VariableStoreStateTest, BadRestoreIsRejectedAndChangesNothing) {
   EXPECT_EQ((*b)[0].iterations, 7);
 }
 
+// Streamed pushes (BeginStreamedPush): applied chunk by chunk into fresh buffers,
+// committed whole.
+
+std::vector<float> Wave(int64_t n, float scale) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 7) % 11) - 3.0f;
+  return v;
+}
+
+// Applies `gradient` to `name` as a streamed push in chunks of `chunk` elements and
+// commits; returns the concatenated new values the chunks handed back.
+std::vector<float> StreamPush(VariableStore* store, const std::string& name,
+                              const Tensor& gradient, int64_t chunk) {
+  auto push = store->BeginStreamedPush({name}, {gradient.shape()}, PushContext());
+  EXPECT_TRUE(push.ok()) << push.status();
+  if (!push.ok()) return {};
+  (*push)->Lock();
+  std::vector<float> out;
+  const int64_t n = gradient.num_elements();
+  for (int64_t first = 0; first < n; first += chunk) {
+    auto values = (*push)->ApplyChunk(
+        0, first, absl::MakeConstSpan(gradient.data() + first, std::min(chunk, n - first)));
+    EXPECT_TRUE(values.ok()) << values.status();
+    if (!values.ok()) return {};
+    out.insert(out.end(), values->values.begin(), values->values.end());
+  }
+  EXPECT_TRUE((*push)->Commit().ok());
+  return out;
+}
+
+void ExpectSameState(VariableStore* a, VariableStore* b, const std::string& label) {
+  auto sa = a->ReadState({});
+  auto sb = b->ReadState({});
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  ASSERT_EQ(sa->size(), sb->size());
+  for (size_t i = 0; i < sa->size(); ++i) {
+    EXPECT_EQ(Floats((*sa)[i].value), Floats((*sb)[i].value)) << label;
+    EXPECT_EQ((*sa)[i].version, (*sb)[i].version) << label;
+    EXPECT_EQ((*sa)[i].iterations, (*sb)[i].iterations) << label;
+    ASSERT_EQ((*sa)[i].slots.size(), (*sb)[i].slots.size()) << label;
+    for (size_t k = 0; k < (*sa)[i].slots.size(); ++k) {
+      EXPECT_EQ((*sa)[i].slots[k].name, (*sb)[i].slots[k].name) << label;
+      EXPECT_EQ(Floats((*sa)[i].slots[k].tensor), Floats((*sb)[i].slots[k].tensor)) << label;
+    }
+  }
+}
+
+TEST(VariableStoreStreamedTest, ChunkedApplyEqualsOneShotPushForEveryOptimizer) {
+  std::vector<std::pair<std::string, OptimizerConfig>> configs;
+  configs.push_back({"sgd", Sgd(0.1f)});
+  OptimizerConfig momentum = Sgd(0.1f);
+  momentum.set_momentum(0.9f);
+  configs.push_back({"momentum", momentum});
+  OptimizerConfig nesterov = momentum;
+  nesterov.set_nesterov(true);
+  configs.push_back({"nesterov", nesterov});
+  configs.push_back({"adam", Adam()});
+  OptimizerConfig adagrad;
+  adagrad.set_name("adagrad");
+  adagrad.set_learning_rate(0.05f);
+  configs.push_back({"adagrad", adagrad});
+  OptimizerConfig rmsprop;
+  rmsprop.set_name("rmsprop");
+  rmsprop.set_learning_rate(0.01f);
+  configs.push_back({"rmsprop", rmsprop});
+  OptimizerConfig rmsprop_momentum = rmsprop;
+  rmsprop_momentum.set_momentum(0.5f);
+  configs.push_back({"rmsprop+momentum", rmsprop_momentum});
+  OptimizerConfig decay = Adam();
+  decay.set_lr_schedule("exponential_decay");
+  decay.set_decay_steps(1);
+  decay.set_decay_rate(0.5f);
+  configs.push_back({"adam+exponential_decay", decay});
+
+  constexpr int64_t kElements = 103;  // chunks of 10 leave a partial one
+  for (const auto& [label, config] : configs) {
+    VariableStore one_shot, streamed;
+    const Tensor initial({kElements}, Wave(kElements, 0.5f));
+    ASSERT_TRUE(one_shot.CreateVariables({{"w", initial}}, config).ok()) << label;
+    ASSERT_TRUE(streamed.CreateVariables({{"w", initial}}, config).ok()) << label;
+    for (int step = 0; step < 4; ++step) {
+      const Tensor g({kElements}, Wave(kElements, 1.0f + static_cast<float>(step)));
+      ASSERT_TRUE(one_shot.Push({{"w", g}}).ok());
+      const std::vector<float> returned = StreamPush(&streamed, "w", g, 10);
+      EXPECT_EQ(returned, Floats((*one_shot.Pull({"w"}, nullptr))[0])) << label;
+    }
+    ExpectSameState(&one_shot, &streamed, label);
+  }
+}
+
+TEST(VariableStoreStreamedTest, WithoutCommitNothingChanges) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({6}, Wave(6, 1))}}, Adam()).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({6}, Wave(6, 2))}}).ok());
+  auto before = store.ReadState({});
+  ASSERT_TRUE(before.ok());
+  const Tensor g({6}, Wave(6, 3));
+  {
+    // Part of the gradient.
+    auto push = store.BeginStreamedPush({"w"}, {{6}}, PushContext());
+    ASSERT_TRUE(push.ok());
+    (*push)->Lock();
+    ASSERT_TRUE((*push)->ApplyChunk(0, 0, absl::MakeConstSpan(g.data(), 4)).ok());
+    // Incomplete: refused, and still nothing changes.
+    EXPECT_EQ((*push)->Commit().code(), absl::StatusCode::kInvalidArgument);
+  }
+  {
+    // All of it, never committed.
+    auto push = store.BeginStreamedPush({"w"}, {{6}}, PushContext());
+    ASSERT_TRUE(push.ok());
+    (*push)->Lock();
+    ASSERT_TRUE((*push)->ApplyChunk(0, 0, g.values()).ok());
+  }
+  auto after = store.ReadState({});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Floats((*after)[0].value), Floats((*before)[0].value));
+  EXPECT_EQ((*after)[0].version, (*before)[0].version);
+  EXPECT_EQ((*after)[0].iterations, (*before)[0].iterations);
+  ASSERT_EQ((*after)[0].slots.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(Floats((*after)[0].slots[k].tensor), Floats((*before)[0].slots[k].tensor));
+  }
+  EXPECT_EQ(store.num_pushes(), 1);
+  // The locks were released: an ordinary push goes through.
+  EXPECT_TRUE(store.Push({{"w", g}}).ok());
+}
+
+TEST(VariableStoreStreamedTest, BadUseIsRefusedAndChangesNothing) {
+  VariableStore store;
+  EXPECT_EQ(store.BeginStreamedPush({"w"}, {{2}}, PushContext()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}, {"b", Tensor({1}, {0})}},
+                                    Sgd(1)).ok());
+  EXPECT_EQ(store.BeginStreamedPush({"nope"}, {{2}}, PushContext()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.BeginStreamedPush({"w"}, {{1, 2}}, PushContext()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.BeginStreamedPush({"w", "w"}, {{2}, {2}}, PushContext()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto push = store.BeginStreamedPush({"w", "b"}, {{2}, {1}}, PushContext());
+  ASSERT_TRUE(push.ok());
+  const std::vector<float> g = {1, 1};
+  EXPECT_EQ((*push)->ApplyChunk(0, 0, g).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*push)->Commit().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*push)->TryLock());
+  EXPECT_EQ((*push)->versions(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ((*push)->ApplyChunk(2, 0, g).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*push)->ApplyChunk(0, 1, g).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*push)->ApplyChunk(1, 0, g).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*push)->ApplyChunk(0, 0, g).ok());
+  EXPECT_EQ((*push)->ApplyChunk(0, 2, g).status().code(), absl::StatusCode::kInvalidArgument);
+  // "b" got nothing: the whole push is refused, "w" included.
+  EXPECT_EQ((*push)->Commit().code(), absl::StatusCode::kInvalidArgument);
+  push->reset();
+  EXPECT_EQ(Floats((*store.Pull({"w"}, nullptr))[0]), (std::vector<float>{1, 2}));
+
+  VariableStore sync;
+  ConsistencyConfig config;
+  config.set_mode("sync");
+  config.set_replicas_to_aggregate(1);
+  config.set_timeout_ms(1000);
+  ASSERT_TRUE(sync.CreateVariables({{"w", Tensor({2})}}, Sgd(1), config).ok());
+  EXPECT_EQ(sync.BeginStreamedPush({"w"}, {{2}}, PushContext()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VariableStoreStreamedTest, TryLockTakesAllOrNoneAndCommitsVersionsAndCounts) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"a", Tensor({2})}, {"b", Tensor({2})}}, Sgd(1)).ok());
+  auto first = store.BeginStreamedPush({"b"}, {{2}}, PushContext());
+  auto second = store.BeginStreamedPush({"a", "b"}, {{2}, {2}}, PushContext());
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE((*first)->TryLock());
+  EXPECT_FALSE((*second)->TryLock());  // "b" is busy, so it holds "a" neither
+  ASSERT_TRUE(store.Push({{"a", Tensor({2}, {1, 1})}}).ok());
+  const std::vector<float> g = {1, 1};
+  ASSERT_TRUE((*first)->ApplyChunk(0, 0, g).ok());
+  ASSERT_TRUE((*first)->Commit().ok());
+  ASSERT_TRUE((*second)->TryLock());
+  EXPECT_EQ((*second)->versions(), (std::vector<int64_t>{2, 2}));
+  ASSERT_TRUE((*second)->ApplyChunk(1, 0, g).ok());
+  ASSERT_TRUE((*second)->ApplyChunk(0, 0, g).ok());
+  ASSERT_TRUE((*second)->Commit().ok());
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"a", "b"}, &versions);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Floats((*values)[0]), (std::vector<float>{-2, -2}));
+  EXPECT_EQ(Floats((*values)[1]), (std::vector<float>{-2, -2}));
+  EXPECT_EQ(versions, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(store.num_pushes(), 3);
+}
+
+TEST(VariableStoreStreamedTest, PullsRacingASlowStreamedPushSeeOldOrNew) {
+  constexpr int64_t kElements = 4096;
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({kElements})}}, Sgd(1)).ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::atomic<int> pulls{0};
+  std::thread reader([&] {
+    while (!done) {
+      auto values = store.Pull({"w"}, nullptr);
+      const Tensor& t = (*values)[0];
+      ++pulls;
+      for (int64_t i = 1; i < kElements; ++i) {
+        if (t.data()[i] != t.data()[0]) {
+          ++torn;
+          break;
+        }
+      }
+    }
+  });
+  const Tensor ones({kElements}, std::vector<float>(kElements, 1.0f));
+  for (int p = 0; p < 5; ++p) {
+    auto push = store.BeginStreamedPush({"w"}, {{kElements}}, PushContext());
+    ASSERT_TRUE(push.ok());
+    (*push)->Lock();
+    for (int64_t first = 0; first < kElements; first += 512) {
+      ASSERT_TRUE(
+          (*push)->ApplyChunk(0, first, absl::MakeConstSpan(ones.data() + first, 512)).ok());
+      absl::SleepFor(absl::Milliseconds(2));  // a slow client
+    }
+    ASSERT_TRUE((*push)->Commit().ok());
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_GT(pulls.load(), 5);
+  EXPECT_EQ(Floats((*store.Pull({"w"}, nullptr))[0]), std::vector<float>(kElements, -5.0f));
+}
+
+TEST(VariableStoreStreamedTest, ConcurrentStreamedAndOrdinaryPushesLoseNoUpdate) {
+  constexpr int64_t kElements = 20000;
+  constexpr int kPushes = 50;
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({kElements})}, {"v", Tensor({kElements})}},
+                                    Sgd(1)).ok());
+  const Tensor ones({kElements}, std::vector<float>(kElements, 1.0f));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushes; ++i) {
+        // Both variables, named in either order: locks are taken in one order anyway.
+        std::vector<std::string> names = {"w", "v"};
+        if (t == 1) std::swap(names[0], names[1]);
+        auto push = store.BeginStreamedPush(names, {{kElements}, {kElements}}, PushContext());
+        ASSERT_TRUE(push.ok());
+        if (!(*push)->TryLock()) (*push)->Lock();
+        for (int tensor = 0; tensor < 2; ++tensor) {
+          for (int64_t first = 0; first < kElements; first += 3000) {
+            const int64_t n = std::min<int64_t>(3000, kElements - first);
+            const absl::Span<const float> piece = absl::MakeConstSpan(ones.data() + first, n);
+            ASSERT_TRUE((*push)->ApplyChunk(tensor, first, piece).ok());
+          }
+        }
+        ASSERT_TRUE((*push)->Commit().ok());
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPushes; ++i) {
+        ASSERT_TRUE(store.Push({{"w", ones}, {"v", ones}}).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"w", "v"}, &versions);
+  ASSERT_TRUE(values.ok());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Floats((*values)[i]), std::vector<float>(kElements, -4.0f * kPushes));
+    EXPECT_EQ(versions[i], 4 * kPushes);
+  }
+  EXPECT_EQ((*store.ReadState({"w"}))[0].iterations, 4 * kPushes);
+}
+
+TEST(VariableStoreStreamedTest, RestoreDuringAStreamWaitsForItAndWins) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({4}, {1, 2, 3, 4})}}, Adam()).ok());
+  VariableStore::Snapshot saved;
+  saved.name = "w";
+  saved.value = Tensor({4}, {9, 9, 9, 9});
+  saved.version = 7;
+  saved.iterations = 5;
+  saved.slots.push_back({"momentum", Tensor({4}, {0.5f, 0.5f, 0.5f, 0.5f})});
+  saved.slots.push_back({"velocity", Tensor({4}, {0.25f, 0.25f, 0.25f, 0.25f})});
+
+  auto push = store.BeginStreamedPush({"w"}, {{4}}, PushContext());
+  ASSERT_TRUE(push.ok());
+  (*push)->Lock();
+  const std::vector<float> g = {1, 1, 1, 1};
+  ASSERT_TRUE((*push)->ApplyChunk(0, 0, absl::MakeConstSpan(g.data(), 2)).ok());
+  std::atomic<bool> restored{false};
+  std::thread restorer([&] {
+    EXPECT_TRUE(store.RestoreState({saved}).ok());
+    restored = true;
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(restored.load());  // waits for the stream's writer lock
+  ASSERT_TRUE((*push)->ApplyChunk(0, 2, absl::MakeConstSpan(g.data() + 2, 2)).ok());
+  ASSERT_TRUE((*push)->Commit().ok());
+  restorer.join();
+  auto state = store.ReadState({"w"});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(Floats((*state)[0].value), Floats(saved.value));
+  EXPECT_EQ((*state)[0].version, 7);
+  EXPECT_EQ((*state)[0].iterations, 5);
+  EXPECT_EQ(Floats((*state)[0].slots[0].tensor), Floats(saved.slots[0].tensor));
+  EXPECT_EQ(Floats((*state)[0].slots[1].tensor), Floats(saved.slots[1].tensor));
+
+  // A stream that starts after the restore updates the restored state, as Push does.
+  VariableStore reference;
+  ASSERT_TRUE(reference.CreateVariables({{"w", Tensor({4})}}, Adam()).ok());
+  ASSERT_TRUE(reference.RestoreState({saved}).ok());
+  ASSERT_TRUE(reference.Push({{"w", Tensor({4}, g)}}).ok());
+  StreamPush(&store, "w", Tensor({4}, g), 3);
+  ExpectSameState(&reference, &store, "after restore");
+}
+
 }  // namespace
 }  // namespace pstrain
