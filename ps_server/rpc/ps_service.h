@@ -36,17 +36,29 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
 
-  // PushPullStream: reads the push header and every gradient's chunks until the client
-  // half-closes, pushes them all at once, and streams the pulled values back in chunks
-  // of `chunk_bytes` (the request's chunks may be of any size).
-  grpc::Status PushPullChunks(grpc::ServerContext* context,
-                              grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
+  using Stream = grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>;
+
+  // PushPullStream. Async and bounded_staleness: applies each gradient chunk as it
+  // arrives (VariableStore::BeginStreamedPush) and streams that range's new values back
+  // at once, in chunks of at most `chunk_bytes` (the request's chunks may be of any
+  // size); the push is committed when the client half-closes with every byte sent, and
+  // a broken, cancelled or malformed stream changes nothing. The reply header carries
+  // the versions the push commits. Sync: reads the whole push, pushes it, then streams
+  // the pulled values. Either way the client must read the values while it writes.
+  grpc::Status PushPullChunks(grpc::ServerContext* context, Stream* stream);
 
   // Size of the value chunks PushPullChunks sends (tests use tiny ones). Call before the
   // server starts.
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
  private:
+  // PushPullChunks after the header: piece by piece, or whole (sync mode). `first` is
+  // the header message (its push taken out), which may carry a chunk too.
+  grpc::Status PushPullPiecewise(grpc::ServerContext* context, Stream* stream,
+                                 const PushRequest& push, PushPullChunkIn first);
+  grpc::Status PushPullWhole(grpc::ServerContext* context, Stream* stream,
+                             const PushRequest& push, PushPullChunkIn first);
+
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;

@@ -451,6 +451,70 @@ TEST_F(PsStreamTest, PullsRacingStreamedPushesNeverSeeATornValue) {
   EXPECT_EQ(Value("w"), std::vector<float>(kElements, -2.0f * kPushes));  // no lost update
 }
 
+TEST_F(PsStreamTest, StreamedPushPullEqualsTheUnaryPath) {
+  // Two identical variables, one pushed through the stream (applied chunk by chunk),
+  // the other through the unary call (applied at once): same values, same versions.
+  constexpr int64_t kElements = 37;  // 16-byte client chunks split it unevenly
+  OptimizerConfig adam;
+  adam.set_name("adam");
+  adam.set_learning_rate(0.1f);
+  ASSERT_TRUE(client_
+                  ->CreateVariables({{"a", Tensor({kElements}, Iota(kElements, -5))},
+                                     {"b", Tensor({kElements}, Iota(kElements, -5))}},
+                                    adam)
+                  .ok());
+  GrpcPsClientOptions unary_options;
+  unary_options.stream_threshold_bytes = int64_t{1} << 40;
+  auto unary = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary_options);
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g({kElements}, Iota(kElements, static_cast<float>(step) - 10));
+    std::vector<int64_t> streamed_versions, unary_versions;
+    auto streamed = client_->PushPull({{"a", g}}, PushContext(), &streamed_versions);
+    auto direct = unary->PushPull({{"b", g}}, PushContext(), &unary_versions);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    EXPECT_EQ(std::vector<float>((*streamed)[0].values().begin(), (*streamed)[0].values().end()),
+              std::vector<float>((*direct)[0].values().begin(), (*direct)[0].values().end()));
+    EXPECT_EQ(streamed_versions, unary_versions);
+    EXPECT_EQ(streamed_versions, std::vector<int64_t>{step + 1});
+  }
+  EXPECT_EQ(Value("a"), Value("b"));
+}
+
+TEST_F(PsStreamTest, AStreamCutMidwayChangesNothing) {
+  constexpr int64_t kElements = 64;
+  Create({{"w", Tensor({kElements}, Iota(kElements, 0))}});
+  const std::vector<float> g(kElements, 1.0f);
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    ASSERT_TRUE(stream->Write(Header("w", {kElements})));
+    for (int64_t offset = 0; offset < kElements * 2; offset += 16) {
+      ASSERT_TRUE(stream->Write(Chunk(0, offset, g, offset, 16)));
+    }
+    // The ps applied the first half and sent its new values back ...
+    PushPullChunkOut reply;
+    ASSERT_TRUE(stream->Read(&reply));
+    ASSERT_TRUE(reply.fields().has_pull());
+    EXPECT_EQ(reply.fields().pull().versions(0), 1);
+    // ... then the client gives up.
+    context.TryCancel();
+    while (stream->Read(&reply)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The handler may still be winding down; the next push waits for its locks, if held.
+  int64_t version = -1;
+  EXPECT_EQ(Value("w", &version), Iota(kElements, 0));
+  EXPECT_EQ(version, 0);
+  std::vector<int64_t> versions;
+  auto values = client_->PushPull({{"w", Tensor({kElements}, g)}}, PushContext(), &versions);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(std::vector<float>((*values)[0].values().begin(), (*values)[0].values().end()),
+            Iota(kElements, -1));
+  EXPECT_EQ(versions, std::vector<int64_t>{1});
+}
+
 // Two workers push streamed gradients in lockstep; the ps applies their mean once per
 // version (sync) or each one (bounded staleness), and the total is exact.
 void ExactAccounting(PsStreamTest* test, const std::string& address, bool sync) {

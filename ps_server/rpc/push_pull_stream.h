@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/rpc/payload_message.h"
@@ -38,6 +39,15 @@ void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
 
 // A tensor's header on the stream: dtype and shape, no content.
 void TensorHeader(const Tensor& tensor, TensorProto* header);
+void TensorHeader(absl::Span<const int64_t> shape, TensorProto* header);
+
+// Checks a streamed tensor's header and returns its shape; `bytes` gets its size.
+// `label` names the tensor in errors ("gradient \"w\"").
+// Errors: INVALID_ARGUMENT a dtype other than DT_FLOAT, a negative or overflowing shape,
+// a header with inline content.
+absl::StatusOr<std::vector<int64_t>> StreamedTensorShape(const TensorProto& header,
+                                                         const std::string& label,
+                                                         int64_t* bytes);
 
 // Rebuilds tensors from their headers and chunks that come in order. Memory grows with
 // the bytes that actually arrive, so a header that declares a huge shape costs nothing
