@@ -127,10 +127,9 @@ class GrpcPsClient final : public PsClient {
   }
 
   // PushPull over PushPullStream: the gradients go up in chunks, the values come back in
-  // chunks. The ps applies each gradient chunk as it arrives and sends its new values at
-  // once, so the writes run on a thread of their own while this one reads: both
-  // directions move at the same time, and neither end stalls on a full flow-control
-  // window waiting for the other to read.
+  // chunks. From options_.overlap_min_bytes up the ps applies each gradient chunk as it
+  // arrives and sends its new values at once, so the writes run on a thread of their own
+  // while this one reads: both directions move at the same time.
   absl::StatusOr<std::vector<Tensor>> PushPullStreamed(absl::Span<const NamedTensor> gradients,
                                                        const PushContext& push_context,
                                                        std::vector<int64_t>* versions) {
@@ -140,9 +139,8 @@ class GrpcPsClient final : public PsClient {
         grpc::internal::ClientReaderWriterFactory<PushPullChunkIn, PushPullChunkOut>::Create(
             channel_.get(), push_pull_stream_, &context));
 
-    // Joined on every path below before Finish (gRPC allows one reader and one writer
-    // thread on a stream). A failed write means the call is over: Finish says why.
-    std::thread writer([&stream, &gradients, &push_context, this] {
+    // A failed write means the call is over: Finish says why.
+    auto write_all = [&stream, &gradients, &push_context, this] {
       PushPullChunkIn out;
       PushRequest* push = out.fields().mutable_push();
       push->set_worker(push_context.worker);
@@ -172,7 +170,17 @@ class GrpcPsClient final : public PsClient {
       });
       if (!header_sent) sent = stream->Write(out);
       if (sent) stream->WritesDone();
-    });
+    };
+    int64_t total_bytes = 0;
+    for (const NamedTensor& g : gradients) total_bytes += g.tensor.num_elements() * 4;
+    // Joined on every path below before Finish (gRPC allows one reader and one writer
+    // thread on a stream).
+    std::thread writer;
+    if (total_bytes >= options_.overlap_min_bytes) {
+      writer = std::thread(write_all);
+    } else {
+      write_all();
+    }
 
     // The values: a header message, then chunks, as the push went up.
     absl::Status unpacked = absl::OkStatus();
@@ -195,7 +203,7 @@ class GrpcPsClient final : public PsClient {
     }
     // A malformed reply: cancel, which also ends a write still in progress.
     if (!unpacked.ok()) context.TryCancel();
-    writer.join();
+    if (writer.joinable()) writer.join();
     absl::Status status = FromGrpcStatus(stream->Finish(), name_);
     if (!unpacked.ok()) {
       return absl::InternalError(absl::StrCat(name_, ": malformed pull: ", unpacked.message()));

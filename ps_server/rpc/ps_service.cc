@@ -122,7 +122,14 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context, Stream*
   PushRequest push = std::move(*message.fields().mutable_push());
   message.fields().clear_push();
   // Sync mode averages whole gradients from several workers: nothing to apply piecewise.
-  if (store_->consistency_mode() == "sync") {
+  // (Declared sizes only choose the path; each path checks them.)
+  int64_t declared = 0;  // capped per tensor so the sum cannot overflow
+  for (const Gradient& g : push.gradients()) {
+    const int64_t n = NumElements(
+        std::vector<int64_t>(g.gradient().shape().begin(), g.gradient().shape().end()));
+    if (n > 0) declared += std::min<int64_t>(n, int64_t{1} << 40) * 4;
+  }
+  if (store_->consistency_mode() == "sync" || declared < overlap_min_bytes_) {
     return PushPullWhole(context, stream, push, std::move(message));
   }
   return PushPullPiecewise(context, stream, push, std::move(message));
@@ -196,7 +203,10 @@ class PiecewiseApplier {
       : push_(push), stream_(stream), chunk_bytes_(std::max<int64_t>(1, chunk_bytes)),
         shapes_(shapes), tensors_(shapes.size()) {}
 
-  // Applies `message` (push_->locked() must hold).
+  // Applies `message` (push_->locked() must hold) and sends its new values. A write
+  // returns once gRPC holds the message, also while the client's flow-control window is
+  // closed (gRPC 1.51), so a client that reads only after writing its whole push does
+  // not stall this one (ps_service_test checks it with a push of 16 MiB).
   // Errors: CANCELLED the client went away; as StreamedPush::ApplyChunk.
   absl::Status Apply(const PushPullChunkIn& message) {
     const int tensor = message.fields().tensor();

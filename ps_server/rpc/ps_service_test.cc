@@ -138,6 +138,53 @@ TEST_F(PsServiceTest, LargeTensorStreamsWithDefaultOptions) {
   EXPECT_EQ(store_.num_pushes(), 1);
 }
 
+TEST_F(PsServiceTest, AClientThatReadsOnlyAfterWritingAHugePushGetsItsValues) {
+  // The ps sends values while the push still arrives; a client that reads only after
+  // writing everything (as the generated stub does here) must not stall it: far more
+  // than any flow-control window goes each way.
+  constexpr int64_t kElements = 2 * kDefaultOverlapMinBytes / 4;
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  sgd.set_learning_rate(1);
+  ASSERT_TRUE(
+      client_->CreateVariables({{"huge", Tensor({kElements}, std::vector<float>(kElements, 3))}},
+                               sgd)
+          .ok());
+  auto stub = ParameterServer::NewStub(CreateChannel(address_));
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(30));
+  auto stream = stub->PushPullStream(&context);
+  PushPullChunkRequest header;
+  Gradient* g = header.mutable_push()->add_gradients();
+  g->set_name("huge");
+  g->mutable_gradient()->set_dtype(DT_FLOAT);
+  g->mutable_gradient()->add_shape(kElements);
+  ASSERT_TRUE(stream->Write(header));
+  const std::vector<float> ones(kDefaultPushPullChunkBytes / 4, 1.0f);
+  for (int64_t offset = 0; offset < kElements * 4; offset += kDefaultPushPullChunkBytes) {
+    PushPullChunkRequest chunk;
+    chunk.set_offset(offset);
+    chunk.set_data(reinterpret_cast<const char*>(ones.data()), kDefaultPushPullChunkBytes);
+    ASSERT_TRUE(stream->Write(chunk));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  int64_t bytes = 0;
+  bool all_two = true;
+  PushPullChunkResponse response;
+  while (stream->Read(&response)) {
+    const std::string& data = response.data();
+    for (size_t i = 0; i + 4 <= data.size(); i += 4) {
+      float x;
+      std::memcpy(&x, data.data() + i, 4);
+      if (x != 2.0f) all_two = false;
+    }
+    bytes += static_cast<int64_t>(data.size());
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(bytes, kElements * 4);
+  EXPECT_TRUE(all_two);
+}
+
 // The streamed push-and-pull (PushPullStream): tiny chunks so that small tensors cross
 // every chunk boundary; the client chunks by 16 bytes and the ps by 10, so chunks also
 // split floats.
@@ -154,6 +201,7 @@ class PsStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     service_.set_chunk_bytes(kPsChunk);
+    service_.set_overlap_min_bytes(0);  // every async push applied chunk by chunk
     auto running = StartServer({"127.0.0.1:0", {&service_}});
     ASSERT_TRUE(running.ok()) << running.status();
     server_ = std::move(running->server);
@@ -161,6 +209,7 @@ class PsStreamTest : public ::testing::Test {
     GrpcPsClientOptions options;
     options.stream_threshold_bytes = 0;  // every push-and-pull streams
     options.chunk_bytes = kClientChunk;
+    options.overlap_min_bytes = 0;  // ... writing on a thread of its own
     client_ = CreateGrpcPsClient(0, address_, absl::Seconds(10), options);
   }
   void TearDown() override { server_->Shutdown(); }
@@ -433,6 +482,7 @@ TEST_F(PsStreamTest, PullsRacingStreamedPushesNeverSeeATornValue) {
       GrpcPsClientOptions options;
       options.stream_threshold_bytes = 0;
       options.chunk_bytes = kClientChunk;
+      options.overlap_min_bytes = 0;
       auto client = CreateGrpcPsClient(0, address_, absl::Seconds(10), options);
       for (int i = 0; i < kPushes; ++i) {
         auto values = client->PushPull({{"w", Tensor({kElements}, std::vector<float>(kElements, 1))}}, i);

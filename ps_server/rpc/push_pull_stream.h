@@ -32,6 +32,13 @@ inline constexpr int kPushPullStreamMethodIndex = 8;
 // gRPC 1.51 moves 256 KiB - 4 MiB messages fastest (shared/notes/performance-facts.md).
 inline constexpr int64_t kDefaultPushPullChunkBytes = 256 << 10;
 
+// From this many gradient bytes up, the ps applies a streamed push chunk by chunk and
+// sends values back while gradients still arrive, and the client writes on a thread of
+// its own while it reads. Below it, the push is read whole, applied, then answered: on
+// a 1 MiB push the extra thread and per-chunk hand-offs cost more than the overlap
+// gains (bench/README.md, ps_throughput).
+inline constexpr int64_t kDefaultOverlapMinBytes = 8 << 20;
+
 // Calls `chunk(tensor, offset, size)` for every chunk of at most `chunk_bytes` of each of
 // `tensor_bytes` in order (none for an empty tensor).
 void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
