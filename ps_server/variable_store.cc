@@ -520,10 +520,16 @@ absl::StatusOr<VariableStore::StreamedPush::Values> VariableStore::StreamedPush:
                                                    " runs past its ", t.elements));
   }
   if (t.new_value == nullptr) {
-    t.new_value = std::make_shared<Tensor>(t.old_value->shape());
-    t.new_slots.assign(t.old_slots.size(), std::vector<float>(t.elements));
+    t.new_value = std::make_shared<NewValue>();
+    t.new_value->data.reserve(t.elements);
+    t.new_slots.resize(t.old_slots.size());
+    for (std::vector<float>& slot : t.new_slots) slot.reserve(t.elements);
   }
-  float* w = t.new_value->data() + first;
+  // Within the reserved capacity: no reallocation, so earlier chunks' values (which
+  // reply slices point into) stay where they are.
+  t.new_value->data.resize(first + n);
+  for (std::vector<float>& slot : t.new_slots) slot.resize(first + n);
+  float* w = t.new_value->data.data() + first;
   if (n > 0) {
     // The optimizer updates whole variables: run it on a state as long as this chunk,
     // with this chunk's slots copied in and out (cache-hot) and the iteration count of
@@ -556,12 +562,16 @@ absl::Status VariableStore::StreamedPush::Commit() {
   }
   for (Target& t : targets_) {
     if (t.new_value == nullptr) {  // no elements at all: still one update, as Push counts it
-      t.new_value = std::make_shared<Tensor>(t.old_value->shape());
+      t.new_value = std::make_shared<NewValue>();
       t.new_slots.assign(t.old_slots.size(), std::vector<float>());
     }
+    // Same storage: the vector's buffer moves into the tensor without a copy.
+    auto committed =
+        std::make_shared<Tensor>(t.old_value->shape(), std::move(t.new_value->data));
+    t.new_value->committed = committed;
     Variable* v = t.variable;
     absl::MutexLock lock(&v->mu);
-    v->value = std::move(t.new_value);
+    v->value = std::move(committed);
     std::vector<std::pair<std::string, std::vector<float>*>> slots = v->state->slots();
     for (size_t k = 0; k < slots.size(); ++k) slots[k].second->swap(t.new_slots[k]);
     v->state->set_iterations(t.iterations + 1);

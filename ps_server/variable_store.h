@@ -273,6 +273,15 @@ class VariableStore::StreamedPush {
 
  private:
   friend class VariableStore;
+  // A variable's new value while the push fills it, shared with the reply slices that
+  // carry it. Its storage is reserved whole at the first chunk and never moves; each
+  // chunk's range is sized just before it is written (cache-hot) rather than the whole
+  // tensor zero-filled up front. Commit moves the storage into the committed Tensor and
+  // keeps that here, so slices still in gRPC's hands keep it alive.
+  struct NewValue {
+    std::vector<float> data;
+    std::shared_ptr<const Tensor> committed;
+  };
   struct Target {
     std::string name;
     Variable* variable = nullptr;  // Not owned.
@@ -283,8 +292,8 @@ class VariableStore::StreamedPush {
     std::vector<const float*> old_slots;
     int64_t iterations = 0;
     int64_t version = 0;
-    // Allocated at the first chunk.
-    std::shared_ptr<Tensor> new_value;
+    // Reserved at the first chunk, grown chunk by chunk like new_value.
+    std::shared_ptr<NewValue> new_value;
     std::vector<std::vector<float>> new_slots;
   };
 
