@@ -46,10 +46,6 @@ ABSL_FLAG(int64_t, chunk_bytes, pstrain::kDefaultPushPullChunkBytes,
 ABSL_FLAG(int64_t, stream_threshold_bytes, pstrain::GrpcPsClientOptions().stream_threshold_bytes,
           "Push-and-pulls of at least this many bytes are streamed in chunks; smaller ones "
           "are unary (a huge value measures the unary path alone)");
-ABSL_FLAG(int64_t, overlap_min_bytes, pstrain::kDefaultOverlapMinBytes,
-          "Streamed push-and-pulls of at least this many bytes are applied chunk by chunk "
-          "on the ps, values sent back while gradients arrive; smaller ones are read whole "
-          "first (a huge value measures the whole-push path alone)");
 
 namespace pstrain {
 namespace {
@@ -192,7 +188,6 @@ Cell PushPull(const std::string& address, size_t bytes, int workers, double seco
       GrpcPsClientOptions options;
       options.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
       options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
-      options.overlap_min_bytes = absl::GetFlag(FLAGS_overlap_min_bytes);
       std::unique_ptr<PsClient> client =
           CreateGrpcPsClient(0, address, absl::Seconds(60), options);
       const std::vector<NamedTensor> gradient = {
@@ -238,7 +233,6 @@ int Main() {
   VariableStore store;
   PsServiceImpl service(&store, [](const std::string&) {});
   service.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
-  service.set_overlap_min_bytes(absl::GetFlag(FLAGS_overlap_min_bytes));
   absl::StatusOr<RunningServer> server = StartServer({"127.0.0.1:0", {&service}});
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
@@ -259,11 +253,9 @@ int Main() {
   }
 
   std::printf("ps push+pull over gRPC on loopback vs raw TCP loopback (both directions counted)\n");
-  std::printf("streamed in %lld-byte chunks from %lld bytes up (smaller: unary), applied "
-              "chunk by chunk from %lld bytes up; %s\n",
+  std::printf("streamed in %lld-byte chunks from %lld bytes up (smaller: unary); %s\n",
               static_cast<long long>(absl::GetFlag(FLAGS_chunk_bytes)),
               static_cast<long long>(absl::GetFlag(FLAGS_stream_threshold_bytes)),
-              static_cast<long long>(absl::GetFlag(FLAGS_overlap_min_bytes)),
               absl::GetFlag(FLAGS_one_malloc_arena) ? "one malloc arena" : "glibc's arenas");
   std::printf("raw TCP: one socket pair streaming both ways at once; raw exchange: the same\n"
               "send-then-receive round trips as a push-and-pull, over bare sockets\n");

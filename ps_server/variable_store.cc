@@ -1,7 +1,6 @@
 #include "ps_server/variable_store.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -54,9 +53,9 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     auto it = variables_.find(v.name);
     if (it == variables_.end()) continue;
     absl::MutexLock var_lock(&it->second->mu);
-    if (it->second->value->shape() != v.tensor.shape()) {
+    if (it->second->value.shape() != v.tensor.shape()) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "variable \"", v.name, "\" exists with shape ", it->second->value->ShapeString(),
+          "variable \"", v.name, "\" exists with shape ", it->second->value.ShapeString(),
           ", not ", v.tensor.ShapeString()));
     }
   }
@@ -79,7 +78,7 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     if (variables_.contains(v.name)) continue;
     auto variable = std::make_unique<Variable>(std::move(v.tensor));
     absl::MutexLock var_lock(&variable->mu);
-    variable->state = optimizer_->NewState(variable->value->num_elements());
+    variable->state = optimizer_->NewState(variable->value.num_elements());
     variables_.emplace(v.name, std::move(variable));
   }
   return absl::OkStatus();
@@ -106,14 +105,9 @@ absl::StatusOr<std::vector<Tensor>> VariableStore::Pull(absl::Span<const std::st
   values.reserve(found.size());
   if (versions != nullptr) versions->clear();
   for (Variable* v : found) {
-    std::shared_ptr<const Tensor> value;
-    {
-      absl::MutexLock lock(&v->mu);
-      value = v->value;
-      if (versions != nullptr) versions->push_back(v->version);
-    }
-    // Copied outside the lock: a committed value is never written while shared.
-    values.push_back(*value);
+    absl::MutexLock lock(&v->mu);
+    values.push_back(v->value);
+    if (versions != nullptr) versions->push_back(v->version);
   }
   ++pulls_;
   return values;
@@ -141,10 +135,10 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
     }
     PS_ASSIGN_OR_RETURN(Variable * v, Find(g.name));
     absl::MutexLock lock(&v->mu);
-    if (v->value->shape() != g.tensor.shape()) {
+    if (v->value.shape() != g.tensor.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient for \"", g.name, "\" has shape ", g.tensor.ShapeString(),
-          ", variable has ", v->value->ShapeString()));
+          ", variable has ", v->value.ShapeString()));
     }
     found.push_back(v);
   }
@@ -163,9 +157,9 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
   // Shapes never change after creation, so the checks above still hold here.
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
-    absl::MutexLock writer(&v->push_mu);
     absl::MutexLock lock(&v->mu);
-    ApplyToValue(v, gradients[i].tensor.values(), optimizer);
+    optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
+    ++v->version;
   }
   ++pushes_;
   return absl::OkStatus();
@@ -190,17 +184,13 @@ absl::StatusOr<std::vector<VariableStore::Snapshot>> VariableStore::ReadState(
     Variable* v = found[i];
     Snapshot& out = snapshots[i];
     out.name = names[i];
-    std::shared_ptr<const Tensor> value;
-    {
-      absl::MutexLock lock(&v->mu);
-      value = v->value;
-      out.version = v->version;
-      out.iterations = v->state->iterations();
-      for (const auto& [slot_name, slot] : v->state->slots()) {
-        out.slots.push_back({slot_name, Tensor(value->shape(), *slot)});
-      }
+    absl::MutexLock lock(&v->mu);
+    out.value = v->value;
+    out.version = v->version;
+    out.iterations = v->state->iterations();
+    for (const auto& [slot_name, slot] : v->state->slots()) {
+      out.slots.push_back({slot_name, Tensor(v->value.shape(), *slot)});
     }
-    out.value = *value;  // immutable while shared: copied outside the lock
   }
   return snapshots;
 }
@@ -229,10 +219,10 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
     }
     PS_ASSIGN_OR_RETURN(Variable * v, Find(s.name));
     absl::MutexLock lock(&v->mu);
-    if (v->value->shape() != s.value.shape()) {
+    if (v->value.shape() != s.value.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "restored value of \"", s.name, "\" has shape ", s.value.ShapeString(),
-          ", variable has ", v->value->ShapeString()));
+          ", variable has ", v->value.ShapeString()));
     }
     absl::flat_hash_set<std::string> seen_slots;
     for (const NamedTensor& slot : s.slots) {
@@ -245,10 +235,10 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
             "variable \"", s.name, "\" has no optimizer slot \"", slot.name,
             "\" (this ps runs ", optimizer_name, ")"));
       }
-      if (slot.tensor.shape() != v->value->shape()) {
+      if (slot.tensor.shape() != v->value.shape()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "slot \"", slot.name, "\" of \"", s.name, "\" has shape ",
-            slot.tensor.ShapeString(), ", variable has ", v->value->ShapeString()));
+            slot.tensor.ShapeString(), ", variable has ", v->value.ShapeString()));
       }
     }
     found.push_back(v);
@@ -257,11 +247,8 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
     Snapshot& s = snapshots[i];
-    // The writer lock: a streamed push in progress on v finishes (or gives up) first, so
-    // it never commits a value computed from the state this restore replaces.
-    absl::MutexLock writer(&v->push_mu);
     absl::MutexLock lock(&v->mu);
-    v->value = std::make_shared<Tensor>(std::move(s.value));
+    v->value = std::move(s.value);
     v->version = s.version;
     v->state->set_iterations(s.iterations);
     for (const NamedTensor& slot : s.slots) {
@@ -306,16 +293,9 @@ void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer) {
     const float scale = 1.0f / static_cast<float>(v->pending_count);
     for (float& x : v->pending_sum) x *= scale;
   }
-  ApplyToValue(v, v->pending_sum, optimizer);
+  optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
   std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
   v->pending_count = 0;
-}
-
-void VariableStore::ApplyToValue(Variable* v, absl::Span<const float> gradient,
-                                 const Optimizer* optimizer) {
-  // Only this thread can make new references (under mu), so a count of 1 stays 1.
-  if (v->value.use_count() != 1) v->value = std::make_shared<Tensor>(*v->value);
-  optimizer->Apply(gradient, v->value->values(), v->state.get());
   ++v->version;
 }
 
@@ -347,7 +327,6 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
   std::vector<size_t> joined;
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
-    absl::MutexLock writer(&v->push_mu);
     absl::MutexLock lock(&v->mu);
     if (versions[i] != v->version) {
       // Computed at another version (older, or from before a ps restart): the aggregate
@@ -367,17 +346,12 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
   for (size_t i : joined) {
     Variable* v = found[i];
     const int64_t version = versions[i];
-    {
-      absl::MutexLock lock(&v->mu);
-      auto advanced = [v, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) {
-        return v->version > version;
-      };
-      if (v->mu.AwaitWithDeadline(absl::Condition(&advanced), deadline)) continue;
-    }
-    // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
-    // The writer lock comes first, so the state is checked again under both locks.
-    absl::MutexLock writer(&v->push_mu);
     absl::MutexLock lock(&v->mu);
+    auto advanced = [v, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) {
+      return v->version > version;
+    };
+    if (v->mu.AwaitWithDeadline(absl::Condition(&advanced), deadline)) continue;
+    // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
     if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer);
     if (!logged_sync_timeout_.exchange(true)) {
       LogInfo(absl::StrCat("sync: ", gradients[i].name, " waited ",
@@ -388,209 +362,12 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
   }
 }
 
-absl::StatusOr<std::unique_ptr<VariableStore::StreamedPush>> VariableStore::BeginStreamedPush(
-    std::vector<std::string> names, const std::vector<std::vector<int64_t>>& shapes,
-    const PushContext& context) {
-  const Optimizer* optimizer;
-  Rules rules;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    optimizer = optimizer_.get();
-    rules = rules_;
-  }
-  if (optimizer == nullptr) {
-    return absl::FailedPreconditionError("no variables have been created on this ps yet");
-  }
-  if (rules.mode == Mode::kSync) {
-    return absl::FailedPreconditionError(
-        "sync mode aggregates whole gradients: a streamed push cannot be applied piecewise");
-  }
-  if (names.size() != shapes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(names.size(), " gradient names and ",
-                                                   shapes.size(), " shapes"));
-  }
-  std::vector<StreamedPush::Target> targets(names.size());
-  absl::flat_hash_set<std::string> seen;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!seen.insert(names[i]).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient for \"", names[i], "\" given twice in one push"));
-    }
-    PS_ASSIGN_OR_RETURN(Variable * v, Find(names[i]));
-    absl::MutexLock lock(&v->mu);
-    if (v->value->shape() != shapes[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient for \"", names[i], "\" has shape ", ShapeToString(shapes[i]),
-          ", variable has ", v->value->ShapeString()));
-    }
-    targets[i].name = std::move(names[i]);
-    targets[i].variable = v;
-    targets[i].elements = v->value->num_elements();
-  }
-  if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
-  return std::unique_ptr<StreamedPush>(new StreamedPush(this, optimizer, std::move(targets)));
-}
-
-VariableStore::StreamedPush::StreamedPush(VariableStore* store, const Optimizer* optimizer,
-                                          std::vector<Target> targets)
-    : store_(store), optimizer_(optimizer), targets_(std::move(targets)) {
-  for (const Target& t : targets_) lock_order_.push_back(t.variable);
-  // One global order (addresses) for every stream: no two ever wait on each other in a
-  // cycle. Names are unique, so the variables are too.
-  std::sort(lock_order_.begin(), lock_order_.end());
-}
-
-VariableStore::StreamedPush::~StreamedPush() {
-  if (locked_) Unlock();
-}
-
-bool VariableStore::StreamedPush::TryLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (locked_) return true;
-  for (size_t i = 0; i < lock_order_.size(); ++i) {
-    if (!lock_order_[i]->push_mu.TryLock()) {
-      // All or none: never hold some while another writer holds the rest.
-      for (size_t j = i; j > 0; --j) lock_order_[j - 1]->push_mu.Unlock();
-      return false;
-    }
-  }
-  OnLocked();
-  return true;
-}
-
-void VariableStore::StreamedPush::Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (locked_) return;
-  for (Variable* v : lock_order_) v->push_mu.Lock();
-  OnLocked();
-}
-
-void VariableStore::StreamedPush::Unlock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  for (auto it = lock_order_.rbegin(); it != lock_order_.rend(); ++it) (*it)->push_mu.Unlock();
-  locked_ = false;
-}
-
-void VariableStore::StreamedPush::OnLocked() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  locked_ = true;
-  for (Target& t : targets_) {
-    Variable* v = t.variable;
-    absl::MutexLock lock(&v->mu);
-    // Held by this push from here on: no writer can replace or change them until the
-    // locks are released, so they are read without mu below.
-    t.old_value = v->value;
-    t.old_slots.clear();
-    for (const auto& [name, slot] : v->state->slots()) t.old_slots.push_back(slot->data());
-    t.iterations = v->state->iterations();
-    t.version = v->version;
-  }
-}
-
-std::vector<int64_t> VariableStore::StreamedPush::versions() const {
-  std::vector<int64_t> out;
-  out.reserve(targets_.size());
-  for (const Target& t : targets_) out.push_back(t.version + 1);
-  return out;
-}
-
-OptimizerState* VariableStore::StreamedPush::ChunkState(int64_t n) {
-  if (chunk_state_ == nullptr || chunk_state_->num_elements() != n) {
-    chunk_state_ = optimizer_->NewState(n);
-  }
-  return chunk_state_.get();
-}
-
-absl::StatusOr<VariableStore::StreamedPush::Values> VariableStore::StreamedPush::ApplyChunk(
-    int tensor, int64_t first, absl::Span<const float> gradient) {
-  if (committed_) return absl::FailedPreconditionError("the streamed push was committed");
-  if (!locked_) {
-    return absl::FailedPreconditionError("a streamed push applies chunks only under its locks");
-  }
-  if (tensor < 0 || tensor >= static_cast<int>(targets_.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk for tensor ", tensor, " of ", targets_.size()));
-  }
-  Target& t = targets_[tensor];
-  const int64_t n = static_cast<int64_t>(gradient.size());
-  if (first != t.applied) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gradient for \"", t.name, "\": chunk at element ", first, " but ", t.applied,
-        " had arrived (chunks must come in order, none missing)"));
-  }
-  if (n > t.elements - t.applied) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient for \"", t.name, "\": chunk of ",
-                                                   n, " elements at element ", first,
-                                                   " runs past its ", t.elements));
-  }
-  if (t.new_value == nullptr) {
-    t.new_value = std::make_shared<NewValue>();
-    t.new_value->data.reserve(t.elements);
-    t.new_slots.resize(t.old_slots.size());
-    for (std::vector<float>& slot : t.new_slots) slot.reserve(t.elements);
-  }
-  // Within the reserved capacity: no reallocation, so earlier chunks' values (which
-  // reply slices point into) stay where they are.
-  t.new_value->data.resize(first + n);
-  for (std::vector<float>& slot : t.new_slots) slot.resize(first + n);
-  float* w = t.new_value->data.data() + first;
-  if (n > 0) {
-    // The optimizer updates whole variables: run it on a state as long as this chunk,
-    // with this chunk's slots copied in and out (cache-hot) and the iteration count of
-    // the whole push, which every element's update depends on alike.
-    std::memcpy(w, t.old_value->data() + first, n * sizeof(float));
-    OptimizerState* state = ChunkState(n);
-    std::vector<std::pair<std::string, std::vector<float>*>> slots = state->slots();
-    for (size_t k = 0; k < slots.size(); ++k) {
-      std::memcpy(slots[k].second->data(), t.old_slots[k] + first, n * sizeof(float));
-    }
-    state->set_iterations(t.iterations);
-    optimizer_->Apply(gradient, absl::MakeSpan(w, n), state);
-    for (size_t k = 0; k < slots.size(); ++k) {
-      std::memcpy(t.new_slots[k].data() + first, slots[k].second->data(), n * sizeof(float));
-    }
-  }
-  t.applied += n;
-  return Values{absl::MakeConstSpan(w, n), t.new_value};
-}
-
-absl::Status VariableStore::StreamedPush::Commit() {
-  if (committed_) return absl::FailedPreconditionError("the streamed push was committed");
-  if (!locked_) return absl::FailedPreconditionError("a streamed push commits under its locks");
-  for (const Target& t : targets_) {
-    if (t.applied != t.elements) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient for \"", t.name, "\": got ",
-                                                     t.applied, " of its ", t.elements,
-                                                     " elements"));
-    }
-  }
-  for (Target& t : targets_) {
-    if (t.new_value == nullptr) {  // no elements at all: still one update, as Push counts it
-      t.new_value = std::make_shared<NewValue>();
-      t.new_slots.assign(t.old_slots.size(), std::vector<float>());
-    }
-    // Same storage: the vector's buffer moves into the tensor without a copy.
-    auto committed =
-        std::make_shared<Tensor>(t.old_value->shape(), std::move(t.new_value->data));
-    t.new_value->committed = committed;
-    Variable* v = t.variable;
-    absl::MutexLock lock(&v->mu);
-    v->value = std::move(committed);
-    std::vector<std::pair<std::string, std::vector<float>*>> slots = v->state->slots();
-    for (size_t k = 0; k < slots.size(); ++k) slots[k].second->swap(t.new_slots[k]);
-    v->state->set_iterations(t.iterations + 1);
-    v->version = t.version + 1;
-  }
-  committed_ = true;
-  for (Target& t : targets_) t.old_value.reset();
-  Unlock();
-  ++store_->pushes_;
-  ++store_->pulls_;
-  return absl::OkStatus();
-}
-
 std::vector<VariableStore::VariableInfo> VariableStore::List() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<VariableInfo> infos;
   for (const auto& [name, v] : variables_) {
     absl::MutexLock var_lock(&v->mu);
-    infos.push_back({name, v->value->shape(), v->version});
+    infos.push_back({name, v->value.shape(), v->version});
   }
   std::sort(infos.begin(), infos.end(),
             [](const VariableInfo& a, const VariableInfo& b) { return a.name < b.name; });

@@ -41,13 +41,6 @@ namespace pstrain {
 // after timeout_ms, when the partial mean is applied, so a straggler never hangs the job.
 // Staleness state sits under its own small mutex and sync state under each variable's
 // lock, so async pushes never take a store-wide lock.
-//
-// Copy-on-write: a variable's committed value is an immutable shared buffer. Every
-// mutation (Push, a streamed push, a sync aggregate, RestoreState) first takes the
-// variable's writer lock, so writers of one variable serialise; a reader (Pull,
-// ReadState) takes only the variable's state lock, briefly, and sees a whole update or
-// none. A streamed push computes the new value and slots into fresh buffers while it
-// holds the writer lock and swaps them in at Commit.
 class VariableStore {
  public:
   struct VariableInfo {
@@ -104,20 +97,6 @@ class VariableStore {
   //         version or iterations.
   absl::Status RestoreState(std::vector<Snapshot> snapshots);
 
-  // A push whose gradients arrive piece by piece (the PushPullStream RPC); see below.
-  class StreamedPush;
-
-  // Starts a push of gradients for `names` (shapes `shapes`, in the same order) that is
-  // applied piece by piece as the gradient bytes arrive, each piece's new values handed
-  // back at once, and committed whole by StreamedPush::Commit. Async and
-  // bounded_staleness only; bounded_staleness waits here for slower workers, as Push does.
-  // Errors: FAILED_PRECONDITION no variables created yet, or sync mode (which aggregates
-  //         whole gradients: use Push); NOT_FOUND unknown variable; INVALID_ARGUMENT a
-  //         shape differs from the variable's or a name repeats.
-  absl::StatusOr<std::unique_ptr<StreamedPush>> BeginStreamedPush(
-      std::vector<std::string> names, const std::vector<std::vector<int64_t>>& shapes,
-      const PushContext& context);
-
   std::vector<VariableInfo> List() const;
   int64_t num_pushes() const;
   int64_t num_pulls() const;
@@ -130,20 +109,9 @@ class VariableStore {
 
  private:
   struct Variable {
-    explicit Variable(Tensor initial) : value(std::make_shared<Tensor>(std::move(initial))) {}
-    // The writer lock: every mutation holds it from reading the old state to committing
-    // the new one, so writers of this variable never interleave. Taken before `mu`.
-    // A streamed push may hold it across several calls (StreamedPush).
-    absl::Mutex push_mu ABSL_ACQUIRED_BEFORE(mu);
-    // The state lock: readers take only this one, writers take it (inside push_mu) to
-    // change what readers see.
+    explicit Variable(Tensor initial) : value(std::move(initial)) {}
     mutable absl::Mutex mu;
-    // The committed value. Shared with readers and with reply slices that may outlive a
-    // request, so it is written in place only while no one else holds it (use_count 1,
-    // checked under mu, where new references are made); otherwise replaced.
-    std::shared_ptr<Tensor> value ABSL_GUARDED_BY(mu);
-    // Slots are written only under push_mu and mu, so a writer holding push_mu may read
-    // them without mu.
+    Tensor value ABSL_GUARDED_BY(mu);
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     // Sync mode: sum and count of the gradients computed at `version` not yet applied.
@@ -189,13 +157,7 @@ class VariableStore {
 
   // Applies the mean of v's pending gradients and bumps its version.
   static void ApplyPending(Variable* v, const Optimizer* optimizer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->push_mu, v->mu);
-
-  // Applies `gradient` to v's committed value in place, or to a copy when the value is
-  // shared (a reader or a reply still holds it), and bumps its version.
-  static void ApplyToValue(Variable* v, absl::Span<const float> gradient,
-                           const Optimizer* optimizer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->push_mu, v->mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu);
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -222,95 +184,6 @@ class VariableStore {
   std::atomic<bool> logged_staleness_timeout_{false};
   std::atomic<bool> logged_sync_shrink_{false};
   std::atomic<bool> logged_sync_timeout_{false};
-};
-
-// One push applied piece by piece (VariableStore::BeginStreamedPush). The caller first
-// takes the writer locks of all the push's variables (TryLock, or Lock), then hands each
-// gradient's elements over in order (ApplyChunk), each call returning that range's new
-// values, then Commits. New values and slots go to fresh buffers: until Commit, readers
-// see the old state, and destroying the object without Commit changes nothing.
-//
-// Thread-compatible: one thread at a time (the locks it holds are released by whichever
-// thread commits or destroys it). While it holds the locks, every other writer of those
-// variables waits, so the caller should lock only when it has gradient bytes to apply.
-class VariableStore::StreamedPush {
- public:
-  // New values of a range, valid while `owner` lives; whoever sends them keeps `owner`.
-  struct Values {
-    absl::Span<const float> values;
-    std::shared_ptr<const void> owner;
-  };
-
-  StreamedPush(const StreamedPush&) = delete;
-  StreamedPush& operator=(const StreamedPush&) = delete;
-  // Without Commit: releases the writer locks; nothing changed.
-  ~StreamedPush();
-
-  // Takes the writer lock of every variable of the push, all or none, without waiting.
-  // Locks are taken in one global order (by address), so pushes of overlapping variable
-  // sets never deadlock. True once they are held (also when already held).
-  bool TryLock();
-  // As TryLock, waiting for the locks.
-  void Lock();
-  bool locked() const { return locked_; }
-
-  // After a lock: each variable's version once this push is committed, in push order.
-  std::vector<int64_t> versions() const;
-
-  // Applies gradient elements [first, first + gradient.size()) of tensor `tensor` (an
-  // index into the names given to BeginStreamedPush) and returns their new values.
-  // Elements of a tensor come in order, each once.
-  // Errors: FAILED_PRECONDITION locks not held, or already committed; INVALID_ARGUMENT an
-  //         unknown tensor, `first` other than the elements applied so far, or past the end.
-  absl::StatusOr<Values> ApplyChunk(int tensor, int64_t first,
-                                    absl::Span<const float> gradient);
-
-  // Makes every variable's new value, slots, iterations and version visible at once (per
-  // variable), then releases the locks.
-  // Errors: FAILED_PRECONDITION locks not held or already committed; INVALID_ARGUMENT a
-  //         tensor that did not receive all its elements (nothing changes then).
-  absl::Status Commit();
-
- private:
-  friend class VariableStore;
-  // A variable's new value while the push fills it, shared with the reply slices that
-  // carry it. Its storage is reserved whole at the first chunk and never moves; each
-  // chunk's range is sized just before it is written (cache-hot) rather than the whole
-  // tensor zero-filled up front. Commit moves the storage into the committed Tensor and
-  // keeps that here, so slices still in gRPC's hands keep it alive.
-  struct NewValue {
-    std::vector<float> data;
-    std::shared_ptr<const Tensor> committed;
-  };
-  struct Target {
-    std::string name;
-    Variable* variable = nullptr;  // Not owned.
-    int64_t elements = 0;
-    int64_t applied = 0;
-    // Read when the locks are taken; stable while they are held.
-    std::shared_ptr<const Tensor> old_value;
-    std::vector<const float*> old_slots;
-    int64_t iterations = 0;
-    int64_t version = 0;
-    // Reserved at the first chunk, grown chunk by chunk like new_value.
-    std::shared_ptr<NewValue> new_value;
-    std::vector<std::vector<float>> new_slots;
-  };
-
-  StreamedPush(VariableStore* store, const Optimizer* optimizer, std::vector<Target> targets);
-  // Reads each target's committed state; called once the locks are held.
-  void OnLocked();
-  void Unlock();
-  // An optimizer state of `n` elements for one chunk's update (slots copied in and out).
-  OptimizerState* ChunkState(int64_t n);
-
-  VariableStore* store_;         // Not owned.
-  const Optimizer* optimizer_;   // Not owned; the store's, which never changes once set.
-  std::vector<Target> targets_;
-  std::vector<Variable*> lock_order_;
-  bool locked_ = false;
-  bool committed_ = false;
-  std::unique_ptr<OptimizerState> chunk_state_;
 };
 
 // The store's variables, versions and counters as the GetStatus RPC reports them.

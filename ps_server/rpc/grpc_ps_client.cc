@@ -1,6 +1,5 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -127,9 +126,7 @@ class GrpcPsClient final : public PsClient {
   }
 
   // PushPull over PushPullStream: the gradients go up in chunks, the values come back in
-  // chunks. From options_.overlap_min_bytes up the ps applies each gradient chunk as it
-  // arrives and sends its new values at once, so the writes run on a thread of their own
-  // while this one reads: both directions move at the same time.
+  // chunks; the ps applies the push once all of it arrived.
   absl::StatusOr<std::vector<Tensor>> PushPullStreamed(absl::Span<const NamedTensor> gradients,
                                                        const PushContext& push_context,
                                                        std::vector<int64_t>* versions) {
@@ -139,48 +136,36 @@ class GrpcPsClient final : public PsClient {
         grpc::internal::ClientReaderWriterFactory<PushPullChunkIn, PushPullChunkOut>::Create(
             channel_.get(), push_pull_stream_, &context));
 
-    // A failed write means the call is over: Finish says why.
-    auto write_all = [&stream, &gradients, &push_context, this] {
-      PushPullChunkIn out;
-      PushRequest* push = out.fields().mutable_push();
-      push->set_worker(push_context.worker);
-      push->set_epoch(push_context.epoch);
-      push->set_step(push_context.step);
-      for (int64_t v : push_context.versions) push->add_versions(v);
-      std::vector<int64_t> bytes;
-      for (const NamedTensor& g : gradients) {
-        Gradient* header = push->add_gradients();
-        header->set_name(g.name);
-        TensorHeader(g.tensor, header->mutable_gradient());
-        bytes.push_back(g.tensor.num_elements() * 4);
-      }
-      bool header_sent = false;
-      bool sent = true;
-      ForEachChunk(bytes, options_.chunk_bytes, [&](int tensor, int64_t offset, int64_t size) {
-        if (header_sent) out.fields().Clear();
-        out.fields().set_tensor(tensor);
-        out.fields().set_offset(offset);
-        // One copy into a gRPC slice: the caller's tensor may be gone before gRPC lets
-        // go of a slice borrowed from it (after an early error, say).
-        out.SetPayloadCopy(
-            reinterpret_cast<const char*>(gradients[tensor].tensor.data()) + offset, size);
-        sent = stream->Write(out);
-        header_sent = true;
-        return sent;
-      });
-      if (!header_sent) sent = stream->Write(out);
-      if (sent) stream->WritesDone();
-    };
-    int64_t total_bytes = 0;
-    for (const NamedTensor& g : gradients) total_bytes += g.tensor.num_elements() * 4;
-    // Joined on every path below before Finish (gRPC allows one reader and one writer
-    // thread on a stream).
-    std::thread writer;
-    if (total_bytes >= options_.overlap_min_bytes) {
-      writer = std::thread(write_all);
-    } else {
-      write_all();
+    PushPullChunkIn out;
+    PushRequest* push = out.fields().mutable_push();
+    push->set_worker(push_context.worker);
+    push->set_epoch(push_context.epoch);
+    push->set_step(push_context.step);
+    for (int64_t v : push_context.versions) push->add_versions(v);
+    std::vector<int64_t> bytes;
+    for (const NamedTensor& g : gradients) {
+      Gradient* header = push->add_gradients();
+      header->set_name(g.name);
+      TensorHeader(g.tensor, header->mutable_gradient());
+      bytes.push_back(g.tensor.num_elements() * 4);
     }
+    bool header_sent = false;
+    bool sent = true;
+    ForEachChunk(bytes, options_.chunk_bytes, [&](int tensor, int64_t offset, int64_t size) {
+      if (header_sent) out.fields().Clear();
+      out.fields().set_tensor(tensor);
+      out.fields().set_offset(offset);
+      // One copy into a gRPC slice: the caller's tensor may be gone before gRPC lets go
+      // of a slice borrowed from it (after an early error, say).
+      out.SetPayloadCopy(reinterpret_cast<const char*>(gradients[tensor].tensor.data()) + offset,
+                         size);
+      sent = stream->Write(out);
+      header_sent = true;
+      return sent;
+    });
+    if (!header_sent) sent = stream->Write(out);
+    // A failed write means the call is over: Finish says why.
+    if (sent) stream->WritesDone();
 
     // The values: a header message, then chunks, as the push went up.
     absl::Status unpacked = absl::OkStatus();
@@ -201,9 +186,7 @@ class GrpcPsClient final : public PsClient {
       if (unpacked.ok()) unpacked = assembler.Finish();
       if (unpacked.ok()) values = assembler.Take();
     }
-    // A malformed reply: cancel, which also ends a write still in progress.
     if (!unpacked.ok()) context.TryCancel();
-    if (writer.joinable()) writer.join();
     absl::Status status = FromGrpcStatus(stream->Finish(), name_);
     if (!unpacked.ok()) {
       return absl::InternalError(absl::StrCat(name_, ": malformed pull: ", unpacked.message()));

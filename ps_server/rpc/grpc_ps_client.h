@@ -16,10 +16,6 @@ struct GrpcPsClientOptions {
   // ones stay on the unary PushPull (one message each way: fastest for small tensors).
   int64_t stream_threshold_bytes = 256 << 10;
   int64_t chunk_bytes = kDefaultPushPullChunkBytes;
-  // A streamed PushPull of at least this many bytes writes on a thread of its own while
-  // it reads the values the ps sends back as it applies each chunk; a smaller one writes
-  // everything, then reads (the ps copes with either).
-  int64_t overlap_min_bytes = kDefaultOverlapMinBytes;
 };
 
 // A PsClient over gRPC. Every call carries `timeout` as its deadline.

@@ -36,36 +36,20 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
 
-  using Stream = grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>;
-
-  // PushPullStream. Async and bounded_staleness pushes of at least overlap_min_bytes:
-  // applies each gradient chunk as it arrives (VariableStore::BeginStreamedPush) and
-  // streams that range's new values back at once, in chunks of at most `chunk_bytes`
-  // (the request's chunks may be of any size); the push is committed when the client
-  // half-closes with every byte sent. The reply header carries the versions the push
-  // commits. Smaller pushes, and sync mode: reads the whole push, pushes it, then
-  // streams the pulled values. A broken, cancelled or malformed stream changes nothing.
-  grpc::Status PushPullChunks(grpc::ServerContext* context, Stream* stream);
+  // PushPullStream: reads the push header and every gradient's chunks until the client
+  // half-closes, pushes them all at once, and streams the pulled values back in chunks
+  // of `chunk_bytes` (the request's chunks may be of any size).
+  grpc::Status PushPullChunks(grpc::ServerContext* context,
+                              grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
 
   // Size of the value chunks PushPullChunks sends (tests use tiny ones). Call before the
   // server starts.
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
-  // Async and bounded_staleness pushes of at least this many gradient bytes are applied
-  // chunk by chunk (tests use 0). Call before the server starts.
-  void set_overlap_min_bytes(int64_t bytes) { overlap_min_bytes_ = bytes; }
 
  private:
-  // PushPullChunks after the header: piece by piece, or whole (sync mode). `first` is
-  // the header message (its push taken out), which may carry a chunk too.
-  grpc::Status PushPullPiecewise(grpc::ServerContext* context, Stream* stream,
-                                 const PushRequest& push, PushPullChunkIn first);
-  grpc::Status PushPullWhole(grpc::ServerContext* context, Stream* stream,
-                             const PushRequest& push, PushPullChunkIn first);
-
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
-  int64_t overlap_min_bytes_ = kDefaultOverlapMinBytes;
 };
 
 }  // namespace pstrain

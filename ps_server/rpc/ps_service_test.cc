@@ -138,53 +138,6 @@ TEST_F(PsServiceTest, LargeTensorStreamsWithDefaultOptions) {
   EXPECT_EQ(store_.num_pushes(), 1);
 }
 
-TEST_F(PsServiceTest, AClientThatReadsOnlyAfterWritingAHugePushGetsItsValues) {
-  // The ps sends values while the push still arrives; a client that reads only after
-  // writing everything (as the generated stub does here) must not stall it: far more
-  // than any flow-control window goes each way.
-  constexpr int64_t kElements = 2 * kDefaultOverlapMinBytes / 4;
-  OptimizerConfig sgd;
-  sgd.set_name("sgd");
-  sgd.set_learning_rate(1);
-  ASSERT_TRUE(
-      client_->CreateVariables({{"huge", Tensor({kElements}, std::vector<float>(kElements, 3))}},
-                               sgd)
-          .ok());
-  auto stub = ParameterServer::NewStub(CreateChannel(address_));
-  grpc::ClientContext context;
-  SetTimeout(&context, absl::Seconds(30));
-  auto stream = stub->PushPullStream(&context);
-  PushPullChunkRequest header;
-  Gradient* g = header.mutable_push()->add_gradients();
-  g->set_name("huge");
-  g->mutable_gradient()->set_dtype(DT_FLOAT);
-  g->mutable_gradient()->add_shape(kElements);
-  ASSERT_TRUE(stream->Write(header));
-  const std::vector<float> ones(kDefaultPushPullChunkBytes / 4, 1.0f);
-  for (int64_t offset = 0; offset < kElements * 4; offset += kDefaultPushPullChunkBytes) {
-    PushPullChunkRequest chunk;
-    chunk.set_offset(offset);
-    chunk.set_data(reinterpret_cast<const char*>(ones.data()), kDefaultPushPullChunkBytes);
-    ASSERT_TRUE(stream->Write(chunk));
-  }
-  ASSERT_TRUE(stream->WritesDone());
-  int64_t bytes = 0;
-  bool all_two = true;
-  PushPullChunkResponse response;
-  while (stream->Read(&response)) {
-    const std::string& data = response.data();
-    for (size_t i = 0; i + 4 <= data.size(); i += 4) {
-      float x;
-      std::memcpy(&x, data.data() + i, 4);
-      if (x != 2.0f) all_two = false;
-    }
-    bytes += static_cast<int64_t>(data.size());
-  }
-  ASSERT_TRUE(stream->Finish().ok());
-  EXPECT_EQ(bytes, kElements * 4);
-  EXPECT_TRUE(all_two);
-}
-
 // The streamed push-and-pull (PushPullStream): tiny chunks so that small tensors cross
 // every chunk boundary; the client chunks by 16 bytes and the ps by 10, so chunks also
 // split floats.
@@ -201,7 +154,6 @@ class PsStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     service_.set_chunk_bytes(kPsChunk);
-    service_.set_overlap_min_bytes(0);  // every async push applied chunk by chunk
     auto running = StartServer({"127.0.0.1:0", {&service_}});
     ASSERT_TRUE(running.ok()) << running.status();
     server_ = std::move(running->server);
@@ -209,7 +161,6 @@ class PsStreamTest : public ::testing::Test {
     GrpcPsClientOptions options;
     options.stream_threshold_bytes = 0;  // every push-and-pull streams
     options.chunk_bytes = kClientChunk;
-    options.overlap_min_bytes = 0;  // ... writing on a thread of its own
     client_ = CreateGrpcPsClient(0, address_, absl::Seconds(10), options);
   }
   void TearDown() override { server_->Shutdown(); }
@@ -482,7 +433,6 @@ TEST_F(PsStreamTest, PullsRacingStreamedPushesNeverSeeATornValue) {
       GrpcPsClientOptions options;
       options.stream_threshold_bytes = 0;
       options.chunk_bytes = kClientChunk;
-      options.overlap_min_bytes = 0;
       auto client = CreateGrpcPsClient(0, address_, absl::Seconds(10), options);
       for (int i = 0; i < kPushes; ++i) {
         auto values = client->PushPull({{"w", Tensor({kElements}, std::vector<float>(kElements, 1))}}, i);
@@ -499,70 +449,6 @@ TEST_F(PsStreamTest, PullsRacingStreamedPushesNeverSeeATornValue) {
   for (auto& t : threads) t.join();
   EXPECT_FALSE(torn);
   EXPECT_EQ(Value("w"), std::vector<float>(kElements, -2.0f * kPushes));  // no lost update
-}
-
-TEST_F(PsStreamTest, StreamedPushPullEqualsTheUnaryPath) {
-  // Two identical variables, one pushed through the stream (applied chunk by chunk),
-  // the other through the unary call (applied at once): same values, same versions.
-  constexpr int64_t kElements = 37;  // 16-byte client chunks split it unevenly
-  OptimizerConfig adam;
-  adam.set_name("adam");
-  adam.set_learning_rate(0.1f);
-  ASSERT_TRUE(client_
-                  ->CreateVariables({{"a", Tensor({kElements}, Iota(kElements, -5))},
-                                     {"b", Tensor({kElements}, Iota(kElements, -5))}},
-                                    adam)
-                  .ok());
-  GrpcPsClientOptions unary_options;
-  unary_options.stream_threshold_bytes = int64_t{1} << 40;
-  auto unary = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary_options);
-  for (int step = 0; step < 3; ++step) {
-    const Tensor g({kElements}, Iota(kElements, static_cast<float>(step) - 10));
-    std::vector<int64_t> streamed_versions, unary_versions;
-    auto streamed = client_->PushPull({{"a", g}}, PushContext(), &streamed_versions);
-    auto direct = unary->PushPull({{"b", g}}, PushContext(), &unary_versions);
-    ASSERT_TRUE(streamed.ok()) << streamed.status();
-    ASSERT_TRUE(direct.ok()) << direct.status();
-    EXPECT_EQ(std::vector<float>((*streamed)[0].values().begin(), (*streamed)[0].values().end()),
-              std::vector<float>((*direct)[0].values().begin(), (*direct)[0].values().end()));
-    EXPECT_EQ(streamed_versions, unary_versions);
-    EXPECT_EQ(streamed_versions, std::vector<int64_t>{step + 1});
-  }
-  EXPECT_EQ(Value("a"), Value("b"));
-}
-
-TEST_F(PsStreamTest, AStreamCutMidwayChangesNothing) {
-  constexpr int64_t kElements = 64;
-  Create({{"w", Tensor({kElements}, Iota(kElements, 0))}});
-  const std::vector<float> g(kElements, 1.0f);
-  {
-    grpc::ClientContext context;
-    std::unique_ptr<Stream> stream = OpenStream(&context);
-    ASSERT_TRUE(stream->Write(Header("w", {kElements})));
-    for (int64_t offset = 0; offset < kElements * 2; offset += 16) {
-      ASSERT_TRUE(stream->Write(Chunk(0, offset, g, offset, 16)));
-    }
-    // The ps applied the first half and sent its new values back ...
-    PushPullChunkOut reply;
-    ASSERT_TRUE(stream->Read(&reply));
-    ASSERT_TRUE(reply.fields().has_pull());
-    EXPECT_EQ(reply.fields().pull().versions(0), 1);
-    // ... then the client gives up.
-    context.TryCancel();
-    while (stream->Read(&reply)) {
-    }
-    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  }
-  // The handler may still be winding down; the next push waits for its locks, if held.
-  int64_t version = -1;
-  EXPECT_EQ(Value("w", &version), Iota(kElements, 0));
-  EXPECT_EQ(version, 0);
-  std::vector<int64_t> versions;
-  auto values = client_->PushPull({{"w", Tensor({kElements}, g)}}, PushContext(), &versions);
-  ASSERT_TRUE(values.ok()) << values.status();
-  EXPECT_EQ(std::vector<float>((*values)[0].values().begin(), (*values)[0].values().end()),
-            Iota(kElements, -1));
-  EXPECT_EQ(versions, std::vector<int64_t>{1});
 }
 
 // Two workers push streamed gradients in lockstep; the ps applies their mean once per

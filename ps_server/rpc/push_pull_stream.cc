@@ -27,33 +27,8 @@ void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
 }
 
 void TensorHeader(const Tensor& tensor, TensorProto* header) {
-  TensorHeader(tensor.shape(), header);
-}
-
-void TensorHeader(absl::Span<const int64_t> shape, TensorProto* header) {
   header->set_dtype(DT_FLOAT);
-  for (int64_t d : shape) header->add_shape(d);
-}
-
-absl::StatusOr<std::vector<int64_t>> StreamedTensorShape(const TensorProto& h,
-                                                         const std::string& label,
-                                                         int64_t* bytes) {
-  if (h.dtype() != DT_FLOAT) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": dtype ", DataType_Name(h.dtype()), " is not supported (want DT_FLOAT)"));
-  }
-  std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
-  const int64_t n = NumElements(shape);
-  if (n < 0 || n > std::numeric_limits<int64_t>::max() / 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": shape ", ShapeToString(shape), " is invalid"));
-  }
-  if (!h.content().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": a streamed tensor's header carries no content (its bytes come as chunks)"));
-  }
-  *bytes = n * 4;
-  return shape;
+  for (int64_t d : tensor.shape()) header->add_shape(d);
 }
 
 absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& headers,
@@ -64,13 +39,26 @@ absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& heade
   labels_.resize(headers.size());
   tensors_.resize(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {
-    int64_t bytes = 0;
-    absl::StatusOr<std::vector<int64_t>> shape =
-        StreamedTensorShape(*headers[i], labels_[i], &bytes);
-    if (!shape.ok()) return shape.status();
+    const TensorProto& h = *headers[i];
+    if (h.dtype() != DT_FLOAT) {
+      return absl::InvalidArgumentError(absl::StrCat(labels_[i], ": dtype ",
+                                                     DataType_Name(h.dtype()),
+                                                     " is not supported (want DT_FLOAT)"));
+    }
+    std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
+    const int64_t n = NumElements(shape);
+    if (n < 0 || n > std::numeric_limits<int64_t>::max() / 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(labels_[i], ": shape ", ShapeToString(shape), " is invalid"));
+    }
+    if (!h.content().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          labels_[i], ": a streamed tensor's header carries no content (its bytes come as "
+                      "chunks)"));
+    }
     Pending& p = tensors_[i];
-    p.shape = *std::move(shape);
-    p.bytes = bytes;
+    p.shape = std::move(shape);
+    p.bytes = n * 4;
     if (p.bytes <= reserve_left) {
       p.values.reserve(static_cast<size_t>(p.bytes / 4));
       reserve_left -= p.bytes;

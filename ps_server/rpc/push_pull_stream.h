@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/rpc/payload_message.h"
@@ -32,13 +31,6 @@ inline constexpr int kPushPullStreamMethodIndex = 8;
 // gRPC 1.51 moves 256 KiB - 4 MiB messages fastest (shared/notes/performance-facts.md).
 inline constexpr int64_t kDefaultPushPullChunkBytes = 256 << 10;
 
-// From this many gradient bytes up, the ps applies a streamed push chunk by chunk and
-// sends values back while gradients still arrive, and the client writes on a thread of
-// its own while it reads. Below it, the push is read whole, applied, then answered: on
-// a 1 MiB push the extra thread and per-chunk hand-offs cost more than the overlap
-// gains (bench/README.md, ps_throughput).
-inline constexpr int64_t kDefaultOverlapMinBytes = 8 << 20;
-
 // Calls `chunk(tensor, offset, size)` for every chunk of at most `chunk_bytes` of each of
 // `tensor_bytes` in order (none for an empty tensor).
 void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
@@ -46,15 +38,6 @@ void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
 
 // A tensor's header on the stream: dtype and shape, no content.
 void TensorHeader(const Tensor& tensor, TensorProto* header);
-void TensorHeader(absl::Span<const int64_t> shape, TensorProto* header);
-
-// Checks a streamed tensor's header and returns its shape; `bytes` gets its size.
-// `label` names the tensor in errors ("gradient \"w\"").
-// Errors: INVALID_ARGUMENT a dtype other than DT_FLOAT, a negative or overflowing shape,
-// a header with inline content.
-absl::StatusOr<std::vector<int64_t>> StreamedTensorShape(const TensorProto& header,
-                                                         const std::string& label,
-                                                         int64_t* bytes);
 
 // Rebuilds tensors from their headers and chunks that come in order. Memory grows with
 // the bytes that actually arrive, so a header that declares a huge shape costs nothing
