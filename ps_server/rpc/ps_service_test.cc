@@ -451,6 +451,36 @@ TEST_F(PsStreamTest, PullsRacingStreamedPushesNeverSeeATornValue) {
   EXPECT_EQ(Value("w"), std::vector<float>(kElements, -2.0f * kPushes));  // no lost update
 }
 
+TEST_F(PsStreamTest, StreamedPushPullEqualsTheUnaryPath) {
+  // Two identical variables, one pushed through the stream (its gradient reassembled from
+  // chunks that split floats), the other through the unary call: same values, versions.
+  constexpr int64_t kElements = 37;
+  OptimizerConfig adam;
+  adam.set_name("adam");
+  adam.set_learning_rate(0.1f);
+  ASSERT_TRUE(client_
+                  ->CreateVariables({{"a", Tensor({kElements}, Iota(kElements, -5))},
+                                     {"b", Tensor({kElements}, Iota(kElements, -5))}},
+                                    adam)
+                  .ok());
+  GrpcPsClientOptions unary_options;
+  unary_options.stream_threshold_bytes = int64_t{1} << 40;
+  auto unary = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary_options);
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g({kElements}, Iota(kElements, static_cast<float>(step) - 10));
+    std::vector<int64_t> streamed_versions, unary_versions;
+    auto streamed = client_->PushPull({{"a", g}}, PushContext(), &streamed_versions);
+    auto direct = unary->PushPull({{"b", g}}, PushContext(), &unary_versions);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    EXPECT_EQ(std::vector<float>((*streamed)[0].values().begin(), (*streamed)[0].values().end()),
+              std::vector<float>((*direct)[0].values().begin(), (*direct)[0].values().end()));
+    EXPECT_EQ(streamed_versions, unary_versions);
+    EXPECT_EQ(streamed_versions, std::vector<int64_t>{step + 1});
+  }
+  EXPECT_EQ(Value("a"), Value("b"));
+}
+
 // Two workers push streamed gradients in lockstep; the ps applies their mean once per
 // version (sync) or each one (bounded staleness), and the total is exact.
 void ExactAccounting(PsStreamTest* test, const std::string& address, bool sync) {
