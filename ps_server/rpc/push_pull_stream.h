@@ -28,8 +28,9 @@ inline constexpr char kPushPullStreamMethod[] = "/pstrain.ParameterServer/PushPu
 // handler; checked by ps_service_test (a wrong index fails every stream call).
 inline constexpr int kPushPullStreamMethodIndex = 8;
 
-// gRPC 1.51 moves 256 KiB - 4 MiB messages fastest (shared/notes/performance-facts.md).
-inline constexpr int64_t kDefaultPushPullChunkBytes = 256 << 10;
+// gRPC 1.51 moves 256 KiB - 4 MiB messages fastest (shared/notes/performance-facts.md);
+// ps_throughput measured 1 MiB chunks 5-15% above 256 KiB at 1-64 MiB (bench/README.md).
+inline constexpr int64_t kDefaultPushPullChunkBytes = 1 << 20;
 
 // Calls `chunk(tensor, offset, size)` for every chunk of at most `chunk_bytes` of each of
 // `tensor_bytes` in order (none for an empty tensor).
