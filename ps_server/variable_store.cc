@@ -279,8 +279,9 @@ void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules
     }
     return true;
   };
-  if (!progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout) &&
-      !logged_staleness_timeout_.exchange(true)) {
+  if (progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout)) return;
+  ++consistency_timeouts_;
+  if (!logged_staleness_timeout_.exchange(true)) {
     LogInfo(absl::StrCat("bounded staleness: ", context.worker, " at epoch ", context.epoch,
                          " step ", context.step, " waited ",
                          absl::FormatDuration(rules.timeout),
@@ -343,6 +344,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
       joined.push_back(i);
     }
   }
+  bool timed_out = false;
   for (size_t i : joined) {
     Variable* v = found[i];
     const int64_t version = versions[i];
@@ -351,6 +353,8 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
       return v->version > version;
     };
     if (v->mu.AwaitWithDeadline(absl::Condition(&advanced), deadline)) continue;
+    if (!timed_out) ++consistency_timeouts_;  // once per push, not per variable
+    timed_out = true;
     // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
     if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer);
     if (!logged_sync_timeout_.exchange(true)) {
@@ -379,6 +383,7 @@ int64_t VariableStore::num_pushes() const { return pushes_.load(); }
 int64_t VariableStore::num_pulls() const { return pulls_.load(); }
 
 int64_t VariableStore::stale_gradients() const { return stale_.load(); }
+int64_t VariableStore::consistency_timeouts() const { return consistency_timeouts_.load(); }
 
 std::string VariableStore::consistency_mode() const {
   absl::ReaderMutexLock lock(&mu_);
@@ -407,6 +412,7 @@ PsStatusResponse DescribeStore(const VariableStore& store) {
   response.set_pulls(store.num_pulls());
   response.set_optimizer(store.optimizer_name());
   response.set_stale_gradients(store.stale_gradients());
+  response.set_consistency_timeouts(store.consistency_timeouts());
   response.set_consistency_mode(store.consistency_mode());
   return response;
 }

@@ -102,6 +102,10 @@ class VariableStore {
   int64_t num_pulls() const;
   // Sync mode: gradients dropped because they were computed at an older version.
   int64_t stale_gradients() const;
+  // Pushes whose consistency wait ended at timeout_ms rather than when the slower
+  // workers caught up (bounded staleness) or the aggregate filled (sync): a straggler or
+  // a lost worker shows here.
+  int64_t consistency_timeouts() const;
   std::string optimizer_name() const;
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
@@ -180,6 +184,7 @@ class VariableStore {
   std::atomic<int64_t> pushes_{0};
   mutable std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> stale_{0};
+  std::atomic<int64_t> consistency_timeouts_{0};
   // A timed-out wait is logged once per store, not once per push.
   std::atomic<bool> logged_staleness_timeout_{false};
   std::atomic<bool> logged_sync_shrink_{false};

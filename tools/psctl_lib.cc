@@ -160,6 +160,15 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
                                   status.optimizer().empty() ? "(none)" : status.optimizer(),
                                   ", ", status.pushes(), " pushes, ", status.pulls(), " pulls, ",
                                   status.variables_size(), " variables\n");
+  // Async never waits; the other modes say how often a straggler held a push to the end.
+  if (!status.consistency_mode().empty() && status.consistency_mode() != "async") {
+    absl::StrAppend(&text, "consistency ", status.consistency_mode(), ": ",
+                    status.consistency_timeouts(), " waits ended at the timeout");
+    if (status.consistency_mode() == "sync") {
+      absl::StrAppend(&text, ", ", status.stale_gradients(), " stale gradients dropped");
+    }
+    absl::StrAppend(&text, "\n");
+  }
   std::vector<const VariableInfo*> sorted;
   for (const VariableInfo& v : status.variables()) sorted.push_back(&v);
   std::sort(sorted.begin(), sorted.end(),

@@ -133,6 +133,20 @@ TEST_F(PsctlTest, PsListsTheShardsItHolds) {
   EXPECT_FALSE(absl::StrContains(r.out, "part_1")) << r.out;  // those are on ps 1
 }
 
+TEST(PsctlFormatTest, PsStatusShowsConsistencyWaitsOutsideAsync) {
+  PsStatusResponse status;
+  status.set_optimizer("sgd");
+  status.set_consistency_mode("async");
+  EXPECT_FALSE(absl::StrContains(FormatPsStatus("h:1", status), "consistency")) << status.DebugString();
+  status.set_consistency_mode("sync");
+  status.set_consistency_timeouts(3);
+  status.set_stale_gradients(7);
+  const std::string text = FormatPsStatus("h:1", status);
+  EXPECT_TRUE(absl::StrContains(
+      text, "consistency sync: 3 waits ended at the timeout, 7 stale gradients dropped\n"))
+      << text;
+}
+
 TEST_F(PsctlTest, UnreachableTaskIsOneLineNamingItAndExitOne) {
   auto ports = PickFreePorts(1);
   ASSERT_TRUE(ports.ok());
