@@ -109,6 +109,10 @@ double RawTcpLoopback(double seconds) {
 int RingRank(int rank, const std::vector<std::string>& addresses,
              const std::vector<int64_t>& sizes, double seconds) {
   const int n = static_cast<int>(addresses.size());
+  if (rank >= n) {
+    std::printf("ring rank %d: only %d addresses\n", rank, n);
+    return 2;
+  }
   ChunkMailbox mailbox;
   CollectiveService service(&mailbox, (rank + n - 1) % n);
   ServerOptions so;
@@ -123,13 +127,18 @@ int RingRank(int rank, const std::vector<std::string>& addresses,
   o.rank = rank;
   o.addresses = addresses;
   for (int r = 0; r < n; ++r) o.names.push_back(absl::StrCat("worker ", r));
-  std::unique_ptr<GrpcRingTransport> transport = *GrpcRingTransport::Create(o, &mailbox);
+  absl::StatusOr<std::unique_ptr<GrpcRingTransport>> transport =
+      GrpcRingTransport::Create(o, &mailbox);
+  if (!transport.ok()) {
+    std::printf("ring rank %d: %s\n", rank, std::string(transport.status().message()).c_str());
+    return 2;
+  }
   RingAllReduceOptions options;
   options.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   options.timeout = absl::Seconds(60);
   int exit_code = 0;
   {
-    RingAllReduce ring(transport.get(), options);
+    RingAllReduce ring(transport->get(), options);
     for (int64_t size : sizes) {
       std::vector<float> data(size / 4, 1.0f);
       // Every rank runs the same number of iterations: rank 0 decides, through a flag it
