@@ -7,7 +7,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
@@ -31,16 +30,6 @@ double NumberOr(const nlohmann::json& obj, const char* key, double fallback) {
 }
 
 }  // namespace
-
-std::string FormatEpochLine(const EpochSummary& s) {
-  std::string line = absl::StrFormat("Epoch %d/%d - loss: %.4f - accuracy: %.4f", s.epoch,
-                                     s.epochs, s.loss, s.accuracy);
-  if (s.has_validation) {
-    absl::StrAppendFormat(&line, " - val_loss: %.4f - val_accuracy: %.4f", s.val_loss,
-                          s.val_accuracy);
-  }
-  return line;
-}
 
 Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                          Membership* membership, std::vector<PsClient*> ps,

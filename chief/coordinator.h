@@ -18,6 +18,7 @@
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
+#include "common/training/epoch_summary.h"
 #include "common/shutdown_signal.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
@@ -26,22 +27,6 @@
 #include "worker/worker_client.h"
 
 namespace pstrain {
-
-// Figures of one finished epoch, as Keras prints them.
-struct EpochSummary {
-  int epoch = 0;  // 1-based
-  int epochs = 0;
-  double loss = 0;
-  double accuracy = 0;
-  bool has_validation = false;
-  double val_loss = 0;
-  double val_accuracy = 0;
-  int64_t samples = 0;
-  absl::Duration elapsed;
-};
-
-// "Epoch 3/10 - loss: 2.2871 - accuracy: 0.1420[ - val_loss: ... - val_accuracy: ...]".
-std::string FormatEpochLine(const EpochSummary& summary);
 
 // Runs a parameter-server job from the chief (TensorFlow's ClusterCoordinator): waits for
 // every task, splits and places the variables (Options::placement_policy) and creates each

@@ -48,11 +48,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "chief/coordinator.h"  // EpochSummary, FormatEpochLine: the cluster's epoch line
 #include "common/data/dataset.h"
 #include "common/math/backend.h"
 #include "common/model/job_spec.h"
 #include "common/tensor.h"
+#include "common/training/epoch_summary.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
