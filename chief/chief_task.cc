@@ -20,7 +20,7 @@
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
 #include "ps_server/consistency.h"
-#include "ps_server/placement.h"
+#include "common/sharding/placement_policy.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
 

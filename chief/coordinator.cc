@@ -4,7 +4,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,7 +11,8 @@
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
-#include "ps_server/placement.h"
+#include "chief/placement.h"
+#include "common/sharding/shards_by_ps.h"
 
 namespace pstrain {
 
@@ -231,12 +231,8 @@ absl::Status Coordinator::RecoverPs() {
   SetPhase("recovering");
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
   // The shards each ps must hold.
-  std::vector<std::vector<std::string>> expected(ps_.size());
-  for (const VariableLayout& v : layout) {
-    for (const VariablePlacementEntry& shard : v.shards) {
-      expected[shard.ps_index()].push_back(shard.name());
-    }
-  }
+  const std::vector<std::vector<ShardRef>> expected =
+      ShardsByPs(layout, static_cast<int>(ps_.size()));
   const absl::Time give_up = absl::Now() + options_.ps_recovery_timeout;
   std::vector<int> emptied;
   while (true) {
@@ -250,8 +246,8 @@ absl::Status Coordinator::RecoverPs() {
       }
       absl::flat_hash_set<std::string> held;
       for (const VariableInfo& v : status->variables()) held.insert(v.name());
-      for (const std::string& name : expected[p]) {
-        if (!held.contains(name)) {
+      for (const ShardRef& shard : expected[p]) {
+        if (!held.contains(shard.entry.name())) {
           emptied.push_back(static_cast<int>(p));
           break;
         }
@@ -337,20 +333,7 @@ absl::Status Coordinator::WaitForWorkersReady() {
 
 absl::StatusOr<std::vector<std::vector<NamedTensor>>> Coordinator::InitialShardsByPs(
     const std::vector<VariableLayout>& layout) const {
-  std::vector<Tensor> initial = model_->InitialValues(job_->seed);
-  std::vector<std::vector<NamedTensor>> per_ps(ps_.size());
-  for (size_t i = 0; i < layout.size(); ++i) {
-    if (layout[i].whole()) {
-      const VariablePlacementEntry& shard = layout[i].shards[0];
-      per_ps[shard.ps_index()].push_back({shard.name(), std::move(initial[i])});
-      continue;
-    }
-    for (const VariablePlacementEntry& shard : layout[i].shards) {
-      PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(initial[i], shard));
-      per_ps[shard.ps_index()].push_back({shard.name(), std::move(rows)});
-    }
-  }
-  return per_ps;
+  return ScatterValues(layout, static_cast<int>(ps_.size()), model_->InitialValues(job_->seed));
 }
 
 absl::Status Coordinator::CreateVariables() {
@@ -667,27 +650,13 @@ std::string SlotTensorName(const std::string& variable, const std::string& slot)
 absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json* position) {
   absl::MutexLock write_lock(&write_mu_);
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  // Each shard's state, by shard name, gathered from every ps at once.
-  std::vector<std::vector<VariableSnapshot>> per_ps(ps_.size());
-  std::vector<std::function<absl::Status()>> reads;
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    std::vector<std::string> names;
-    for (const VariableLayout& v : layout) {
-      for (const VariablePlacementEntry& shard : v.shards) {
-        if (shard.ps_index() == static_cast<int>(p)) names.push_back(shard.name());
-      }
-    }
-    if (names.empty()) continue;
-    reads.push_back([this, p, names, &per_ps]() -> absl::Status {
-      PS_ASSIGN_OR_RETURN(per_ps[p], ps_[p]->ReadState(names));
-      return absl::OkStatus();
-    });
-  }
-  PS_RETURN_IF_ERROR(RunConcurrently(reads));
-  absl::flat_hash_map<std::string, const VariableSnapshot*> by_shard;
-  for (const auto& snapshots : per_ps) {
-    for (const VariableSnapshot& s : snapshots) by_shard[s.name] = &s;
-  }
+  // Every variable's state, reassembled from the shards read from every ps at once.
+  PS_ASSIGN_OR_RETURN(
+      std::vector<VariableSnapshot> states,
+      GatherStates(layout, static_cast<int>(ps_.size()),
+                   [this](int p, const std::vector<std::string>& names) {
+                     return ps_[p]->ReadState(names);
+                   }));
 
   CheckpointContents contents;
   {
@@ -705,47 +674,17 @@ absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json*
   contents.metadata["optimizer"] = job_->optimizer.name();
   if (position != nullptr) contents.metadata["data_position"] = *position;
   nlohmann::json variables = nlohmann::json::object();
-  for (const VariableLayout& v : layout) {
-    // A whole variable is taken as read; a split one gets each shard's rows (and its
-    // slots' rows) written into full-size tensors.
-    Tensor value(v.shape);
-    std::vector<NamedTensor> slots;
-    int64_t iterations = 0;
-    int64_t version = 0;
-    for (const VariablePlacementEntry& shard : v.shards) {
-      auto it = by_shard.find(shard.name());
-      if (it == by_shard.end()) {
-        return absl::InternalError(absl::StrCat("ps ", shard.ps_index(),
-                                                " did not return the state of ", shard.name()));
-      }
-      const VariableSnapshot& s = *it->second;
-      PS_RETURN_IF_ERROR(CopyShardInto(s.value, shard, &value));
-      if (slots.empty()) {
-        for (const NamedTensor& slot : s.slots) slots.push_back({slot.name, Tensor(v.shape)});
-      }
-      if (s.slots.size() != slots.size()) {
-        return absl::InternalError(absl::StrCat("shards of ", v.name, " keep different slots"));
-      }
-      for (size_t k = 0; k < slots.size(); ++k) {
-        if (s.slots[k].name != slots[k].name) {
-          return absl::InternalError(absl::StrCat("shards of ", v.name, " keep different slots"));
-        }
-        PS_RETURN_IF_ERROR(CopyShardInto(s.slots[k].tensor, shard, &slots[k].tensor));
-      }
-      // Every push updates every shard of a variable, so their counts agree; the largest
-      // is kept should one shard have missed a push.
-      iterations = std::max(iterations, s.iterations);
-      version = std::max(version, s.version);
-    }
+  for (size_t i = 0; i < layout.size(); ++i) {
+    VariableSnapshot& v = states[i];
     nlohmann::json slot_names = nlohmann::json::array();
-    for (const NamedTensor& slot : slots) slot_names.push_back(slot.name);
-    variables[v.name] = {{"shape", v.shape},
-                         {"iterations", iterations},
-                         {"version", version},
+    for (const NamedTensor& slot : v.slots) slot_names.push_back(slot.name);
+    variables[v.name] = {{"shape", layout[i].shape},
+                         {"iterations", v.iterations},
+                         {"version", v.version},
                          {"slots", slot_names},
-                         {"num_shards", v.shards.size()}};
-    contents.tensors.push_back({v.name, std::move(value)});
-    for (NamedTensor& slot : slots) {
+                         {"num_shards", layout[i].shards.size()}};
+    contents.tensors.push_back({v.name, std::move(v.value)});
+    for (NamedTensor& slot : v.slots) {
       contents.tensors.push_back({SlotTensorName(v.name, slot.name), std::move(slot.tensor)});
     }
   }
@@ -777,7 +716,7 @@ absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> Coordinator::Snapshot
   const nlohmann::json& info = checkpoint.metadata().contains("variables")
                                    ? checkpoint.metadata()["variables"]
                                    : nlohmann::json::object();
-  std::vector<std::vector<VariableSnapshot>> per_ps(ps_.size());
+  std::vector<VariableSnapshot> states;
   for (const VariableLayout& v : layout) {
     absl::StatusOr<const Tensor*> value = checkpoint.Get(v.name);
     if (!value.ok()) {
@@ -789,13 +728,13 @@ absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> Coordinator::Snapshot
           "checkpoint ", checkpoint.path(), " does not fit the model: ", v.name, " is ",
           (*value)->ShapeString(), " there, ", ShapeToString(v.shape), " in the model"));
     }
-    int64_t iterations = 0;
-    int64_t version = 0;
-    std::vector<std::pair<std::string, const Tensor*>> slots;
+    VariableSnapshot state;
+    state.name = v.name;
+    state.value = **value;
     if (info.is_object() && info.contains(v.name) && info[v.name].is_object()) {
       const nlohmann::json& entry = info[v.name];
-      iterations = IntegerOr(entry, "iterations", 0);
-      version = IntegerOr(entry, "version", 0);
+      state.iterations = IntegerOr(entry, "iterations", 0);
+      state.version = IntegerOr(entry, "version", 0);
       if (entry.contains("slots") && entry["slots"].is_array()) {
         for (const nlohmann::json& slot : entry["slots"]) {
           if (!slot.is_string()) continue;
@@ -806,24 +745,13 @@ absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> Coordinator::Snapshot
                 "checkpoint ", checkpoint.path(), ": slot ", slot.get<std::string>(), " of ",
                 v.name, " has shape ", t->ShapeString()));
           }
-          slots.push_back({slot.get<std::string>(), t});
+          state.slots.push_back({slot.get<std::string>(), *t});
         }
       }
     }
-    for (const VariablePlacementEntry& shard : v.shards) {
-      VariableSnapshot s;
-      s.name = shard.name();
-      PS_ASSIGN_OR_RETURN(s.value, SliceShard(**value, shard));
-      s.iterations = iterations;
-      s.version = version;
-      for (const auto& [slot_name, tensor] : slots) {
-        PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(*tensor, shard));
-        s.slots.push_back({slot_name, std::move(rows)});
-      }
-      per_ps[shard.ps_index()].push_back(std::move(s));
-    }
+    states.push_back(std::move(state));
   }
-  return per_ps;
+  return ScatterStates(layout, static_cast<int>(ps_.size()), states);
 }
 
 absl::Status Coordinator::RestoreCheckpoint() {
@@ -840,33 +768,11 @@ absl::Status Coordinator::RestoreCheckpoint() {
 
 absl::Status Coordinator::Validate(EpochSummary* summary) {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  // Reassemble each variable: a whole one is taken as pulled, a split one gets each
-  // shard's rows written into a full-size tensor.
-  std::vector<Tensor> weights(layout.size());
-  for (size_t i = 0; i < layout.size(); ++i) {
-    if (!layout[i].whole()) weights[i] = Tensor(layout[i].shape);
-  }
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    std::vector<std::string> names;
-    std::vector<std::pair<size_t, const VariablePlacementEntry*>> targets;
-    for (size_t i = 0; i < layout.size(); ++i) {
-      for (const VariablePlacementEntry& shard : layout[i].shards) {
-        if (shard.ps_index() != static_cast<int>(p)) continue;
-        names.push_back(shard.name());
-        targets.push_back({i, &shard});
-      }
-    }
-    if (names.empty()) continue;
-    PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->Pull(names));
-    for (size_t k = 0; k < values.size(); ++k) {
-      const size_t i = targets[k].first;
-      if (layout[i].whole()) {
-        weights[i] = std::move(values[k]);
-      } else {
-        PS_RETURN_IF_ERROR(CopyShardInto(values[k], *targets[k].second, &weights[i]));
-      }
-    }
-  }
+  PS_ASSIGN_OR_RETURN(std::vector<Tensor> weights,
+                      GatherValues(layout, static_cast<int>(ps_.size()),
+                                   [this](int p, const std::vector<std::string>& names) {
+                                     return ps_[p]->Pull(names);
+                                   }));
   constexpr int64_t kEvalBatch = 1000;
   double loss_sum = 0;
   int64_t correct = 0;

@@ -18,11 +18,12 @@
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
+#include "common/sharding/placement_policy.h"
+#include "common/sharding/shard_layout.h"
 #include "common/training/epoch_summary.h"
 #include "common/shutdown_signal.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
-#include "ps_server/placement.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
 

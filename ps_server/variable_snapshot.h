@@ -1,27 +1,14 @@
 #ifndef PSTRAIN_PS_SERVER_VARIABLE_SNAPSHOT_H_
 #define PSTRAIN_PS_SERVER_VARIABLE_SNAPSHOT_H_
 
-#include <cstdint>
-#include <string>
-#include <vector>
+// A variable's server-side state on the wire (ReadState / RestoreState): the
+// VariableSnapshot every trainer shares, as the ps's VariableState message.
 
 #include "absl/status/statusor.h"
-#include "common/tensor.h"
+#include "common/training/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
-
-// A variable's whole server-side state, for checkpoints (ReadState / RestoreState).
-struct VariableSnapshot {
-  std::string name;
-  Tensor value;
-  int64_t version = 0;
-  // The optimizer's update count (Adam's bias correction, learning-rate schedules).
-  int64_t iterations = 0;
-  // The optimizer's slots by name ("momentum", "velocity", ...), each shaped like
-  // `value`, in the optimizer's order.
-  std::vector<NamedTensor> slots;
-};
 
 void SnapshotToProto(const VariableSnapshot& snapshot, VariableState* proto);
 

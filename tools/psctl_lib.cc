@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "chief/rpc/grpc_chief_client.h"
+#include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 
@@ -118,18 +119,17 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
 
 std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placement) {
   std::vector<std::vector<std::string>> rows = {{"variable", "shard", "ps", "rows", "shape"}};
-  for (const VariablePlacementEntry& e : placement) {
+  for (const VariablePlacementEntry& raw : placement) {
     // Entries from before partitioning describe a whole variable.
-    const bool old = e.variable_name().empty();
-    const std::vector<int64_t> shape = ToVector(e.shape());
-    const std::vector<int64_t> full = old ? shape : ToVector(e.full_shape());
+    const VariablePlacementEntry e = NormalizedEntry(raw);
+    const std::vector<int64_t> full = ToVector(e.full_shape());
     const int64_t total = full.empty() ? 1 : full[0];
-    const int64_t first = old ? 0 : e.row_offset();
-    const int64_t count = old ? total : e.num_rows();
-    rows.push_back({old ? e.name() : e.variable_name(), e.name(), absl::StrCat(e.ps_index()),
+    const int64_t first = e.row_offset();
+    const int64_t count = e.num_rows();
+    rows.push_back({e.variable_name(), e.name(), absl::StrCat(e.ps_index()),
                     count == 0 ? absl::StrCat("-/", total)
                                : absl::StrCat(first, "-", first + count - 1, "/", total),
-                    ShapeToString(shape)});
+                    ShapeToString(ToVector(e.shape()))});
   }
   return Table(rows, "");
 }

@@ -16,7 +16,7 @@
 #include "common/rpc/grpc_util.h"
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
-#include "ps_server/placement.h"
+#include "chief/placement.h"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
 

@@ -24,19 +24,12 @@ absl::StatusOr<std::unique_ptr<PsTrainer>> PsTrainer::Create(
 PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
                      uint64_t dropout_seed)
     : model_(model), ps_(std::move(ps)), layout_(std::move(layout)), dropout_seed_(dropout_seed) {
-  by_ps_.resize(ps_.size());
-  names_by_ps_.resize(ps_.size());
+  by_ps_ = ShardsByPs(layout_, static_cast<int>(ps_.size()));
+  for (const std::vector<ShardRef>& shards : by_ps_) names_by_ps_.push_back(ShardNames(shards));
   versions_by_ps_.resize(ps_.size());
-  weights_.resize(layout_.size());
-  for (size_t i = 0; i < layout_.size(); ++i) {
-    // A split variable's full tensor exists before any pull, so that the per-ps threads
-    // write rows into it without ever resizing it.
-    if (!layout_[i].whole()) weights_[i] = Tensor(layout_[i].shape);
-    for (const VariablePlacementEntry& shard : layout_[i].shards) {
-      by_ps_[shard.ps_index()].push_back({static_cast<int>(i), shard});
-      names_by_ps_[shard.ps_index()].push_back(shard.name());
-    }
-  }
+  // A split variable's full tensor exists before any pull, so that the per-ps threads
+  // write rows into it without ever resizing it.
+  weights_ = EmptyFullTensors(layout_);
 }
 
 absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values,
@@ -46,14 +39,9 @@ absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values,
                                             " values for ", by_ps_[p].size(), " variables"));
   }
   for (size_t k = 0; k < values.size(); ++k) {
-    const ShardRef& ref = by_ps_[p][k];
-    if (layout_[ref.variable].whole()) {
-      weights_[ref.variable] = std::move(values[k]);
-    } else {
-      absl::Status stored = CopyShardInto(values[k], ref.entry, &weights_[ref.variable]);
-      if (!stored.ok()) {
-        return absl::Status(stored.code(), absl::StrCat(ps_[p]->name(), ": ", stored.message()));
-      }
+    absl::Status stored = PutShard(layout_, by_ps_[p][k], std::move(values[k]), &weights_);
+    if (!stored.ok()) {
+      return absl::Status(stored.code(), absl::StrCat(ps_[p]->name(), ": ", stored.message()));
     }
   }
   versions_by_ps_[p] = std::move(versions);

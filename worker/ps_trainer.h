@@ -10,7 +10,8 @@
 #include "common/model/model.h"
 #include "common/tensor.h"
 #include "proto/chief.pb.h"
-#include "ps_server/placement.h"
+#include "common/sharding/shard_layout.h"
+#include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
 
 namespace pstrain {
@@ -21,7 +22,7 @@ namespace pstrain {
 // flight at once. Asynchronous: other workers push in between, as in TensorFlow's
 // ParameterServerStrategy. Not thread-safe: one trainer per worker thread.
 //
-// Partitioned variables (ps_server/placement.h): the gradient of a variable split into
+// Partitioned variables (common/sharding/shard_layout.h): the gradient of a variable split into
 // shards is sliced by rows, each shard's slice pushed to the ps that holds the shard
 // (together with every other shard on that ps, in the same PushPull), and the pulled
 // shards are written straight into the rows of the full weight tensor. An unsplit
@@ -70,12 +71,6 @@ class PsTrainer {
   const std::vector<std::vector<int64_t>>& versions_by_ps() const { return versions_by_ps_; }
 
  private:
-  // A shard held by one ps: which variable it belongs to and which rows.
-  struct ShardRef {
-    int variable;
-    VariablePlacementEntry entry;
-  };
-
   PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
             uint64_t dropout_seed);
 

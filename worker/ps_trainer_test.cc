@@ -7,10 +7,11 @@
 #include <thread>
 
 #include "common/math/cpu_backend.h"
+#include "common/sharding/shard_layout.h"
+#include "common/sharding/test_placement.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ps_server/local_ps_client.h"
-#include "ps_server/placement.h"
 #include "ps_server/variable_store.h"
 
 namespace pstrain {
@@ -55,7 +56,7 @@ class PsTrainerTest : public ::testing::Test {
     model_ = *std::move(model);
     ASSERT_TRUE(model_->SetLoss(LossConfig{}).ok());
     for (const VariableSpec& v : model_->trainable_variables()) shapes_.push_back({v.name, v.shape});
-    placement_ = *PlaceRoundRobin(shapes_, 2);
+    placement_ = RoundRobinShardsForTest(shapes_, 2, 1);
     OptimizerConfig adam;
     adam.set_name("adam");
     adam.set_learning_rate(0.02f);
@@ -136,23 +137,19 @@ TEST_F(PsTrainerTest, PartitionedVariablesTrainLikeWholeOnes) {
   OptimizerConfig sgd;
   sgd.set_name("sgd");
   sgd.set_learning_rate(0.1f);
-  PlacementPolicy split;
-  split.strategy = PlacementStrategy::kRoundRobin;
-  split.num_shards = 2;
-  auto partitioned = PlaceVariables(shapes_, 2, split);
-  ASSERT_TRUE(partitioned.ok());
-  ASSERT_EQ(partitioned->size(), 2 * shapes_.size());
+  auto partitioned = RoundRobinShardsForTest(shapes_, 2, 2);
+  ASSERT_EQ(partitioned.size(), 2 * shapes_.size());
 
   VariableStore whole_stores[2], split_stores[2];
   auto whole_clients = CreateOnStores(*model_, placement_, 11, sgd, whole_stores);
-  auto split_clients = CreateOnStores(*model_, *partitioned, 11, sgd, split_stores);
+  auto split_clients = CreateOnStores(*model_, partitioned, 11, sgd, split_stores);
   // Both halves of every variable: one on each ps.
   for (int p = 0; p < 2; ++p) EXPECT_EQ(split_stores[p].List().size(), shapes_.size());
 
   auto whole = PsTrainer::Create(model_.get(), {whole_clients[0].get(), whole_clients[1].get()},
                                  placement_, 5);
   auto parts = PsTrainer::Create(model_.get(), {split_clients[0].get(), split_clients[1].get()},
-                                 *partitioned, 5);
+                                 partitioned, 5);
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_TRUE(parts.ok()) << parts.status();
   for (int step = 0; step < 40; ++step) {
@@ -191,12 +188,7 @@ class PartitionedAccountingTest : public ::testing::Test {
 
   // Creates the split variable on both stores; `consistency` as the ps would receive it.
   void CreateVariable(const ConsistencyConfig& consistency) {
-    PlacementPolicy split;
-    split.strategy = PlacementStrategy::kRoundRobin;
-    split.num_shards = 2;
-    auto placement = PlaceVariables({{"emb", shape_}}, 2, split);
-    ASSERT_TRUE(placement.ok());
-    placement_ = *placement;
+    placement_ = RoundRobinShardsForTest({{"emb", shape_}}, 2, 2);
     ASSERT_EQ(placement_.size(), 2u);
     ASSERT_NE(placement_[0].ps_index(), placement_[1].ps_index());
     OptimizerConfig sgd;

@@ -1,9 +1,8 @@
-#include "ps_server/placement.h"
+#include "chief/placement.h"
 
 #include <map>
 
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {
@@ -218,107 +217,6 @@ TEST(PlacementTest, BadPolicyOrVariablesAreInvalidArgument) {
   EXPECT_EQ(PlaceVariables({{"", {4}}}, 2, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlaceVariables({{"w", {-4}}}, 2, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(PlacementTest, PolicyFromJson) {
-  auto defaults = PlacementPolicyFromJson(nullptr);
-  ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->strategy, PlacementStrategy::kSizeBalanced);
-  EXPECT_EQ(defaults->min_shard_bytes, 256 << 10);
-  EXPECT_EQ(defaults->max_shards, 0);
-  auto given = PlacementPolicyFromJson(nlohmann::json::parse(
-      R"({"strategy": "round_robin", "num_shards": 3, "min_shard_bytes": 1024,
-          "max_shards": 2})"));
-  ASSERT_TRUE(given.ok()) << given.status();
-  EXPECT_EQ(given->strategy, PlacementStrategy::kRoundRobin);
-  EXPECT_EQ(given->num_shards, 3);
-  EXPECT_EQ(given->min_shard_bytes, 1024);
-  EXPECT_EQ(given->max_shards, 2);
-  for (const char* bad :
-       {R"("round_robin")", R"({"strategy": "random"})", R"({"strategy": 1})",
-        R"({"num_shards": -1})", R"({"num_shards": 1.5})", R"({"num_shards": "2"})",
-        R"({"min_shard_bytes": 0})", R"({"max_shards": 0})", R"({"shards": 2})"}) {
-    auto policy = PlacementPolicyFromJson(nlohmann::json::parse(bad));
-    EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_EQ(std::string(policy.status().message()).find('\n'), std::string::npos);
-    EXPECT_EQ(policy.status().message().rfind("placement", 0), 0u) << policy.status();
-  }
-}
-
-TEST(PlacementTest, ResolveLayoutGroupsShardsAndAcceptsOldEntries) {
-  std::vector<VariableShape> model = {{"k", {5, 2}}, {"b", {2}}};
-  auto placement = PlaceVariables(model, 2, Fixed(PlacementStrategy::kRoundRobin, 2));
-  ASSERT_TRUE(placement.ok());
-  // Shuffled order must not matter.
-  std::vector<VariablePlacementEntry> shuffled(placement->rbegin(), placement->rend());
-  auto layout = ResolveLayout(model, shuffled, 2);
-  ASSERT_TRUE(layout.ok()) << layout.status();
-  ASSERT_EQ(layout->size(), 2u);
-  EXPECT_EQ((*layout)[0].name, "k");
-  ASSERT_EQ((*layout)[0].shards.size(), 2u);
-  EXPECT_EQ((*layout)[0].shards[0].name(), "k/part_0");
-  EXPECT_FALSE((*layout)[0].whole());
-
-  // An entry from before partitioning: name, ps_index, shape only.
-  VariablePlacementEntry old_k, old_b;
-  old_k.set_name("k");
-  old_k.set_ps_index(1);
-  old_k.add_shape(5);
-  old_k.add_shape(2);
-  old_b.set_name("b");
-  old_b.add_shape(2);
-  auto old_layout = ResolveLayout(model, {old_k, old_b}, 2);
-  ASSERT_TRUE(old_layout.ok()) << old_layout.status();
-  EXPECT_TRUE((*old_layout)[0].whole());
-  EXPECT_EQ((*old_layout)[0].shards[0].num_rows(), 5);
-}
-
-TEST(PlacementTest, ResolveLayoutRejectsWhatDoesNotFit) {
-  std::vector<VariableShape> model = {{"k", {5, 2}}};
-  auto placement = *PlaceVariables(model, 2, Fixed(PlacementStrategy::kRoundRobin, 2));
-  auto code = [&](std::vector<VariablePlacementEntry> p, int num_ps = 2) {
-    return ResolveLayout(model, p, num_ps).status().code();
-  };
-  EXPECT_EQ(code(placement), absl::StatusCode::kOk);
-  EXPECT_EQ(code({placement[0]}), absl::StatusCode::kInvalidArgument);  // rows 3-4 missing
-  EXPECT_EQ(code({}), absl::StatusCode::kInvalidArgument);              // not placed
-  EXPECT_EQ(code(placement, 1), absl::StatusCode::kInvalidArgument);    // ps 1 of 1
-  auto overlap = placement;
-  overlap[1].set_row_offset(2);
-  overlap[1].set_name("k/part_x");
-  EXPECT_EQ(code(overlap), absl::StatusCode::kInvalidArgument);
-  auto wrong_full = placement;
-  wrong_full[0].set_full_shape(1, 3);
-  EXPECT_EQ(code(wrong_full), absl::StatusCode::kInvalidArgument);
-  auto wrong_shard = placement;
-  wrong_shard[0].set_shape(0, 2);
-  EXPECT_EQ(code(wrong_shard), absl::StatusCode::kInvalidArgument);
-  auto unknown = placement;
-  unknown[0].set_variable_name("q");
-  EXPECT_EQ(code(unknown), absl::StatusCode::kInvalidArgument);
-  auto twice = placement;
-  twice.push_back(placement[0]);
-  EXPECT_EQ(code(twice), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(PlacementTest, SliceAndCopyShardRoundTrip) {
-  auto placement = *PlaceVariables({{"v", {5, 2}}}, 2, Fixed(PlacementStrategy::kRoundRobin, 2));
-  Tensor full({5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
-  auto part1 = SliceShard(full, placement[1]);
-  ASSERT_TRUE(part1.ok());
-  EXPECT_EQ(part1->shape(), (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(std::vector<float>(part1->values().begin(), part1->values().end()),
-            (std::vector<float>{6, 7, 8, 9}));
-  Tensor rebuilt({5, 2});
-  for (const auto& shard : placement) {
-    ASSERT_TRUE(CopyShardInto(*SliceShard(full, shard), shard, &rebuilt).ok());
-  }
-  EXPECT_EQ(std::vector<float>(rebuilt.values().begin(), rebuilt.values().end()),
-            std::vector<float>(full.values().begin(), full.values().end()));
-  Tensor wrong({4, 2});
-  EXPECT_EQ(SliceShard(wrong, placement[0]).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CopyShardInto(Tensor({3, 2}), placement[1], &rebuilt).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
