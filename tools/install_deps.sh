@@ -8,6 +8,7 @@ PACKAGES=(
   bazel-bootstrap
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev
+  prometheus-cpp-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
 )
