@@ -622,6 +622,7 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   summary->loss = epoch_figures.loss_sum() / epoch_figures.samples();
   summary->accuracy = static_cast<double>(epoch_figures.correct()) / epoch_figures.samples();
   summary->samples = epoch_figures.samples();
+  summary->steps = epoch_figures.steps();
   return absl::OkStatus();
 }
 

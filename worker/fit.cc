@@ -348,6 +348,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
         job.steps_per_epoch > 0 ? job.steps_per_epoch : batcher->batches_per_epoch();
 
     StepResult totals;
+    int64_t steps_taken = 0;
     for (int64_t step = 0; step < steps; ++step) {
       absl::StatusOr<Batch> batch = batcher->Next();
       if (absl::IsOutOfRange(batch.status())) break;
@@ -418,6 +419,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
         }
       }
       ++result.steps;
+      ++steps_taken;
       if (options.sync_check_every > 0 && result.steps % options.sync_check_every == 0) {
         PS_RETURN_IF_ERROR(check_in_sync());
       }
@@ -451,6 +453,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
     summary.epoch = epoch + 1;
     summary.epochs = epochs;
     summary.samples = totals.samples;
+    summary.steps = steps_taken;
     const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
     summary.loss = totals.loss_sum / s;
     summary.accuracy = static_cast<double>(totals.correct) / s;

@@ -198,7 +198,14 @@ TEST(FitTest, ReportsValidationFigures) {
   EXPECT_GT(r->history.back().val_accuracy, 0.95);
   EXPECT_LT(r->history.back().val_loss, r->history.front().val_loss);
   const std::string line = FormatEpochLine(r->history.back());
-  EXPECT_NE(line.find("Epoch 5/5 - loss: "), std::string::npos) << line;
+  EXPECT_NE(line.find("Epoch 5/5 - "), std::string::npos) << line;
+  // Keras' timing: every step of the epoch, its seconds and time per step.
+  EXPECT_NE(line.find(absl::StrCat(" - ", r->history.back().steps, "/",
+                                   r->history.back().steps, " - ")),
+            std::string::npos)
+      << line;
+  EXPECT_GT(r->history.back().steps, 0);
+  EXPECT_NE(line.find("/step - loss: "), std::string::npos) << line;
   EXPECT_NE(line.find(" - val_accuracy: "), std::string::npos) << line;
 }
 

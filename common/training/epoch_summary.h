@@ -23,11 +23,28 @@ struct EpochSummary {
   double val_loss = 0;
   double val_accuracy = 0;
   int64_t samples = 0;
+  // Optimizer steps the epoch took (global steps, across workers), and its wall time
+  // from its first step to the end of its validation.
+  int64_t steps = 0;
   absl::Duration elapsed;
 };
 
-// "Epoch 3/10 - loss: 2.2871 - accuracy: 0.1420[ - val_loss: ... - val_accuracy: ...]".
+// "Epoch 3/10 - 938/938 - 2s 2ms/step - loss: 2.2871 - accuracy: 0.1420[ - val_loss: ...
+// - val_accuracy: ...]": Keras' per-epoch figures, with its timing ("938/938 - 2s
+// 2ms/step"), which is left out when steps is 0.
 std::string FormatEpochLine(const EpochSummary& summary);
+
+// Keras' time per unit: "2s/step" from a second up, "12ms/step", "350us/step".
+std::string FormatTimePerUnit(absl::Duration per_unit, const char* unit);
+
+// Keras' ETA: "45s", "3:07" (minutes), "1:02:03" (hours).
+std::string FormatEta(absl::Duration eta);
+
+// A Keras progress bar line (without a line end), for a terminal:
+// "412/938 [============>.................] - ETA: 1s - loss: 0.5012 - accuracy: 0.8221".
+// `elapsed` is since the epoch's first step; the ETA assumes the rest goes as fast.
+std::string FormatProgressBar(int64_t step, int64_t steps, absl::Duration elapsed, double loss,
+                              double accuracy);
 
 }  // namespace pstrain
 
