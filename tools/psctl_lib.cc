@@ -9,7 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "chief/rpc/grpc_chief_client.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
@@ -19,10 +22,39 @@ namespace pstrain {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: psctl status --chief=HOST:PORT [--timeout=5s]\n"
-    "       psctl layout --chief=HOST:PORT [--timeout=5s]\n"
-    "       psctl ps --address=HOST:PORT [--timeout=5s]\n"
-    "       psctl checkpoint --chief=HOST:PORT [--timeout=60s]\n";
+    "usage: psctl status --chief=HOST:PORT [--timeout=5s] [--json]\n"
+    "                    [--watch [--interval=2s] [--count=N]]\n"
+    "       psctl layout --chief=HOST:PORT [--timeout=5s] [--json]\n"
+    "       psctl ps --address=HOST:PORT [--timeout=5s] [--json]\n"
+    "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n";
+
+// The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
+// empty fields included so a reader finds every key).
+std::string ToJsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json + "\n";
+}
+
+// A positive duration: "500ms", "5s", or a number of seconds.
+absl::Status ParsePositiveDuration(const std::string& flag, const std::string& value,
+                                   absl::Duration* duration) {
+  double seconds = 0;
+  if (absl::ParseDuration(value, duration)) {
+  } else if (absl::SimpleAtod(value, &seconds)) {
+    *duration = absl::Seconds(seconds);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", value, " is not a duration (e.g. 500ms, 5s)"));
+  }
+  if (*duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=", value, " must be > 0"));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& field) {
   return std::vector<int64_t>(field.begin(), field.end());
@@ -63,6 +95,10 @@ struct Flags {
   absl::Duration timeout = absl::Seconds(5);
   bool timeout_given = false;
   bool help = false;
+  bool json = false;
+  bool watch = false;
+  absl::Duration interval = absl::Seconds(2);
+  int64_t count = 0;  // --watch: refreshes at most (0: until the job ends)
 };
 
 // Errors: a one-line message for the usage error.
@@ -75,21 +111,19 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
     } else if (absl::StartsWith(arg, "--address=")) {
       flags->address = arg.substr(10);
     } else if (absl::StartsWith(arg, "--timeout=")) {
-      const std::string value = arg.substr(10);
-      absl::Duration timeout;
-      double seconds = 0;
-      if (absl::ParseDuration(value, &timeout)) {
-      } else if (absl::SimpleAtod(value, &seconds)) {
-        timeout = absl::Seconds(seconds);
-      } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--timeout=", value, " is not a duration (e.g. 500ms, 5s)"));
-      }
-      if (timeout <= absl::ZeroDuration()) {
-        return absl::InvalidArgumentError(absl::StrCat("--timeout=", value, " must be > 0"));
-      }
-      flags->timeout = timeout;
+      PS_RETURN_IF_ERROR(ParsePositiveDuration("--timeout", arg.substr(10), &flags->timeout));
       flags->timeout_given = true;
+    } else if (arg == "--json") {
+      flags->json = true;
+    } else if (arg == "--watch") {
+      flags->watch = true;
+    } else if (absl::StartsWith(arg, "--interval=")) {
+      PS_RETURN_IF_ERROR(ParsePositiveDuration("--interval", arg.substr(11), &flags->interval));
+    } else if (absl::StartsWith(arg, "--count=")) {
+      if (!absl::SimpleAtoi(arg.substr(8), &flags->count) || flags->count < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(arg, ": the number of refreshes must be a whole number >= 1"));
+      }
     } else if (absl::StartsWith(arg, "-")) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     } else if (flags->command.empty()) {
@@ -111,6 +145,9 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown command \"", flags->command, "\""));
+  }
+  if (flags->watch && flags->command != "status") {
+    return absl::InvalidArgumentError("--watch is for psctl status");
   }
   return absl::OkStatus();
 }
@@ -181,7 +218,41 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
   return text;
 }
 
-int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+namespace {
+
+// psctl status --watch: the status every interval until the job is over (phase done or
+// failed), --count refreshes, or the chief stops answering (exit 1, named).
+int WatchStatus(const Flags& flags, std::ostream& out, std::ostream& err, bool terminal) {
+  std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(flags.chief, flags.timeout);
+  for (int64_t n = 1;; ++n) {
+    absl::StatusOr<ChiefStatusResponse> status = chief->GetStatus();
+    if (!status.ok()) {
+      err << "psctl: chief at " << flags.chief << ": "
+          << OneLine(status.status(), chief->name() + ": ") << "\n";
+      return kPsctlUnreachable;
+    }
+    if (flags.json) {
+      out << ToJsonLine(*status);
+    } else {
+      // A terminal shows the latest status alone, as watch(1) does; a pipe gets each one
+      // after a dated separator.
+      out << (terminal ? "\033[H\033[2J"
+                       : absl::StrCat("--- ", absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::Now(),
+                                                               absl::LocalTimeZone()),
+                                      "\n"))
+          << FormatChiefStatus(*status);
+    }
+    out.flush();
+    if (status->phase() == "done" || status->phase() == "failed") return kPsctlOk;
+    if (flags.count > 0 && n >= flags.count) return kPsctlOk;
+    absl::SleepFor(flags.interval);
+  }
+}
+
+}  // namespace
+
+int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+             bool terminal) {
   Flags flags;
   if (absl::Status parsed = ParseArgs(args, &flags); !parsed.ok()) {
     err << "psctl: " << parsed.message() << "\n" << kUsage;
@@ -199,7 +270,7 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
           << OneLine(status.status(), ps->name() + ": ") << "\n";
       return kPsctlUnreachable;
     }
-    out << FormatPsStatus(flags.address, *status);
+    out << (flags.json ? ToJsonLine(*status) : FormatPsStatus(flags.address, *status));
     return kPsctlOk;
   }
   if (flags.command == "checkpoint") {
@@ -212,10 +283,15 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
           << OneLine(saved.status(), chief->name() + ": ") << "\n";
       return kPsctlUnreachable;
     }
-    out << "checkpoint " << saved->path() << " (step " << saved->step() << ", "
-        << saved->epoch() << " epochs done)\n";
+    if (flags.json) {
+      out << ToJsonLine(*saved);
+    } else {
+      out << "checkpoint " << saved->path() << " (step " << saved->step() << ", "
+          << saved->epoch() << " epochs done)\n";
+    }
     return kPsctlOk;
   }
+  if (flags.watch) return WatchStatus(flags, out, err, terminal);
   std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(flags.chief, flags.timeout);
   absl::StatusOr<ChiefStatusResponse> status = chief->GetStatus();
   if (!status.ok()) {
@@ -223,8 +299,17 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
         << OneLine(status.status(), chief->name() + ": ") << "\n";
     return kPsctlUnreachable;
   }
-  out << (flags.command == "layout" ? FormatLayoutTable({status->placement().begin(), status->placement().end()})
-                                    : FormatChiefStatus(*status));
+  if (flags.command == "layout") {
+    if (flags.json) {
+      ChiefStatusResponse layout;
+      *layout.mutable_placement() = status->placement();
+      out << ToJsonLine(layout);
+    } else {
+      out << FormatLayoutTable({status->placement().begin(), status->placement().end()});
+    }
+    return kPsctlOk;
+  }
+  out << (flags.json ? ToJsonLine(*status) : FormatChiefStatus(*status));
   return kPsctlOk;
 }
 

@@ -9,7 +9,15 @@
 //   psctl checkpoint --chief=HOST:PORT [--timeout=60s]
 //                                                   the chief writes a checkpoint now
 //                                                   and psctl prints its path and step
+//   psctl status --watch [--interval=2s] [--count=N] ...
+//                                                   the status again every interval
+//                                                   (the screen redrawn on a terminal)
+//                                                   until the job is done or failed, N
+//                                                   times, or Ctrl-C
 //
+// --json on every command prints the answer as JSON instead (protobuf's JSON mapping of
+// the RPC's response, proto field names; 64-bit integers are strings, as that mapping
+// says), one object per line, so `psctl status --watch --json | jq` follows a job.
 // Every RPC carries --timeout as its deadline (a duration such as "500ms", "5s", or a
 // number of seconds), so psctl never hangs on a task that does not answer.
 
@@ -43,7 +51,9 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
 // `err` as one line starting "psctl: " (an unreachable task is named by its address).
 // Returns kPsctlOk, kPsctlUnreachable (any failed RPC, or a refused checkpoint) or kPsctlUsage (an unknown
 // command or flag, a missing or malformed flag; the usage text follows the error).
-int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `terminal`: `out` is a terminal, so --watch redraws the screen instead of appending.
+int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+             bool terminal = false);
 
 }  // namespace pstrain
 

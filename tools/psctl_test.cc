@@ -5,11 +5,13 @@
 #include "tools/psctl_lib.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "chief/membership.h"
 #include "chief/rpc/chief_service.h"
 #include "common/cluster_spec.h"
@@ -17,6 +19,7 @@
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
 #include "chief/placement.h"
+#include "nlohmann/json.hpp"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
 
@@ -70,7 +73,8 @@ class PsctlTest : public ::testing::Test {
     ASSERT_TRUE(membership_->Register("ps", 0, ps_address_, 42).ok());
     chief_service_ = std::make_unique<ChiefServiceImpl>(
         membership_.get(), "{}", "/", [this](ChiefStatusResponse* response) {
-          response->set_phase("training");
+          const int call = ++status_calls_;
+          response->set_phase(done_at_call_ > 0 && call >= done_at_call_ ? "done" : "training");
           response->set_epoch(3);
           response->set_global_step(1234);
           for (const auto& e : placement_) *response->add_placement() = e;
@@ -95,7 +99,102 @@ class PsctlTest : public ::testing::Test {
   std::unique_ptr<ChiefServiceImpl> chief_service_;
   std::unique_ptr<grpc::Server> chief_server_;
   std::string chief_address_;
+  std::atomic<int> status_calls_{0};
+  int done_at_call_ = 0;  // > 0: the status says "done" from this call on
 };
+
+// Every line of `text` parsed as JSON.
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    lines.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
+  }
+  return lines;
+}
+
+TEST_F(PsctlTest, JsonOnEveryCommandIsOneObjectPerAnswer) {
+  Result status = RunArgs({"status", "--chief=" + chief_address_, "--json"});
+  ASSERT_EQ(status.code, 0) << status.err;
+  std::vector<nlohmann::json> lines = JsonLines(status.out);
+  ASSERT_EQ(lines.size(), 1u) << status.out;
+  EXPECT_EQ(lines[0]["phase"], "training");
+  EXPECT_EQ(lines[0]["epoch"], 3);
+  EXPECT_EQ(lines[0]["global_step"], "1234");  // int64 is a string in protobuf's JSON
+  ASSERT_EQ(lines[0]["placement"].size(), placement_.size());
+  EXPECT_EQ(lines[0]["placement"][1]["name"], placement_[1].name());
+  bool ps0_registered = false;
+  for (const nlohmann::json& task : lines[0]["tasks"]) {
+    if (task["task_type"] == "ps" && task["task_index"] == 0) {
+      ps0_registered = task["registered"] == true && task["address"] == ps_address_;
+    }
+  }
+  EXPECT_TRUE(ps0_registered) << status.out;
+
+  Result layout = RunArgs({"layout", "--chief=" + chief_address_, "--json"});
+  ASSERT_EQ(layout.code, 0) << layout.err;
+  lines = JsonLines(layout.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["placement"].size(), placement_.size());
+  EXPECT_EQ(lines[0]["placement"][0]["ps_index"], placement_[0].ps_index());
+
+  Result ps = RunArgs({"ps", "--address=" + ps_address_, "--json"});
+  ASSERT_EQ(ps.code, 0) << ps.err;
+  lines = JsonLines(ps.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["optimizer"], "sgd");
+  std::vector<std::string> names;
+  for (const nlohmann::json& v : lines[0]["variables"]) names.push_back(v["name"]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense/bias/part_0", "dense/kernel/part_0"}));
+  EXPECT_EQ(lines[0]["pushes"], "0");
+}
+
+TEST_F(PsctlTest, WatchRepeatsTheStatusUntilTheJobIsDone) {
+  done_at_call_ = 3;
+  Result r = RunArgs({"status", "--chief=" + chief_address_, "--watch", "--interval=20ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(status_calls_.load(), 3);
+  // Each status after a dated separator; the last one says done.
+  size_t separators = 0;
+  for (size_t at = r.out.find("--- 20"); at != std::string::npos; at = r.out.find("--- 20", at + 1)) {
+    ++separators;
+  }
+  EXPECT_EQ(separators, 3u) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "phase: done")) << r.out;
+
+  // As JSON: one object per refresh, ending with the done one.
+  status_calls_ = 0;
+  Result json = RunArgs({"status", "--chief=" + chief_address_, "--watch", "--json",
+                         "--interval=20ms"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const std::vector<nlohmann::json> lines = JsonLines(json.out);
+  ASSERT_EQ(lines.size(), 3u) << json.out;
+  EXPECT_EQ(lines[0]["phase"], "training");
+  EXPECT_EQ(lines[2]["phase"], "done");
+}
+
+TEST_F(PsctlTest, WatchStopsAfterCountRefreshesAndRedrawsATerminal) {
+  std::ostringstream out, err;
+  const int code = RunPsctl(
+      {"status", "--chief=" + chief_address_, "--watch", "--count=2", "--interval=10ms"}, out,
+      err, /*terminal=*/true);
+  ASSERT_EQ(code, 0) << err.str();
+  EXPECT_EQ(status_calls_.load(), 2);
+  const std::string text = out.str();
+  size_t clears = 0;
+  for (size_t at = text.find("\033[2J"); at != std::string::npos; at = text.find("\033[2J", at + 1)) {
+    ++clears;
+  }
+  EXPECT_EQ(clears, 2u);
+}
+
+TEST_F(PsctlTest, WatchNamesAChiefThatStopsAnswering) {
+  chief_server_->Shutdown();
+  chief_server_.reset();
+  Result r = RunArgs({"status", "--chief=" + chief_address_, "--watch", "--timeout=1s"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, chief_address_)) << r.err;
+}
 
 TEST_F(PsctlTest, StatusShowsProgressTasksAndLayout) {
   Result r = RunArgs({"status", "--chief=" + chief_address_});
@@ -174,7 +273,10 @@ TEST(PsctlUsageTest, BadUsageExitsTwo) {
            {"status", "--chief=h:1", "--timeout=soon"},
            {"status", "--chief=h:1", "--timeout=0s"},
            {"status", "--chief=h:1", "--verbose"},
-           {"status", "extra", "--chief=h:1"}}) {
+           {"status", "extra", "--chief=h:1"},
+           {"ps", "--address=h:1", "--watch"},
+           {"status", "--chief=h:1", "--watch", "--interval=never"},
+           {"status", "--chief=h:1", "--watch", "--count=0"}}) {
     Result r = RunArgs(args);
     EXPECT_EQ(r.code, 2) << absl::StrJoin(args, " ");
     EXPECT_TRUE(absl::StrContains(r.err, "usage: psctl")) << r.err;
