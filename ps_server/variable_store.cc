@@ -279,6 +279,8 @@ void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules
     }
     return true;
   };
+  if (may_proceed()) return;
+  ++consistency_waits_;
   if (progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout)) return;
   ++consistency_timeouts_;
   if (!logged_staleness_timeout_.exchange(true)) {
@@ -344,6 +346,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
       joined.push_back(i);
     }
   }
+  if (!joined.empty()) ++consistency_waits_;
   bool timed_out = false;
   for (size_t i : joined) {
     Variable* v = found[i];
@@ -384,6 +387,7 @@ int64_t VariableStore::num_pulls() const { return pulls_.load(); }
 
 int64_t VariableStore::stale_gradients() const { return stale_.load(); }
 int64_t VariableStore::consistency_timeouts() const { return consistency_timeouts_.load(); }
+int64_t VariableStore::consistency_waits() const { return consistency_waits_.load(); }
 
 std::string VariableStore::consistency_mode() const {
   absl::ReaderMutexLock lock(&mu_);

@@ -106,6 +106,9 @@ class VariableStore {
   // workers caught up (bounded staleness) or the aggregate filled (sync): a straggler or
   // a lost worker shows here.
   int64_t consistency_timeouts() const;
+  // Pushes that had to wait for the consistency mode at all (bounded staleness: ahead of
+  // a slower worker; sync: an aggregate not yet full), whether or not it timed out.
+  int64_t consistency_waits() const;
   std::string optimizer_name() const;
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
@@ -185,6 +188,7 @@ class VariableStore {
   mutable std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> stale_{0};
   std::atomic<int64_t> consistency_timeouts_{0};
+  std::atomic<int64_t> consistency_waits_{0};
   // A timed-out wait is logged once per store, not once per push.
   std::atomic<bool> logged_staleness_timeout_{false};
   std::atomic<bool> logged_sync_shrink_{false};

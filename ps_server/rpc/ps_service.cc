@@ -34,15 +34,26 @@ PushContext ContextOf(const PushRequest& request) {
 }
 
 absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
-                      PullResponse* response) {
+                      PullResponse* response, PsMetrics* metrics) {
   std::vector<int64_t> versions;
   absl::StatusOr<std::vector<Tensor>> values = store.Pull(names, &versions);
   if (!values.ok()) return values.status();
+  int64_t bytes = 0;
   for (size_t i = 0; i < values->size(); ++i) {
     (*values)[i].ToProto(response->add_values());
     response->add_versions(versions[i]);
+    bytes += (*values)[i].num_elements() * static_cast<int64_t>(sizeof(float));
   }
+  if (metrics != nullptr) metrics->RecordPull(bytes);
   return absl::OkStatus();
+}
+
+int64_t PayloadBytes(absl::Span<const NamedTensor> tensors) {
+  int64_t bytes = 0;
+  for (const NamedTensor& t : tensors) {
+    bytes += t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -63,6 +74,23 @@ PsServiceImpl::PsServiceImpl(VariableStore* store,
           this));
 }
 
+absl::Status PsServiceImpl::Push(absl::Span<const NamedTensor> gradients,
+                                 const PushContext& context) {
+  if (metrics_ == nullptr) return store_->Push(gradients, context);
+  const int64_t start = absl::GetCurrentTimeNanos();
+  absl::Status pushed = store_->Push(gradients, context);
+  if (pushed.ok()) {
+    metrics_->RecordPush(PayloadBytes(gradients),
+                         absl::Nanoseconds(absl::GetCurrentTimeNanos() - start));
+  }
+  return pushed;
+}
+
+grpc::Status PsServiceImpl::Answer(const char* method, const absl::Status& status) {
+  if (metrics_ != nullptr) metrics_->RecordResult(method, status);
+  return ToGrpcStatus(status);
+}
+
 grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                             const CreateVariablesRequest* request,
                                             CreateVariablesResponse*) {
@@ -70,49 +98,54 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
   for (const VariableDef& def : request->variables()) {
     absl::StatusOr<Tensor> value = Tensor::FromProto(def.initial_value());
     if (!value.ok()) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
-          absl::StrCat("variable \"", def.name(), "\": ", value.status().message())));
+      return Answer("CreateVariables", absl::InvalidArgumentError(absl::StrCat(
+                                           "variable \"", def.name(), "\": ",
+                                           value.status().message())));
     }
     variables.push_back({def.name(), *std::move(value)});
   }
-  return ToGrpcStatus(store_->CreateVariables(std::move(variables), request->optimizer(),
-                                              request->consistency()));
+  return Answer("CreateVariables", store_->CreateVariables(std::move(variables),
+                                                           request->optimizer(),
+                                                           request->consistency()));
 }
 
 grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
                                  PullResponse* response) {
-  return ToGrpcStatus(PullInto(
-      *store_, std::vector<std::string>(request->names().begin(), request->names().end()),
-      response));
+  return Answer("Pull", PullInto(*store_,
+                                 std::vector<std::string>(request->names().begin(),
+                                                          request->names().end()),
+                                 response, metrics_));
 }
 
 grpc::Status PsServiceImpl::Push(grpc::ServerContext*, const PushRequest* request,
                                  PushResponse*) {
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
-  if (!gradients.ok()) return ToGrpcStatus(gradients.status());
-  return ToGrpcStatus(store_->Push(*gradients, ContextOf(*request)));
+  if (!gradients.ok()) return Answer("Push", gradients.status());
+  return Answer("Push", Push(*gradients, ContextOf(*request)));
 }
 
 grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest* request,
                                      PushPullResponse* response) {
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
-  if (!gradients.ok()) return ToGrpcStatus(gradients.status());
-  if (absl::Status pushed = store_->Push(*gradients, ContextOf(request->push())); !pushed.ok()) {
-    return ToGrpcStatus(pushed);
+  if (!gradients.ok()) return Answer("PushPull", gradients.status());
+  if (absl::Status pushed = Push(*gradients, ContextOf(request->push())); !pushed.ok()) {
+    return Answer("PushPull", pushed);
   }
   std::vector<std::string> names;
   for (const NamedTensor& g : *gradients) names.push_back(g.name);
-  return ToGrpcStatus(PullInto(*store_, std::move(names), response->mutable_pull()));
+  return Answer("PushPull", PullInto(*store_, std::move(names), response->mutable_pull(),
+                                     metrics_));
 }
 
 grpc::Status PsServiceImpl::PushPullChunks(
     grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
+  auto answer = [this](const absl::Status& status) { return Answer("PushPullStream", status); };
   PushPullChunkIn message;
   if (!stream->Read(&message)) {
-    return ToGrpcStatus(absl::InvalidArgumentError("push-pull stream ended before its header"));
+    return answer(absl::InvalidArgumentError("push-pull stream ended before its header"));
   }
   if (!message.fields().has_push()) {
-    return ToGrpcStatus(
+    return answer(
         absl::InvalidArgumentError("the first message of a push-pull stream carries no push"));
   }
   const PushRequest push = std::move(*message.fields().mutable_push());
@@ -124,14 +157,14 @@ grpc::Status PsServiceImpl::PushPullChunks(
   }
   TensorAssembler assembler;
   if (absl::Status started = assembler.Start(headers, std::move(labels)); !started.ok()) {
-    return ToGrpcStatus(started);
+    return answer(started);
   }
   // The whole push is read before any of it is applied, so a pull (this stream's or
   // another's) never sees part of it, and a broken stream changes nothing.
   bool first = true;
   do {
     if (!first && message.fields().has_push()) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
+      return answer(absl::InvalidArgumentError(
           "a push-pull stream carries its push header in the first message only"));
     }
     first = false;
@@ -142,16 +175,16 @@ grpc::Status PsServiceImpl::PushPullChunks(
     if (absl::Status added =
             assembler.Add(message.fields().tensor(), message.fields().offset(), message);
         !added.ok()) {
-      return ToGrpcStatus(added);
+      return answer(added);
     }
     message.ClearPayload();
   } while (stream->Read(&message));
   // A client that gave up (deadline, cancel) may have sent every byte: it was told the
   // call failed, so nothing is applied.
   if (context->IsCancelled()) {
-    return ToGrpcStatus(absl::CancelledError("the push-pull stream was cancelled"));
+    return answer(absl::CancelledError("the push-pull stream was cancelled"));
   }
-  if (absl::Status complete = assembler.Finish(); !complete.ok()) return ToGrpcStatus(complete);
+  if (absl::Status complete = assembler.Finish(); !complete.ok()) return answer(complete);
 
   std::vector<NamedTensor> gradients;
   {
@@ -161,8 +194,8 @@ grpc::Status PsServiceImpl::PushPullChunks(
       gradients.push_back({push.gradients(i).name(), std::move(tensors[i])});
     }
   }
-  if (absl::Status pushed = store_->Push(gradients, ContextOf(push)); !pushed.ok()) {
-    return ToGrpcStatus(pushed);
+  if (absl::Status pushed = Push(gradients, ContextOf(push)); !pushed.ok()) {
+    return answer(pushed);
   }
   std::vector<std::string> names;
   names.reserve(gradients.size());
@@ -172,7 +205,7 @@ grpc::Status PsServiceImpl::PushPullChunks(
   }
   std::vector<int64_t> versions;
   absl::StatusOr<std::vector<Tensor>> pulled = store_->Pull(names, &versions);
-  if (!pulled.ok()) return ToGrpcStatus(pulled.status());
+  if (!pulled.ok()) return answer(pulled.status());
   // Shared with the slices that carry the values, which gRPC may release after this
   // handler returned.
   auto values = std::make_shared<const std::vector<Tensor>>(*std::move(pulled));
@@ -184,6 +217,11 @@ grpc::Status PsServiceImpl::PushPullChunks(
     TensorHeader((*values)[i], header->add_values());
     header->add_versions(versions[i]);
     bytes.push_back((*values)[i].num_elements() * 4);
+  }
+  if (metrics_ != nullptr) {
+    int64_t total = 0;
+    for (int64_t b : bytes) total += b;
+    metrics_->RecordPull(total);
   }
   bool header_sent = false;
   bool ok = true;
@@ -199,7 +237,7 @@ grpc::Status PsServiceImpl::PushPullChunks(
   });
   if (!header_sent) ok = stream->Write(out);  // no bytes at all: the header alone
   if (!ok) {
-    return ToGrpcStatus(absl::CancelledError("the client went away during the pull"));
+    return answer(absl::CancelledError("the client went away during the pull"));
   }
   return grpc::Status::OK;
 }
@@ -214,7 +252,7 @@ grpc::Status PsServiceImpl::ReadState(grpc::ServerContext*, const ReadStateReque
                                       ReadStateResponse* response) {
   absl::StatusOr<std::vector<VariableSnapshot>> state = store_->ReadState(
       std::vector<std::string>(request->names().begin(), request->names().end()));
-  if (!state.ok()) return ToGrpcStatus(state.status());
+  if (!state.ok()) return Answer("ReadState", state.status());
   for (const VariableSnapshot& s : *state) SnapshotToProto(s, response->add_variables());
   return grpc::Status::OK;
 }
@@ -226,10 +264,10 @@ grpc::Status PsServiceImpl::RestoreState(grpc::ServerContext*,
   snapshots.reserve(request->variables_size());
   for (const VariableState& v : request->variables()) {
     absl::StatusOr<VariableSnapshot> s = SnapshotFromProto(v);
-    if (!s.ok()) return ToGrpcStatus(s.status());
+    if (!s.ok()) return Answer("RestoreState", s.status());
     snapshots.push_back(*std::move(s));
   }
-  return ToGrpcStatus(store_->RestoreState(std::move(snapshots)));
+  return Answer("RestoreState", store_->RestoreState(std::move(snapshots)));
 }
 
 grpc::Status PsServiceImpl::Shutdown(grpc::ServerContext*, const ShutdownRequest* request,

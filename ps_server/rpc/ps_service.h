@@ -6,6 +6,7 @@
 
 #include "grpcpp/support/sync_stream.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/push_pull_stream.h"
 #include "ps_server/variable_store.h"
 
@@ -46,10 +47,20 @@ class PsServiceImpl final : public ParameterServer::Service {
   // server starts.
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
+  // Where pushes, bytes and refused calls are counted (not owned; null: nowhere). Call
+  // before the server starts.
+  void set_metrics(PsMetrics* metrics) { metrics_ = metrics; }
+
  private:
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
+  PsMetrics* metrics_ = nullptr;  // Not owned; may be null.
+
+  // store_->Push, timed and counted.
+  absl::Status Push(absl::Span<const NamedTensor> gradients, const PushContext& context);
+  // Counts the bytes of pulled values and the call's result.
+  grpc::Status Answer(const char* method, const absl::Status& status);
 };
 
 }  // namespace pstrain
