@@ -19,8 +19,7 @@
 #include "common/parallel.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
-#include "ps_server/consistency.h"
-#include "common/sharding/placement_policy.h"
+#include "common/training/consistency_config.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
 
@@ -50,11 +49,13 @@ absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
   if (options.epochs_override > 0) job->epochs = options.epochs_override;
   // Flags win over the file; the job's other consistency settings (timeout_ms, ...) stay.
   if (!options.consistency_override.empty()) {
-    job->raw["consistency"]["mode"] = options.consistency_override;
+    absl::StatusOr<ConsistencyMode> mode = ParseConsistencyMode(options.consistency_override);
+    if (!mode.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--consistency: ", mode.status().message()));
+    }
+    job->consistency.set_mode(*mode);
   }
-  if (options.staleness_override >= 0) {
-    job->raw["consistency"]["staleness"] = options.staleness_override;
-  }
+  if (options.staleness_override >= 0) job->consistency.set_staleness(options.staleness_override);
   return job;
 }
 
@@ -85,27 +86,17 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     LogError(job.status().message());
     return 2;
   }
-  // The placement policy is checked before any task is waited for, so a typo in the job
-  // spec fails the chief at start rather than after every task has registered.
-  absl::StatusOr<PlacementPolicy> placement_policy = PlacementPolicyFromJson(
-      job->raw.is_object() && job->raw.contains("placement") ? job->raw["placement"]
-                                                             : nlohmann::json());
-  if (!placement_policy.ok()) {
-    LogError(absl::StrCat(options.job_path, ": ", placement_policy.status().message()));
-    return 2;
-  }
-  // Likewise the consistency mode (replicas_to_aggregate defaults to every worker).
-  absl::StatusOr<ConsistencyConfig> consistency = ConsistencyConfigFromJson(
-      job->raw.is_object() && job->raw.contains("consistency") ? job->raw["consistency"]
-                                                               : nlohmann::json(),
-      cluster.num_tasks("worker"));
+  // The job's consistency for this cluster (replicas_to_aggregate defaults to every
+  // worker), checked before any task is waited for, as the rest of the job spec is.
+  absl::StatusOr<ConsistencyConfig> consistency =
+      ResolveConsistency(job->consistency, cluster.num_tasks("worker"));
   if (!consistency.ok()) {
     LogError(absl::StrCat(options.job_path, ": ", consistency.status().message()));
     return 2;
   }
   // A push that waits at the ps (bounded staleness, sync) must give up before its RPC's
   // deadline, or the worker takes the wait for a dead ps. Tasks share --rpc_timeout.
-  if (consistency->mode() != "async" &&
+  if (consistency->mode() != CONSISTENCY_ASYNC &&
       absl::Milliseconds(consistency->timeout_ms()) >= options.daemon.rpc_timeout) {
     LogError(absl::StrCat(options.job_path, ": consistency timeout_ms (",
                           consistency->timeout_ms(), ") must be shorter than --rpc_timeout (",
@@ -219,7 +210,7 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.register_timeout = options.daemon.register_timeout;
   coordinator_options.steps_per_call = options.steps_per_call;
   coordinator_options.ps_addresses = cluster.tasks("ps");
-  coordinator_options.placement_policy = *placement_policy;
+  coordinator_options.placement_policy = job->placement;
   coordinator_options.consistency = *consistency;
   coordinator_options.checkpoint_dir = options.checkpoint_dir;
   coordinator_options.keep_checkpoints = options.keep_checkpoints;

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "chief/placement.h"
 #include "common/sharding/shards_by_ps.h"
+#include "common/training/consistency_config.h"
 
 namespace pstrain {
 
@@ -358,14 +359,8 @@ absl::Status Coordinator::CreateVariables() {
   LogInfo(absl::StrCat("placement: ", DescribePolicy(options_.placement_policy), "; ",
                        placement.size(), " shards of ", shapes.size(), " variables on ",
                        num_ps, " ps"));
-  if (!options_.consistency.mode().empty() && options_.consistency.mode() != "async") {
-    LogInfo(absl::StrCat("consistency: ", options_.consistency.mode(),
-                         options_.consistency.mode() == "sync"
-                             ? absl::StrCat(", aggregating ",
-                                            options_.consistency.replicas_to_aggregate(),
-                                            " gradients")
-                             : absl::StrCat(", staleness ", options_.consistency.staleness()),
-                         ", timeout ", options_.consistency.timeout_ms(), " ms"));
+  if (options_.consistency.mode() != CONSISTENCY_ASYNC) {
+    LogInfo(absl::StrCat("consistency: ", DescribeConsistency(options_.consistency)));
   }
   absl::MutexLock lock(&mu_);
   placement_ = std::move(placement);

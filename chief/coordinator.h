@@ -54,7 +54,8 @@ class Coordinator {
     std::vector<std::string> ps_addresses;
     // How variables are split and spread over the ps tasks (the job's "placement").
     PlacementPolicy placement_policy;
-    // How every ps orders the workers' pushes (the job's "consistency"); default async.
+    // How every ps orders the workers' pushes (the job's "consistency", resolved for the
+    // cluster: see ResolveConsistency); default async.
     ConsistencyConfig consistency;
     // Where a checkpoint is written at the end of every epoch (the last one is the end of
     // the job); empty = no checkpoints. The newest keep_checkpoints are kept.

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/training/consistency_config.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace pstrain {
@@ -14,10 +15,8 @@ namespace {
 
 // Async configs differ only in fields async ignores: compare them as one.
 ConsistencyConfig Normalized(const ConsistencyConfig& config) {
-  if (!config.mode().empty() && config.mode() != "async") return config;
-  ConsistencyConfig async;
-  async.set_mode("async");
-  return async;
+  if (config.mode() != CONSISTENCY_ASYNC) return config;
+  return ConsistencyConfig();
 }
 
 }  // namespace
@@ -46,7 +45,7 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
   if (consistency_set_ &&
       !google::protobuf::util::MessageDifferencer::Equals(consistency, consistency_config_)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "this ps already runs consistency mode \"", consistency_config_.mode(),
+        "this ps already runs consistency mode \"", ConsistencyModeName(consistency_config_.mode()),
         "\" with other settings; one ps serves one consistency configuration"));
   }
   for (const NamedTensor& v : variables) {
@@ -67,8 +66,8 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     consistency_set_ = true;
     consistency_config_ = consistency;
     Rules rules;
-    if (consistency.mode() == "bounded_staleness") rules.mode = Mode::kBoundedStaleness;
-    if (consistency.mode() == "sync") rules.mode = Mode::kSync;
+    if (consistency.mode() == CONSISTENCY_BOUNDED_STALENESS) rules.mode = Mode::kBoundedStaleness;
+    if (consistency.mode() == CONSISTENCY_SYNC) rules.mode = Mode::kSync;
     rules.staleness = consistency.staleness();
     rules.replicas_to_aggregate = std::max(1, consistency.replicas_to_aggregate());
     rules.timeout = absl::Milliseconds(consistency.timeout_ms());
@@ -389,9 +388,9 @@ int64_t VariableStore::stale_gradients() const { return stale_.load(); }
 int64_t VariableStore::consistency_timeouts() const { return consistency_timeouts_.load(); }
 int64_t VariableStore::consistency_waits() const { return consistency_waits_.load(); }
 
-std::string VariableStore::consistency_mode() const {
+ConsistencyMode VariableStore::consistency_mode() const {
   absl::ReaderMutexLock lock(&mu_);
-  return consistency_set_ ? consistency_config_.mode() : "async";
+  return consistency_set_ ? consistency_config_.mode() : CONSISTENCY_ASYNC;
 }
 
 OptimizerConfig VariableStore::optimizer_config() const {

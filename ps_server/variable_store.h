@@ -112,7 +112,7 @@ class VariableStore {
   std::string optimizer_name() const;
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
-  std::string consistency_mode() const;
+  ConsistencyMode consistency_mode() const;
 
  private:
   struct Variable {

@@ -134,7 +134,7 @@ TEST(VariableStoreTest, ConcurrentPushesAreNeverLostAndPullsNeverTorn) {
 
 ConsistencyConfig Sync(int replicas, int64_t timeout_ms) {
   ConsistencyConfig config;
-  config.set_mode("sync");
+  config.set_mode(CONSISTENCY_SYNC);
   config.set_replicas_to_aggregate(replicas);
   config.set_timeout_ms(timeout_ms);
   return config;
@@ -142,7 +142,7 @@ ConsistencyConfig Sync(int replicas, int64_t timeout_ms) {
 
 ConsistencyConfig Bounded(int staleness, int64_t timeout_ms) {
   ConsistencyConfig config;
-  config.set_mode("bounded_staleness");
+  config.set_mode(CONSISTENCY_BOUNDED_STALENESS);
   config.set_staleness(staleness);
   config.set_timeout_ms(timeout_ms);
   return config;
@@ -177,7 +177,7 @@ TEST(VariableStoreSyncTest, AppliesTheMeanOfReplicasOnceAndDropsStale) {
   EXPECT_EQ(versions[0], 1);
   EXPECT_EQ(store.stale_gradients(), 1);
   EXPECT_EQ(DescribeStore(store).stale_gradients(), 1);
-  EXPECT_EQ(DescribeStore(store).consistency_mode(), "sync");
+  EXPECT_EQ(DescribeStore(store).consistency_mode(), CONSISTENCY_SYNC);
 }
 
 TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {

@@ -16,6 +16,7 @@
 #include "chief/rpc/grpc_chief_client.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
+#include "common/training/consistency_config.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 
 namespace pstrain {
@@ -198,10 +199,10 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
                                   ", ", status.pushes(), " pushes, ", status.pulls(), " pulls, ",
                                   status.variables_size(), " variables\n");
   // Async never waits; the other modes say how often a straggler held a push to the end.
-  if (!status.consistency_mode().empty() && status.consistency_mode() != "async") {
-    absl::StrAppend(&text, "consistency ", status.consistency_mode(), ": ",
+  if (status.consistency_mode() != CONSISTENCY_ASYNC) {
+    absl::StrAppend(&text, "consistency ", ConsistencyModeName(status.consistency_mode()), ": ",
                     status.consistency_timeouts(), " waits ended at the timeout");
-    if (status.consistency_mode() == "sync") {
+    if (status.consistency_mode() == CONSISTENCY_SYNC) {
       absl::StrAppend(&text, ", ", status.stale_gradients(), " stale gradients dropped");
     }
     absl::StrAppend(&text, "\n");

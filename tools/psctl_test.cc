@@ -235,9 +235,9 @@ TEST_F(PsctlTest, PsListsTheShardsItHolds) {
 TEST(PsctlFormatTest, PsStatusShowsConsistencyWaitsOutsideAsync) {
   PsStatusResponse status;
   status.set_optimizer("sgd");
-  status.set_consistency_mode("async");
+  status.set_consistency_mode(CONSISTENCY_ASYNC);
   EXPECT_FALSE(absl::StrContains(FormatPsStatus("h:1", status), "consistency")) << status.DebugString();
-  status.set_consistency_mode("sync");
+  status.set_consistency_mode(CONSISTENCY_SYNC);
   status.set_consistency_timeouts(3);
   status.set_stale_gradients(7);
   const std::string text = FormatPsStatus("h:1", status);

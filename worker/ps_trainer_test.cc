@@ -271,7 +271,7 @@ TEST_F(PartitionedAccountingTest, ConcurrentPushesAreNeverLost) {
 TEST_F(PartitionedAccountingTest, SyncAppliesEveryRoundsMeanExactlyOnce) {
   constexpr int kPushes = 20;
   ConsistencyConfig sync;
-  sync.set_mode("sync");
+  sync.set_mode(CONSISTENCY_SYNC);
   sync.set_replicas_to_aggregate(kThreads);
   sync.set_timeout_ms(60000);  // long: a timed-out partial aggregate would break the sum
   CreateVariable(sync);

@@ -18,14 +18,6 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
-  // The worker does not know how many workers there are, so replicas_to_aggregate is the
-  // chief's to check; everything else is checked here too.
-  PS_ASSIGN_OR_RETURN(
-      ConsistencyConfig consistency,
-      ConsistencyConfigFromJson(job.raw.is_object() && job.raw.contains("consistency")
-                                    ? job.raw["consistency"]
-                                    : nlohmann::json(),
-                                1 << 30));
   PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
                                                     job.one_hot_labels));
   if (train.num_features() != model->input_size()) {
@@ -33,8 +25,9 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
         "training data has ", train.num_features(), " features per example but the model takes ",
         model->input_size()));
   }
+  const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
   return std::unique_ptr<TrainingWorker>(new TrainingWorker(
-      std::move(job), consistency.mode() == "sync", worker_index, std::move(backend), std::move(model),
+      std::move(job), sync, worker_index, std::move(backend), std::move(model),
       std::make_shared<const Dataset>(std::move(train)), std::move(make_ps_client)));
 }
 

@@ -16,7 +16,6 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "proto/worker.pb.h"
-#include "ps_server/consistency.h"
 #include "ps_server/ps_client.h"
 #include "worker/ps_trainer.h"
 
@@ -59,7 +58,7 @@ class TrainingWorker {
   absl::Status PrepareBatcher(const RunStepsRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec job_;
-  // Consistency mode "sync": pushes carry the versions their gradients were computed at.
+  // Consistency mode sync: pushes carry the versions their gradients were computed at.
   const bool sync_;
   const int worker_index_;
   std::unique_ptr<Backend> backend_;

@@ -9,6 +9,7 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
+#include "common/training/consistency_config.h"
 
 namespace pstrain {
 
@@ -164,6 +165,16 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
     if (!it->is_boolean()) return Bad(absl::StrCat(key, " must be true or false, got ", it->dump()));
     *field = it->get<bool>();
   }
+  {
+    auto it = root.find("consistency");
+    auto consistency = ConsistencyConfigFromJson(it == root.end() ? json() : *it);
+    if (!consistency.ok()) return Bad(std::string(consistency.status().message()));
+    spec.consistency = *std::move(consistency);
+    it = root.find("placement");
+    auto placement = PlacementPolicyFromJson(it == root.end() ? json() : *it);
+    if (!placement.ok()) return Bad(std::string(placement.status().message()));
+    spec.placement = *placement;
+  }
   auto data = root.find("data");
   if (data != root.end()) spec.data = *data;
 
@@ -184,6 +195,8 @@ std::string SerializeJobSpec(const JobSpec& spec) {
                     {"shuffle", spec.shuffle}};
   out["seed"] = spec.seed;
   out["strategy"] = spec.strategy;
+  out["consistency"] = ConsistencyConfigToJson(spec.consistency);
+  out["placement"] = PlacementPolicyToJson(spec.placement);
   if (spec.data.is_null()) {
     out.erase("data");
   } else {

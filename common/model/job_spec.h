@@ -12,12 +12,16 @@
 //     "fit": {"epochs": 5, "batch_size": 64, "steps_per_epoch": 0, "shuffle": true},
 //     "data": {...opaque here, read by common/data...},
 //     "strategy": "parameter_server",
+//     "consistency": {...common/training/consistency_config.h...},
+//     "placement": {...common/sharding/placement_policy.h...},
 //     "seed": 42
 //   }
 //
 // Required: "model" and "compile.loss". Defaults: optimizer "rmsprop" (Keras's default),
 // metrics [], epochs 1, batch_size 32, steps_per_epoch 0 (the whole data set), shuffle
-// true, seed 0, strategy "" (the caller's default), data null. Other top-level keys (e.g.
+// true, seed 0, strategy "" (the caller's default), data null, consistency async,
+// placement size-balanced (both are parameter-server settings, parsed here once with
+// types so no daemon reads them from raw JSON). Other top-level keys (e.g.
 // "checkpoint") are kept in `raw` for the packages that own them; unknown keys inside
 // "compile" and "fit" are errors, so a typo is never silently ignored.
 
@@ -27,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/loss.h"
+#include "common/sharding/placement_policy.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
@@ -50,6 +55,11 @@ struct JobSpec {
   // "scale_learning_rate": multiply the learning rate by the number of replicas that train
   // in sync (or workers pushing to the ps), the seed's best practice for large global batches.
   bool scale_learning_rate = false;
+  // "consistency": how the ps tasks order the workers' pushes. replicas_to_aggregate 0
+  // means every worker; the chief resolves it (ResolveConsistency) for its cluster.
+  ConsistencyConfig consistency;
+  // "placement": how the chief splits the variables and spreads them over the ps tasks.
+  PlacementPolicy placement;
   nlohmann::json raw;  // the whole job as given, with "model" inlined
 };
 

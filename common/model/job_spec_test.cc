@@ -129,5 +129,34 @@ TEST(JobSpecTest, SerializeRoundTrips) {
   EXPECT_EQ(SerializeJobSpec(*back), SerializeJobSpec(*spec));
 }
 
+// The parameter-server settings are read once, with types, and travel with the job the
+// chief sends its workers.
+TEST(JobSpecTest, ConsistencyAndPlacementAreTyped) {
+  auto spec = ParseJobSpec(
+      Job(kModel, R"({"loss":"mse"})",
+          R"(,"consistency":{"mode":"sync","timeout_ms":300},"placement":{"strategy":"round_robin","num_shards":2})"),
+      "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->consistency.mode(), CONSISTENCY_SYNC);
+  EXPECT_EQ(spec->consistency.timeout_ms(), 300);
+  EXPECT_EQ(spec->consistency.replicas_to_aggregate(), 0);  // every worker: the chief's
+  EXPECT_EQ(spec->placement.strategy, PlacementStrategy::kRoundRobin);
+  EXPECT_EQ(spec->placement.num_shards, 2);
+  auto back = ParseJobSpec(SerializeJobSpec(*spec), "");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->consistency.SerializeAsString(), spec->consistency.SerializeAsString());
+  EXPECT_TRUE(back->placement == spec->placement);
+
+  auto defaults = ParseJobSpec(Job(kModel, R"({"loss":"mse"})"), "");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->consistency.mode(), CONSISTENCY_ASYNC);
+  EXPECT_TRUE(defaults->placement == PlacementPolicy());
+
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"consistency":{"mode":"lockstep"})"), ""),
+                "\"lockstep\"");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"placement":{"strategy":"random"})"), ""),
+                "placement.strategy");
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -513,7 +513,7 @@ void ExactAccounting(PsStreamTest* test, const std::string& address, bool sync) 
 
 TEST_F(PsStreamTest, SyncModeStreamedPushesAreAppliedOncePerStep) {
   ConsistencyConfig sync;
-  sync.set_mode("sync");
+  sync.set_mode(CONSISTENCY_SYNC);
   sync.set_replicas_to_aggregate(2);
   sync.set_timeout_ms(30000);
   Create({{"w", Tensor({50})}}, sync);
@@ -525,7 +525,7 @@ TEST_F(PsStreamTest, SyncModeStreamedPushesAreAppliedOncePerStep) {
 
 TEST_F(PsStreamTest, BoundedStalenessStreamedPushesAllCount) {
   ConsistencyConfig bounded;
-  bounded.set_mode("bounded_staleness");
+  bounded.set_mode(CONSISTENCY_BOUNDED_STALENESS);
   bounded.set_staleness(1);
   bounded.set_timeout_ms(30000);
   Create({{"w", Tensor({50})}}, bounded);
