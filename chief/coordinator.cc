@@ -339,7 +339,7 @@ absl::StatusOr<std::vector<std::vector<NamedTensor>>> Coordinator::InitialShards
 
 absl::Status Coordinator::CreateVariables() {
   std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model_->trainable_variables()) {
+  for (const VariableSpec& spec : model_->variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
   const int num_ps = static_cast<int>(ps_.size());
@@ -628,7 +628,7 @@ absl::StatusOr<std::vector<VariableLayout>> Coordinator::CurrentLayout() const {
     placement = placement_;
   }
   std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model_->trainable_variables()) {
+  for (const VariableSpec& spec : model_->variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
   return ResolveLayout(shapes, placement, static_cast<int>(ps_.size()));

@@ -42,7 +42,7 @@ absl::StatusOr<EvaluationResult> EvaluateCheckpoint(const CheckpointReader& chec
                       Model::FromKerasJson(job->model, backend.get()));
   PS_RETURN_IF_ERROR(model->SetLoss(job->loss));
   std::vector<Tensor> weights;
-  for (const VariableSpec& spec : model->trainable_variables()) {
+  for (const VariableSpec& spec : model->variables()) {
     absl::StatusOr<const Tensor*> t = checkpoint.Get(spec.name);
     if (!t.ok() || (*t)->shape() != spec.shape) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -307,7 +307,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
 
   // A restored state replaces the fresh weights and optimizer state; training continues
   // with the epoch after the last one it finished.
-  const std::vector<VariableSpec>& specs = models[0]->trainable_variables();
+  const std::vector<VariableSpec>& specs = models[0]->variables();
   int first_epoch = 0;
   bool restored = false;
   if (multi_worker) {

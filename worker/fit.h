@@ -129,7 +129,7 @@ struct FitOptions {
 
 struct FitResult {
   std::vector<EpochSummary> history;  // one per finished epoch
-  std::vector<Tensor> weights;        // final weights, in trainable_variables() order
+  std::vector<Tensor> weights;        // final weights, in variables() order
   int64_t steps = 0;                  // optimizer steps taken
 };
 

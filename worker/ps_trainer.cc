@@ -12,7 +12,7 @@ absl::StatusOr<std::unique_ptr<PsTrainer>> PsTrainer::Create(
     Model* model, std::vector<PsClient*> ps, const std::vector<VariablePlacementEntry>& placement,
     uint64_t dropout_seed) {
   std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model->trainable_variables()) {
+  for (const VariableSpec& spec : model->variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,

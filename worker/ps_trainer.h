@@ -46,7 +46,7 @@ class PsTrainer {
   // Errors: INVALID_ARGUMENT shapes that do not fit the model; PsClient errors.
   absl::StatusOr<StepResult> Step(const Tensor& x, const Tensor& y);
 
-  // The weights as last pulled, full tensors in trainable_variables() order.
+  // The weights as last pulled, full tensors in variables() order.
   const std::vector<Tensor>& weights() const { return weights_; }
 
   int64_t steps_done() const { return steps_done_; }

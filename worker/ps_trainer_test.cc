@@ -29,7 +29,7 @@ std::vector<std::unique_ptr<PsClient>> CreateOnStores(
     const Model& model, const std::vector<VariablePlacementEntry>& placement, uint64_t seed,
     const OptimizerConfig& optimizer, VariableStore* stores) {
   std::vector<VariableShape> shapes;
-  for (const VariableSpec& v : model.trainable_variables()) shapes.push_back({v.name, v.shape});
+  for (const VariableSpec& v : model.variables()) shapes.push_back({v.name, v.shape});
   auto layout = ResolveLayout(shapes, placement, 2);
   EXPECT_TRUE(layout.ok()) << layout.status();
   std::vector<Tensor> initial = model.InitialValues(seed);
@@ -55,7 +55,7 @@ class PsTrainerTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
     ASSERT_TRUE(model_->SetLoss(LossConfig{}).ok());
-    for (const VariableSpec& v : model_->trainable_variables()) shapes_.push_back({v.name, v.shape});
+    for (const VariableSpec& v : model_->variables()) shapes_.push_back({v.name, v.shape});
     placement_ = RoundRobinShardsForTest(shapes_, 2, 1);
     OptimizerConfig adam;
     adam.set_name("adam");

@@ -551,7 +551,7 @@ TEST_F(CudaBackendTest, ModelTrainStepMatchesCpu) {
       // Near-ties in argmax could legitimately flip; random data has none at this size.
       EXPECT_EQ(cuda_step->correct, cpu_step->correct);
       ASSERT_EQ(cuda_grads.size(), cpu_grads.size());
-      const auto& vars = (*cpu_model)->trainable_variables();
+      const auto& vars = (*cpu_model)->variables();
       for (size_t v = 0; v < cpu_grads.size(); ++v) {
         ExpectTensorClose(cuda_grads[v], cpu_grads[v], 1e-4,
                           absl::StrCat("gradient of ", vars[v].name, " seed ", dropout_seed));

@@ -72,10 +72,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
   } else {
     return Bad("\"model\" must be a Keras model object or a file path");
   }
-  {
-    auto built = Model::FromKerasJson(spec.model, /*backend=*/nullptr);
-    if (!built.ok()) return Bad(std::string(built.status().message()));
-  }
+  auto built = Model::FromKerasJson(spec.model, /*backend=*/nullptr);
+  if (!built.ok()) return Bad(std::string(built.status().message()));
 
   json compile = json::object();
   auto c = root.find("compile");
@@ -100,6 +98,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
     auto loss = LossConfigFromKeras(*l);
     if (!loss.ok()) return Bad(absl::StrCat("compile.loss: ", loss.status().message()));
     spec.loss = *loss;
+    absl::Status fits = (*built)->SetLoss(spec.loss);
+    if (!fits.ok()) return Bad(absl::StrCat("compile.loss: ", fits.message()));
   }
   {
     auto m = compile.find("metrics");

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/math/cpu_backend.h"
+#include "common/model/layers/dense.h"
+#include "common/model/layers/input_layer.h"
 #include "common/model/optimizer.h"
 #include "gtest/gtest.h"
 
@@ -154,8 +156,10 @@ TEST_F(ModelTest, InitialValuesFollowInitializers) {
 // Checks TrainStep's gradients against central differences of the mean training loss
 // (dropout masks depend only on the seed, so the loss is a fixed function of the weights).
 void GradCheck(Backend* backend, const std::string& model_json, const LossConfig& loss,
-               const Tensor& x, const Tensor& y, uint32_t seed) {
-  auto m = Model::FromKerasJsonText(model_json, backend);
+               const Tensor& x, const Tensor& y, uint32_t seed,
+               const LayerRegistry* registry = nullptr) {
+  auto m = Model::FromKerasJsonText(model_json, backend,
+                                    registry ? *registry : LayerRegistry::Default());
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE((*m)->SetLoss(loss).ok());
   std::vector<Tensor> w = (*m)->InitialValues(seed);
@@ -363,6 +367,113 @@ TEST_F(ModelTest, LearnsSeparableProblemWithAdam) {
   ASSERT_TRUE(after.ok());
   EXPECT_LT(after->loss_sum, 0.2 * before->loss_sum);
   EXPECT_GE(after->correct, 60);
+}
+
+// ToKerasJson writes Keras 3's form, and reading it back gives the same model.
+TEST_F(ModelTest, KerasJsonRoundTrip) {
+  for (const char* text : {kKeras2, kKeras3}) {
+    auto m = Model::FromKerasJsonText(text, backend_.get());
+    ASSERT_TRUE(m.ok()) << m.status();
+    const json written = (*m)->ToKerasJson();
+    EXPECT_EQ(written["class_name"], "Sequential");
+    const json& layers = written["config"]["layers"];
+    ASSERT_EQ(layers.size(), (*m)->layers().size() + 1);
+    EXPECT_EQ(layers[0]["class_name"], "InputLayer");
+    EXPECT_EQ(layers[0]["config"]["batch_shape"], BatchShapeJson((*m)->input_shape()));
+    for (size_t i = 1; i < layers.size(); ++i) {
+      EXPECT_EQ(layers[i]["config"]["name"], (*m)->layers()[i - 1]->name());
+      EXPECT_TRUE(layers[i]["build_config"].contains("input_shape"));
+      EXPECT_EQ(layers[i]["config"]["dtype"]["config"]["name"], "float32");
+    }
+    auto back = Model::FromKerasJson(written, backend_.get());
+    ASSERT_TRUE(back.ok()) << back.status() << written.dump();
+    ASSERT_EQ((*back)->variables().size(), (*m)->variables().size());
+    for (size_t v = 0; v < (*m)->variables().size(); ++v) {
+      EXPECT_EQ((*back)->variables()[v].name, (*m)->variables()[v].name);
+      EXPECT_EQ((*back)->variables()[v].shape, (*m)->variables()[v].shape);
+    }
+    // Same initializers (seeds included) and the same outputs.
+    const auto w = (*m)->InitialValues(9);
+    const auto w2 = (*back)->InitialValues(9);
+    for (size_t v = 0; v < w.size(); ++v) {
+      EXPECT_EQ(std::vector<float>(w[v].values().begin(), w[v].values().end()),
+                std::vector<float>(w2[v].values().begin(), w2[v].values().end()));
+    }
+    const Tensor x = RandomTensor({3, (*m)->input_size()}, 4);
+    auto a = (*m)->Predict(w, x);
+    auto b = (*back)->Predict(w, x);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(std::vector<float>(a->values().begin(), a->values().end()),
+              std::vector<float>(b->values().begin(), b->values().end()));
+    EXPECT_EQ((*back)->ToKerasJson(), written);
+  }
+}
+
+// The engine knows no layer by name: a layer registered by a program runs like a built-in.
+class ScaleByTwo : public Layer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Layer>> FromConfig(LayerConfig& config) {
+    return std::unique_ptr<Layer>(new ScaleByTwo());
+  }
+  const float* Forward(const ForwardPass& p) override {
+    const int64_t n = p.batch * NumElements(input_shape());
+    p.backend->Gemm(false, false, 1, n, 1, 1.0f, &two_, p.input, 0.0f, p.output);
+    return p.output;
+  }
+  float* Backward(const BackwardPass& p) override {
+    p.backend->Gemm(false, false, 1, p.batch * NumElements(input_shape()), 1, 1.0f, &two_,
+                    p.dy, 0.0f, p.dx);
+    return p.dx;
+  }
+
+ protected:
+  absl::StatusOr<Shape> BuildShapes(const Shape& input) override { return input; }
+  json KerasConfig() const override { return json::object(); }
+
+ private:
+  ScaleByTwo() : Layer("ScaleByTwo") {}
+  float two_ = 2.0f;
+};
+
+TEST_F(ModelTest, RunsALayerFromAnotherRegistry) {
+  LayerRegistry registry;
+  ASSERT_TRUE(registry.Register({"ScaleByTwo", "scale_by_two", true, &ScaleByTwo::FromConfig}).ok());
+  ASSERT_TRUE(registry.Register({"InputLayer", "input_layer", false, &InputLayer::FromConfig}).ok());
+  ASSERT_TRUE(registry.Register({"Dense", "dense", true, &DenseLayer::FromConfig}).ok());
+  EXPECT_EQ(registry.Register({"Dense", "dense", true, &DenseLayer::FromConfig}).code(),
+            absl::StatusCode::kAlreadyExists);
+  const std::string text =
+      Seq({Dense(2, "linear", false), R"({"class_name":"ScaleByTwo","config":{}})"});
+  // The default registry has no such layer.
+  ExpectInvalid(Model::FromKerasJsonText(text, backend_.get()).status(), "ScaleByTwo");
+  auto m = Model::FromKerasJsonText(text, backend_.get(), registry);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->layers()[1]->name(), "scale_by_two");
+  const std::vector<Tensor> w = {Tensor({3, 2}, {1, 0, 0, 1, 1, 1})};
+  auto out = (*m)->Predict(w, Tensor({1, 3}, {1, 2, 3}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(std::vector<float>(out->values().begin(), out->values().end()),
+            (std::vector<float>{8, 10}));
+  GradCheck(backend_.get(), text, {LossConfig::Kind::kMeanSquaredError, false},
+            RandomTensor({4, 3}, 5), RandomTensor({4, 2}, 6), 7, &registry);
+}
+
+TEST_F(ModelTest, RejectsMisspelledKeysAndCategoricalLossOnSequences) {
+  ExpectInvalid(
+      Model::FromKerasJsonText(
+          Seq({R"({"class_name":"Dense","config":{"name":"hidden","units":4,"activaton":"relu"}})"}),
+          backend_.get())
+          .status(),
+      "layer 1 'hidden' (Dense): unknown config key \"activaton\"");
+  // Dense on a rank-2 input works per row, as in Keras; a per-sample loss then needs Flatten.
+  auto m = Model::FromKerasJsonText(
+      R"({"class_name":"Sequential","config":{"layers":[{"class_name":"InputLayer","config":{"batch_shape":[null,3,4]}},{"class_name":"Dense","config":{"units":5}}]}})",
+      backend_.get());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->output_shape(), (std::vector<int64_t>{3, 5}));
+  ExpectInvalid((*m)->SetLoss({LossConfig::Kind::kSparseCategoricalCrossentropy, false}),
+                "add a Flatten");
+  EXPECT_TRUE((*m)->SetLoss({LossConfig::Kind::kMeanSquaredError, false}).ok());
 }
 
 }  // namespace

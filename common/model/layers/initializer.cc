@@ -1,0 +1,300 @@
+#include "common/model/layers/initializer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/model/loss.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+using json = nlohmann::json;
+
+// Our own distributions over mt19937_64 so values do not depend on the standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double Uniform() { return static_cast<double>(gen_() >> 11) * (1.0 / 9007199254740992.0); }
+  double Normal() {  // Box-Muller
+    double u1 = Uniform();
+    while (u1 <= 0.0) u1 = Uniform();
+    const double u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  double TruncatedNormal() {  // re-draw outside two standard deviations, as TF does
+    for (;;) {
+      const double z = Normal();
+      if (std::fabs(z) <= 2.0) return z;
+    }
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+absl::StatusOr<double> Number(const json& config, const char* key, double def) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return def;
+  if (!it->is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, " must be a number, got ", it->dump()));
+  }
+  return it->get<double>();
+}
+
+absl::StatusOr<std::string> String(const json& config, const char* key, const char* def) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::string(def);
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, " must be a string, got ", it->dump()));
+  }
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+uint64_t MixSeed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + (index + 1) * 0xD1B54A32D192ED03ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+absl::StatusOr<Initializer> Initializer::FromKeras(const json& v) {
+  std::string class_name;
+  json config = json::object();
+  if (v.is_string()) {
+    class_name = v.get<std::string>();
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
+          it.key() != "registered_name") {
+        return absl::InvalidArgumentError(absl::StrCat("unknown key \"", it.key(), "\""));
+      }
+    }
+    PS_ASSIGN_OR_RETURN(class_name, String(v, "class_name", ""));
+    auto it = v.find("config");
+    if (it != v.end() && !it->is_null()) {
+      if (!it->is_object()) return absl::InvalidArgumentError("config must be an object");
+      config = *it;
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be a name or a config object, got ", v.dump()));
+  }
+  Initializer init;
+  std::set<std::string> keys = {"seed"};
+  auto seed_it = config.find("seed");
+  if (seed_it != config.end() && !seed_it->is_null()) {
+    if (!seed_it->is_number_integer()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("seed must be an integer or null, got ", seed_it->dump()));
+    }
+    init.has_seed_ = true;
+    init.seed_ = seed_it->is_number_unsigned() ? seed_it->get<uint64_t>()
+                                               : static_cast<uint64_t>(seed_it->get<int64_t>());
+  }
+  auto vs = [&init](const char* name, double scale, Mode mode, Dist dist) {
+    init.class_name_ = name;
+    init.kind_ = Kind::kVarianceScaling;
+    init.scale_ = scale;
+    init.mode_ = mode;
+    init.dist_ = dist;
+  };
+  const std::string c = CanonicalKerasName(class_name);
+  if (c == "glorotuniform") {
+    vs("GlorotUniform", 1.0, Mode::kFanAvg, Dist::kUniform);
+  } else if (c == "glorotnormal") {
+    vs("GlorotNormal", 1.0, Mode::kFanAvg, Dist::kTruncatedNormal);
+  } else if (c == "henormal") {
+    vs("HeNormal", 2.0, Mode::kFanIn, Dist::kTruncatedNormal);
+  } else if (c == "heuniform") {
+    vs("HeUniform", 2.0, Mode::kFanIn, Dist::kUniform);
+  } else if (c == "lecunnormal") {
+    vs("LecunNormal", 1.0, Mode::kFanIn, Dist::kTruncatedNormal);
+  } else if (c == "lecununiform") {
+    vs("LecunUniform", 1.0, Mode::kFanIn, Dist::kUniform);
+  } else if (c == "zeros" || c == "zero") {
+    init.class_name_ = "Zeros";
+    init.kind_ = Kind::kConstant;
+    keys.clear();
+  } else if (c == "ones" || c == "one") {
+    init.class_name_ = "Ones";
+    init.kind_ = Kind::kConstant;
+    init.a_ = 1.0;
+    keys.clear();
+  } else if (c == "constant") {
+    init.class_name_ = "Constant";
+    init.kind_ = Kind::kConstant;
+    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "value", 0.0));
+    keys = {"value"};
+  } else if (c == "randomnormal" || c == "normal") {
+    init.class_name_ = "RandomNormal";
+    init.kind_ = Kind::kNormal;
+    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "mean", 0.0));
+    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "stddev", 0.05));
+    keys = {"mean", "stddev", "seed"};
+  } else if (c == "truncatednormal") {
+    init.class_name_ = "TruncatedNormal";
+    init.kind_ = Kind::kTruncatedNormal;
+    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "mean", 0.0));
+    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "stddev", 0.05));
+    keys = {"mean", "stddev", "seed"};
+  } else if (c == "randomuniform" || c == "uniform") {
+    init.class_name_ = "RandomUniform";
+    init.kind_ = Kind::kUniform;
+    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "minval", -0.05));
+    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "maxval", 0.05));
+    keys = {"minval", "maxval", "seed"};
+  } else if (c == "variancescaling") {
+    double scale;
+    PS_ASSIGN_OR_RETURN(scale, Number(config, "scale", 1.0));
+    std::string mode, dist;
+    PS_ASSIGN_OR_RETURN(mode, String(config, "mode", "fan_in"));
+    PS_ASSIGN_OR_RETURN(dist, String(config, "distribution", "truncated_normal"));
+    Mode m;
+    if (mode == "fan_in") {
+      m = Mode::kFanIn;
+    } else if (mode == "fan_out") {
+      m = Mode::kFanOut;
+    } else if (mode == "fan_avg") {
+      m = Mode::kFanAvg;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unsupported mode \"", mode, "\""));
+    }
+    Dist d;
+    if (dist == "truncated_normal" || dist == "normal") {  // Keras 2 "normal" is truncated
+      d = Dist::kTruncatedNormal;
+    } else if (dist == "untruncated_normal") {
+      d = Dist::kUntruncatedNormal;
+    } else if (dist == "uniform") {
+      d = Dist::kUniform;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unsupported distribution \"", dist, "\""));
+    }
+    if (!(scale > 0.0)) return absl::InvalidArgumentError("scale must be positive");
+    vs("VarianceScaling", scale, m, d);
+    keys = {"scale", "mode", "distribution", "seed"};
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported initializer \"", class_name,
+        "\" (supported: zeros, ones, constant, random_normal, random_uniform, "
+        "truncated_normal, variance_scaling, glorot_*, he_*, lecun_*)"));
+  }
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    if (keys.count(it.key()) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", it.key(), "\" is not a config key of ", init.class_name_));
+    }
+  }
+  if ((init.kind_ == Kind::kNormal || init.kind_ == Kind::kTruncatedNormal) && init.b_ < 0) {
+    return absl::InvalidArgumentError("stddev must not be negative");
+  }
+  if (init.kind_ == Kind::kUniform && init.b_ < init.a_) {
+    return absl::InvalidArgumentError("maxval must not be below minval");
+  }
+  return init;
+}
+
+Initializer DefaultInitializer(const std::string& name) {
+  absl::StatusOr<Initializer> init = Initializer::FromKeras(json(name));
+  return init.ok() ? *init : Initializer();
+}
+
+void Initializer::Fill(const std::vector<int64_t>& shape, uint64_t fallback_seed,
+                       std::vector<float>* out) const {
+  Rng rng(has_seed_ ? seed_ : fallback_seed);
+  double fan_in = 1.0, fan_out = 1.0;
+  if (shape.size() == 1) {
+    fan_in = fan_out = static_cast<double>(shape[0]);
+  } else if (shape.size() >= 2) {
+    double receptive = 1.0;
+    for (size_t i = 0; i + 2 < shape.size(); ++i) receptive *= static_cast<double>(shape[i]);
+    fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
+    fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
+  }
+  for (float& v : *out) {
+    double x = 0.0;
+    switch (kind_) {
+      case Kind::kConstant:
+        x = a_;
+        break;
+      case Kind::kNormal:
+        x = a_ + b_ * rng.Normal();
+        break;
+      case Kind::kTruncatedNormal:
+        x = a_ + b_ * rng.TruncatedNormal();
+        break;
+      case Kind::kUniform:
+        x = a_ + (b_ - a_) * rng.Uniform();
+        break;
+      case Kind::kVarianceScaling: {
+        double fan = fan_in;
+        if (mode_ == Mode::kFanOut) fan = fan_out;
+        if (mode_ == Mode::kFanAvg) fan = (fan_in + fan_out) / 2.0;
+        const double scale = scale_ / std::max(1.0, fan);
+        switch (dist_) {
+          case Dist::kTruncatedNormal:
+            // 0.8796...: stddev of a unit normal truncated to [-2, 2] (Keras's constant).
+            x = std::sqrt(scale) / 0.87962566103423978 * rng.TruncatedNormal();
+            break;
+          case Dist::kUntruncatedNormal:
+            x = std::sqrt(scale) * rng.Normal();
+            break;
+          case Dist::kUniform: {
+            const double limit = std::sqrt(3.0 * scale);
+            x = -limit + 2.0 * limit * rng.Uniform();
+            break;
+          }
+        }
+        break;
+      }
+    }
+    v = static_cast<float>(x);
+  }
+}
+
+json Initializer::ToKeras() const {
+  json config = json::object();
+  const json seed = has_seed_ ? json(seed_) : json(nullptr);
+  switch (kind_) {
+    case Kind::kConstant:
+      if (class_name_ == "Constant") config["value"] = a_;
+      break;
+    case Kind::kNormal:
+    case Kind::kTruncatedNormal:
+      config = {{"mean", a_}, {"stddev", b_}, {"seed", seed}};
+      break;
+    case Kind::kUniform:
+      config = {{"minval", a_}, {"maxval", b_}, {"seed", seed}};
+      break;
+    case Kind::kVarianceScaling:
+      if (class_name_ == "VarianceScaling") {
+        config["scale"] = scale_;
+        config["mode"] = mode_ == Mode::kFanIn    ? "fan_in"
+                         : mode_ == Mode::kFanOut ? "fan_out"
+                                                  : "fan_avg";
+        config["distribution"] = dist_ == Dist::kTruncatedNormal     ? "truncated_normal"
+                                 : dist_ == Dist::kUntruncatedNormal ? "untruncated_normal"
+                                                                     : "uniform";
+      }
+      config["seed"] = seed;
+      break;
+  }
+  return {{"module", "keras.initializers"},
+          {"class_name", class_name_},
+          {"config", config},
+          {"registered_name", nullptr}};
+}
+
+bool Initializer::operator==(const Initializer& o) const {
+  return class_name_ == o.class_name_ && kind_ == o.kind_ && a_ == o.a_ && b_ == o.b_ &&
+         scale_ == o.scale_ && mode_ == o.mode_ && dist_ == o.dist_ &&
+         has_seed_ == o.has_seed_ && seed_ == o.seed_;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,71 @@
+#ifndef PSTRAIN_COMMON_MODEL_LAYERS_INITIALIZER_H_
+#define PSTRAIN_COMMON_MODEL_LAYERS_INITIALIZER_H_
+
+// Keras's weight initializers: read from a layer config, drawn deterministically, and
+// written back as Keras 3 config dicts.
+//
+// Supported: Zeros, Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal,
+// VarianceScaling and its named forms (GlorotUniform/Normal, HeUniform/Normal,
+// LecunUniform/Normal), under Keras 2 and Keras 3 spellings ("glorot_uniform",
+// "GlorotUniform", "uniform", {"class_name": ..., "config": {...}}).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+
+class Initializer {
+ public:
+  // Zeros.
+  Initializer() = default;
+
+  // Reads a Keras initializer value (a name or a config dict, Keras 3's "module" and
+  // "registered_name" accepted). Errors: INVALID_ARGUMENT for an unknown initializer,
+  // an unknown or mistyped config key, or an out-of-range parameter; the message starts
+  // with what is wrong, for the caller to prefix with the layer and field.
+  static absl::StatusOr<Initializer> FromKeras(const nlohmann::json& value);
+
+  // Fills `out` (as many values as `shape` has elements) with draws for a variable of
+  // `shape`. Fans follow Keras: rank 1 uses the length for both, rank >= 2 the last two
+  // axes times the product of the others (a receptive field, as for convolution kernels).
+  // The initializer's own seed, when it has one, wins over `fallback_seed`.
+  void Fill(const std::vector<int64_t>& shape, uint64_t fallback_seed,
+            std::vector<float>* out) const;
+
+  // The Keras 3 config dict ({"module": "keras.initializers", "class_name": ...,
+  // "config": {...}, "registered_name": null}); FromKeras reads it back to an equal one.
+  nlohmann::json ToKeras() const;
+
+  bool operator==(const Initializer& o) const;
+
+ private:
+  enum class Kind { kConstant, kNormal, kTruncatedNormal, kUniform, kVarianceScaling };
+  enum class Mode { kFanIn, kFanOut, kFanAvg };
+  enum class Dist { kTruncatedNormal, kUntruncatedNormal, kUniform };
+
+  std::string class_name_ = "Zeros";  // Keras 3 class name, for ToKeras
+  Kind kind_ = Kind::kConstant;
+  double a_ = 0.0;  // constant value | mean | minval
+  double b_ = 0.0;  // stddev | maxval
+  double scale_ = 1.0;
+  Mode mode_ = Mode::kFanAvg;
+  Dist dist_ = Dist::kUniform;
+  bool has_seed_ = false;
+  uint64_t seed_ = 0;
+};
+
+// Keras's string form of a layer's default initializer, e.g. Initializer::FromKeras
+// ("glorot_uniform"); for defaults known to be valid (never fails).
+Initializer DefaultInitializer(const std::string& name);
+
+// A 64-bit stream id derived from (seed, index): distinct variables and layers get
+// unrelated streams from one job seed.
+uint64_t MixSeed(uint64_t seed, uint64_t index);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_MODEL_LAYERS_INITIALIZER_H_
