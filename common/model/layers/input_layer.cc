@@ -11,20 +11,8 @@ absl::StatusOr<std::unique_ptr<Layer>> InputLayer::FromConfig(LayerConfig& confi
   std::unique_ptr<InputLayer> layer(new InputLayer());
   PS_ASSIGN_OR_RETURN(std::string name, config.String("name", ""));
   layer->set_name(name);
-  for (const char* key : {"batch_shape", "batch_input_shape"}) {
-    const json& v = config.Raw(key);
-    if (v.is_null()) continue;
-    absl::StatusOr<Shape> shape = ParseKerasShape(v, true);
-    if (!shape.ok()) return config.Error(shape.status().message());
-    layer->set_declared_input_shape(*shape);
-  }
-  for (const char* key : {"shape", "input_shape"}) {
-    const json& v = config.Raw(key);
-    if (v.is_null() || !layer->declared_input_shape().empty()) continue;
-    absl::StatusOr<Shape> shape = ParseKerasShape(v, false);
-    if (!shape.ok()) return config.Error(shape.status().message());
-    layer->set_declared_input_shape(*shape);
-  }
+  PS_RETURN_IF_ERROR(ReadInputShapeKeys(config, {"batch_shape", "batch_input_shape"},
+                                        {"shape", "input_shape"}, layer.get()));
   PS_ASSIGN_OR_RETURN(int64_t batch_size, config.Int("batch_size", 0));
   (void)batch_size;  // the batch comes from fit.batch_size
   PS_ASSIGN_OR_RETURN(std::string dtype, config.String("dtype", "float32"));

@@ -66,6 +66,22 @@ json BatchShapeJson(const Shape& shape) {
   return out;
 }
 
+absl::Status ReadInputShapeKeys(LayerConfig& config,
+                                std::initializer_list<const char*> batched,
+                                std::initializer_list<const char*> unbatched, Layer* layer) {
+  for (const auto& [keys, has_batch] : {std::make_pair(batched, true),
+                                        std::make_pair(unbatched, false)}) {
+    for (const char* key : keys) {
+      const json& v = config.Raw(key);
+      if (v.is_null() || (!has_batch && !layer->declared_input_shape().empty())) continue;
+      absl::StatusOr<Shape> shape = ParseKerasShape(v, has_batch);
+      if (!shape.ok()) return config.Error(shape.status().message());
+      layer->set_declared_input_shape(*shape);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadCommonKeys(LayerConfig& config, Layer* layer) {
   PS_ASSIGN_OR_RETURN(std::string name, config.String("name", ""));
   PS_ASSIGN_OR_RETURN(bool trainable, config.Bool("trainable", true));
@@ -90,19 +106,8 @@ absl::StatusOr<std::string> ReadCommonKeys(LayerConfig& config, Layer* layer) {
   PS_ASSIGN_OR_RETURN(int64_t batch_size, config.Int("batch_size", 0));
   (void)batch_size;  // the batch comes from fit.batch_size
   // Declared input shapes (Keras 2 writes batch_input_shape on the first layer).
-  for (const char* key : {"batch_shape", "batch_input_shape"}) {
-    const json& v = config.Raw(key);
-    if (v.is_null()) continue;
-    absl::StatusOr<Shape> shape = ParseKerasShape(v, true);
-    if (!shape.ok()) return config.Error(shape.status().message());
-    layer->set_declared_input_shape(*shape);
-  }
-  const json& input_shape = config.Raw("input_shape");
-  if (!input_shape.is_null() && layer->declared_input_shape().empty()) {
-    absl::StatusOr<Shape> shape = ParseKerasShape(input_shape, false);
-    if (!shape.ok()) return config.Error(shape.status().message());
-    layer->set_declared_input_shape(*shape);
-  }
+  PS_RETURN_IF_ERROR(ReadInputShapeKeys(config, {"batch_shape", "batch_input_shape"},
+                                        {"input_shape"}, layer));
   if (config.WasRead("input_dim")) return name;  // the layer's own argument (Embedding)
   PS_ASSIGN_OR_RETURN(int64_t input_dim, config.Int("input_dim", 0));
   if (input_dim < 0) return config.Error("input_dim must be positive");

@@ -23,6 +23,7 @@
 // gradients carry it too, and the parameter servers own it like any other variable.
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -161,6 +162,12 @@ class Layer {
 // activity_regularizer (only null), weights (only null), batch_size, and the input-shape
 // declarations (set on `layer`). Errors: INVALID_ARGUMENT naming the key.
 absl::StatusOr<std::string> ReadCommonKeys(LayerConfig& config, Layer* layer);
+
+// Reads the keys of `batched` (lists that start with the batch dimension) and then, if
+// none was set, of `unbatched`, into layer->declared_input_shape(); a later key wins.
+// Errors: INVALID_ARGUMENT for a malformed or unknown-size shape.
+absl::Status ReadInputShapeKeys(LayerConfig& config, std::initializer_list<const char*> batched,
+                                std::initializer_list<const char*> unbatched, Layer* layer);
 
 // Reads a Keras shape list; `has_batch`: the first entry is the batch dimension (null).
 // Every other entry must be a positive integer. Errors: INVALID_ARGUMENT.
