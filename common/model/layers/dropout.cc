@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<Layer>> DropoutLayer::FromConfig(LayerConfig& con
   std::unique_ptr<DropoutLayer> layer(new DropoutLayer());
   PS_ASSIGN_OR_RETURN(double rate, config.Number("rate", -1.0));
   if (!(rate >= 0.0 && rate < 1.0)) return config.Error("rate must be in [0, 1)");
-  layer->rate_ = static_cast<float>(rate);
+  layer->rate_ = rate;
   layer->seed_ = config.Raw("seed");
   if (!layer->seed_.is_null() && !layer->seed_.is_number_integer()) {
     return config.Error("seed must be an integer or null");
@@ -24,16 +24,16 @@ absl::StatusOr<std::unique_ptr<Layer>> DropoutLayer::FromConfig(LayerConfig& con
 
 absl::Status DropoutLayer::Prepare(Backend* backend, int64_t batch) {
   mask_.Reset();
-  if (rate_ > 0.0f) {
+  if (rate_ > 0.0) {
     PS_ASSIGN_OR_RETURN(mask_, backend->Allocate(batch * NumElements(input_shape())));
   }
   return absl::OkStatus();
 }
 
 const float* DropoutLayer::Forward(const ForwardPass& p) {
-  mask_valid_ = p.training && rate_ > 0.0f;
+  mask_valid_ = p.training && rate_ > 0.0;
   if (!mask_valid_) return p.input;
-  p.backend->DropoutForward(p.batch * NumElements(input_shape()), rate_, p.seed, p.input,
+  p.backend->DropoutForward(p.batch * NumElements(input_shape()), static_cast<float>(rate_), p.seed, p.input,
                             mask_.data(), p.output);
   return p.output;
 }

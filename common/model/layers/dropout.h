@@ -29,7 +29,7 @@ class DropoutLayer : public Layer {
  private:
   DropoutLayer() : Layer("Dropout") {}
 
-  float rate_ = 0.0f;
+  double rate_ = 0.0;  // as configured (the kernel takes a float)
   nlohmann::json seed_;  // as configured, written back unchanged
   DeviceBuffer mask_;
   bool mask_valid_ = false;  // the last Forward drew a mask (training with rate > 0)
