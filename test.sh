@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 
-if ! ./tools/install_deps.sh; then
+if ! ./tools/install_deps.sh || ! ./tools/install_test_deps.sh; then
   echo "0 passed, 1 failed"
   exit 1
 fi

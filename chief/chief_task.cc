@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "chief/chief_monitoring.h"
 #include "chief/coordinator.h"
 #include "common/checkpoint/checkpoint.h"
 #include "chief/membership.h"
@@ -182,6 +183,17 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
         // The coordinator lives until the server is shut down, after Run returns.
         return running->SaveCheckpointNow(wait);
       });
+  // Metrics, dashboard, TensorBoard files and the progress bar; before the gRPC server,
+  // so a metrics port or --logdir that cannot be used fails the chief at once.
+  absl::StatusOr<std::unique_ptr<ChiefMonitoring>> monitoring = ChiefMonitoring::Start(
+      *job, cluster.num_tasks("worker"), &membership, [&](ChiefStatusResponse* response) {
+        absl::MutexLock lock(&coordinator_mu);
+        if (coordinator != nullptr) coordinator->Describe(response);
+      });
+  if (!monitoring.ok()) {
+    LogError(monitoring.status().message());
+    return absl::IsInvalidArgument(monitoring.status()) ? 2 : 1;
+  }
   absl::StatusOr<RunningServer> server = StartServer({*listen, {&service}});
   if (!server.ok()) {
     LogError(server.status().message());
@@ -220,13 +232,16 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   coordinator_options.consistent_checkpoints = options.consistent_checkpoints;
   coordinator_options.checkpoint_commit_delay = options.checkpoint_commit_delay;
   coordinator_options.ps_recovery_timeout = options.ps_recovery_timeout;
+  coordinator_options.observer = (*monitoring)->observer();
   // evaluate resolves the job's relative data paths against this folder.
   coordinator_options.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   {
     absl::MutexLock lock(&coordinator_mu);
     coordinator = std::make_unique<Coordinator>(
         coordinator_options, &*job, model->get(), &membership, ps, workers, validation.get(),
-        shutdown, [&out](const EpochSummary& summary) {
+        shutdown, [&out, &monitoring](const EpochSummary& summary) {
+          // The observers first: the progress bar clears its line for the epoch line.
+          (*monitoring)->observer()->OnEpoch(summary);
           out << FormatEpochLine(summary) << std::endl;
           LogInfo(absl::StrCat("epoch ", summary.epoch, ": ", summary.samples, " samples in ",
                                absl::FormatDuration(summary.elapsed)));
@@ -245,6 +260,7 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   ShutdownTasks(ps, workers, result.ok() ? "job finished" : "job failed");
   SetServing(server->server.get(), false);
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  (*monitoring)->Finish();
   return exit_code;
 }
 

@@ -266,6 +266,7 @@ absl::Status Coordinator::RecoverPs() {
     if (abort_ == nullptr) absl::SleepFor(absl::Milliseconds(250));
   }
   ++ps_generation_;
+  if (options_.observer != nullptr) options_.observer->OnPsRecovered();
   if (emptied.empty()) {
     LogWarning("every ps answers and holds its variables; training resumes");
     SetPhase("training");
@@ -479,6 +480,7 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
         return response.status();
       }
       *lost = true;
+      if (options_.observer != nullptr) options_.observer->OnTaskLost("worker", name);
       LogWarning(absl::StrCat(name, " lost: ",
                               absl::StripPrefix(response.status().message(), name + ": "),
                               "; its shard goes to the others"));
@@ -486,9 +488,27 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
     }
     queue->Complete(*chunk, response->steps(), response->end_of_data());
     AddFigures(*response, total);
+    StepsDone done;
     {
       absl::MutexLock lock(&mu_);
       global_step_ += response->steps();
+      AddFigures(*response, &epoch_progress_);
+      done.epoch = base.epoch() + 1;
+      done.epochs = job_->epochs;
+      done.global_step = global_step_;
+      done.epoch_step = epoch_progress_.steps();
+      done.epoch_steps = std::max(expected_epoch_steps_, done.epoch_step);
+      done.epoch_elapsed = absl::Now() - epoch_start_;
+      const double seen = static_cast<double>(std::max<int64_t>(epoch_progress_.samples(), 1));
+      done.epoch_loss = epoch_progress_.loss_sum() / seen;
+      done.epoch_accuracy = static_cast<double>(epoch_progress_.correct()) / seen;
+    }
+    if (options_.observer != nullptr) {
+      done.steps = response->steps();
+      done.samples = response->samples();
+      done.loss = response->loss_sum() / static_cast<double>(std::max<int64_t>(response->samples(), 1));
+      done.worker = w;
+      options_.observer->OnSteps(done);
     }
     previous = chunk->shard;
     if (CheckpointDue()) {
@@ -537,6 +557,9 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   {
     absl::MutexLock lock(&mu_);
     for (const VariablePlacementEntry& e : placement_) *base.add_placement() = e;
+    epoch_start_ = absl::Now();
+    epoch_progress_ = epoch_figures;
+    if (job_->steps_per_epoch > 0) expected_epoch_steps_ = job_->steps_per_epoch;
   }
   for (const std::string& address : options_.ps_addresses) base.add_ps_addresses(address);
 
@@ -618,6 +641,11 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   summary->accuracy = static_cast<double>(epoch_figures.correct()) / epoch_figures.samples();
   summary->samples = epoch_figures.samples();
   summary->steps = epoch_figures.steps();
+  {
+    absl::MutexLock lock(&mu_);
+    // The next epoch's progress bar counts towards this many steps.
+    if (job_->steps_per_epoch <= 0) expected_epoch_steps_ = epoch_figures.steps();
+  }
   return absl::OkStatus();
 }
 
@@ -645,6 +673,7 @@ std::string SlotTensorName(const std::string& variable, const std::string& slot)
 
 absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json* position) {
   absl::MutexLock write_lock(&write_mu_);
+  const absl::Time start = absl::Now();
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
   // Every variable's state, reassembled from the shards read from every ps at once.
   PS_ASSIGN_OR_RETURN(
@@ -688,6 +717,16 @@ absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json*
   LogInfo(absl::StrCat("writing checkpoint of step ", contents.step, " to ",
                        writer_->root()));
   absl::StatusOr<std::string> path = writer_->Write(contents);
+  if (options_.observer != nullptr) {
+    CheckpointEvent event;
+    event.ok = path.ok();
+    if (path.ok()) event.path = *path;
+    event.error = std::string(path.status().message());
+    event.step = contents.step;
+    event.epoch = epochs_done;
+    event.took = absl::Now() - start;
+    options_.observer->OnCheckpoint(event);
+  }
   absl::MutexLock lock(&mu_);
   last_checkpoint_status_ = path.status();
   if (!path.ok()) return path.status();

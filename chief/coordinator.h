@@ -22,6 +22,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/training/epoch_summary.h"
 #include "common/shutdown_signal.h"
+#include "common/training/training_observer.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
 #include "ps_server/ps_client.h"
@@ -81,6 +82,10 @@ class Coordinator {
     // A ps that fails (a worker reports it unreachable or missing its variables) pauses
     // training; this long is waited for it to answer again before the job fails.
     absl::Duration ps_recovery_timeout = absl::Seconds(120);
+    // Told of every chunk of steps answered, checkpoint written or failed, worker lost and
+    // ps recovered (metrics, progress bar, TensorBoard, dashboard). Not owned; may be
+    // null. Called from the workers' threads too.
+    TrainingObserver* observer = nullptr;
   };
 
   // Pointers are not owned and must outlive the coordinator. `model` gives the variables
@@ -201,6 +206,11 @@ class Coordinator {
   bool checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
   int64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
   SaveCheckpointResponse last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The epoch in progress as the observer sees it: its start, its figures so far, and
+  // the steps it will take (steps_per_epoch, else the last epoch's; 0 before one ended).
+  absl::Time epoch_start_ ABSL_GUARDED_BY(mu_);
+  RunStepsResponse epoch_progress_ ABSL_GUARDED_BY(mu_);
+  int64_t expected_epoch_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_checkpoint_status_ ABSL_GUARDED_BY(mu_);
   // The queue of the epoch segment running now (null between segments): a request
   // pauses it.

@@ -350,6 +350,7 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
     StepResult totals;
     int64_t steps_taken = 0;
     for (int64_t step = 0; step < steps; ++step) {
+      const StepResult before = totals;
       absl::StatusOr<Batch> batch = batcher->Next();
       if (absl::IsOutOfRange(batch.status())) break;
       if (!batch.ok()) return batch.status();
@@ -432,6 +433,11 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
         const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
         p.loss = totals.loss_sum / s;
         p.accuracy = static_cast<double>(totals.correct) / s;
+        p.global_step = result.steps;
+        p.samples = totals.samples - before.samples;
+        p.step_loss = (totals.loss_sum - before.loss_sum) /
+                      static_cast<double>(std::max<int64_t>(p.samples, 1));
+        p.elapsed = absl::Now() - start;
         options.on_batch(p);
       }
     }

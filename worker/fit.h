@@ -77,6 +77,10 @@ struct BatchProgress {
   int64_t steps = 0;  // steps this epoch will take
   double loss = 0;      // running mean over the epoch so far
   double accuracy = 0;  // running mean over the epoch so far
+  int64_t global_step = 0;     // optimizer steps of the run, this one included
+  int64_t samples = 0;         // examples of this step (every replica's)
+  double step_loss = 0;        // this step's mean loss
+  absl::Duration elapsed;      // since the epoch's start
 };
 
 // One variable's training state: its value and its optimizer's state for it.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 
@@ -49,6 +50,7 @@ absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values,
 }
 
 absl::Status PsTrainer::PullAll() {
+  const int64_t start = absl::GetCurrentTimeNanos();
   std::vector<std::function<absl::Status()>> pulls;
   for (size_t p = 0; p < ps_.size(); ++p) {
     if (by_ps_[p].empty()) continue;
@@ -59,14 +61,19 @@ absl::Status PsTrainer::PullAll() {
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(pulls));
+  if (metrics_ != nullptr) {
+    metrics_->RecordPull(absl::Nanoseconds(absl::GetCurrentTimeNanos() - start));
+  }
   have_weights_ = true;
   return absl::OkStatus();
 }
 
 absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
   if (!have_weights_) PS_RETURN_IF_ERROR(PullAll());
+  const int64_t compute_start = absl::GetCurrentTimeNanos();
   PS_ASSIGN_OR_RETURN(StepResult result,
                       model_->TrainStep(weights_, x, y, dropout_seed_ + steps_done_, &gradients_));
+  const int64_t exchange_start = absl::GetCurrentTimeNanos();
   const int64_t step = has_position_ ? position_ : steps_done_;
   std::vector<std::function<absl::Status()>> exchanges;
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -99,7 +106,12 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
   if (!exchanged.ok()) {
     // The local weights may be half-updated; pull them all again before the next step.
     have_weights_ = false;
+    if (metrics_ != nullptr) metrics_->RecordRetry();
     return exchanged;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->RecordStep(result.samples, absl::Nanoseconds(exchange_start - compute_start),
+                         absl::Nanoseconds(absl::GetCurrentTimeNanos() - exchange_start));
   }
   ++steps_done_;
   ++position_;

@@ -13,6 +13,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
+#include "worker/worker_metrics.h"
 
 namespace pstrain {
 
@@ -66,6 +67,9 @@ class PsTrainer {
     has_position_ = true;
   }
 
+  // Where each step's phases are timed (not owned; null: nowhere). Call before Step.
+  void SetMetrics(WorkerMetrics* metrics) { metrics_ = metrics; }
+
   // The version of each shard as last pulled, in by-ps order: versions_by_ps()[p][k] is
   // that of the k-th shard ps p holds.
   const std::vector<std::vector<int64_t>>& versions_by_ps() const { return versions_by_ps_; }
@@ -78,6 +82,8 @@ class PsTrainer {
   // one thread per ps at once: whole variables are owned by one ps, and split ones are
   // preallocated, so each thread writes only its own tensors or rows.
   absl::Status StorePulled(size_t p, std::vector<Tensor> values, std::vector<int64_t> versions);
+
+  WorkerMetrics* metrics_ = nullptr;  // Not owned; may be null.
 
   Model* const model_;                 // Not owned.
   const std::vector<PsClient*> ps_;    // Not owned.

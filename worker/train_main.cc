@@ -1,5 +1,6 @@
 // train: trains a job spec, printing Keras-style epoch lines on stdout and, when stderr
-// is a terminal, a progress bar there.
+// is a terminal, a progress bar there. --metrics_port serves Prometheus metrics and a
+// live dashboard; --logdir writes TensorBoard event files (worker/train_monitoring.h).
 //
 //   train --job=examples/fashion_mnist.json [--epochs=N] [--device=cpu|auto|cuda[:N]]
 //       --strategy=default                 one replica in this process (TensorFlow's default)
@@ -60,6 +61,7 @@
 #include "worker/mirrored_strategy.h"
 #include "worker/multi_worker_mirrored_strategy.h"
 #include "worker/strategy.h"
+#include "worker/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs when > 0.");
@@ -102,38 +104,6 @@ std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
-
-// A Keras-like one-line bar, redrawn in place at most ~10 times a second (drawing on
-// every step would cost more than a small model's step).
-class ProgressBar {
- public:
-  void Update(const BatchProgress& p) {
-    const absl::Time now = absl::Now();
-    if (p.step != p.steps && now - last_ < absl::Milliseconds(100)) return;
-    last_ = now;
-    constexpr int kWidth = 30;
-    const int done = p.steps > 0 ? static_cast<int>(kWidth * p.step / p.steps) : 0;
-    std::string bar(kWidth, '.');
-    for (int i = 0; i < done; ++i) bar[i] = '=';
-    if (done < kWidth) bar[done] = '>';
-    std::fprintf(stderr, "\r%lld/%lld [%s] - loss: %.4f - accuracy: %.4f",
-                 static_cast<long long>(p.step), static_cast<long long>(p.steps), bar.c_str(),
-                 p.loss, p.accuracy);
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  // Clears the bar so the epoch line starts on a clean line.
-  void Clear() {
-    if (!drawn_) return;
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-    drawn_ = false;
-  }
-
- private:
-  absl::Time last_ = absl::InfinitePast();
-  bool drawn_ = false;
-};
 
 int Main() {
   const std::string job_path = absl::GetFlag(FLAGS_job);
@@ -319,8 +289,26 @@ int Main() {
     writer = std::make_unique<CheckpointWriter>(checkpoint_dir, wo);
   }
 
-  const bool tty = isatty(STDERR_FILENO) == 1 && prints;
-  ProgressBar bar;
+  // Metrics and the dashboard (--metrics_port), TensorBoard files (--logdir) and the
+  // progress bar on a terminal; every worker of a multi-worker job serves its metrics.
+  std::string task_type = "train";
+  int task_index = 0;
+  if (strategy_name == "multi_worker_mirrored") {
+    absl::StatusOr<TfConfig> config = TfConfigFromEnvironment();
+    if (config.ok()) {
+      task_type = config->task.type;
+      task_index = config->task.index;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<TrainMonitoring>> monitoring = TrainMonitoring::Start(
+      *job,
+      absl::StrCat("pstrain train: ", strategy->name(), ", ", strategy->num_replicas_in_sync(),
+                   " replica", strategy->num_replicas_in_sync() == 1 ? "" : "s"),
+      strategy->num_replicas_in_sync(), task_type, task_index, prints);
+  if (!monitoring.ok()) {
+    return fail_now(absl::IsInvalidArgument(monitoring.status()) ? 2 : 1,
+                    std::string(monitoring.status().message()));
+  }
   FitOptions options;
   options.epochs = absl::GetFlag(FLAGS_epochs);
   // Replica 0 takes the backend made above (a CUDA context is costly to create twice).
@@ -329,9 +317,11 @@ int Main() {
     if (replica == 0 && *first_backend != nullptr) return std::move(*first_backend);
     return CreateBackend(device, nullptr);
   };
-  if (tty) options.on_batch = [&bar](const BatchProgress& p) { bar.Update(p); };
-  options.on_epoch = [&bar, prints](const EpochSummary& s) {
-    bar.Clear();
+  TrainMonitoring* watch = monitoring->get();
+  options.on_batch = [watch](const BatchProgress& p) { watch->OnBatch(p); };
+  options.on_epoch = [watch, prints](const EpochSummary& s) {
+    // The observers first: the progress bar clears its line for the epoch line.
+    watch->observer()->OnEpoch(s);
     if (prints) std::cout << FormatEpochLine(s) << std::endl;
     return true;
   };
@@ -360,8 +350,17 @@ int Main() {
                                      {"strategy", strategy->name()},
                                      {"num_replicas", strategy->num_replicas_in_sync()}};
     options.on_checkpoint = [&, metadata](const TrainingState& state) -> absl::Status {
+      const absl::Time start = absl::Now();
       absl::StatusOr<std::string> path =
           writer->Write(CheckpointFromTrainingState(state, *job, metadata));
+      CheckpointEvent event;
+      event.ok = path.ok();
+      if (path.ok()) event.path = *path;
+      event.error = std::string(path.status().message());
+      event.step = state.global_step;
+      event.epoch = state.epochs_done;
+      event.took = absl::Now() - start;
+      watch->observer()->OnCheckpoint(event);
       if (!path.ok()) return path.status();
       LogInfo(absl::StrCat("checkpoint ", *path, " written (epoch ", state.epochs_done,
                            ", step ", state.global_step, ")"));
@@ -369,7 +368,6 @@ int Main() {
     };
   }
   absl::StatusOr<FitResult> result = Fit(*job, *data, strategy.get(), options);
-  bar.Clear();
   if (server.server != nullptr) {
     mailbox.Close();
     server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -385,6 +383,7 @@ int Main() {
     }
     return code;
   }
+  watch->Finish();
   return 0;
 }
 

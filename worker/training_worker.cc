@@ -68,6 +68,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
                       PsTrainer::Create(model_.get(), std::move(clients), placement,
                                         job_.seed * 7919 + 104729 * (worker_index_ + 1)));
   trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
+  trainer_->SetMetrics(metrics_);
   placement_key_ = key;
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "common/data/batcher.h"
 #include "common/data/dataset.h"
 #include "common/math/backend.h"
+#include "worker/worker_metrics.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "proto/worker.pb.h"
@@ -46,6 +47,9 @@ class TrainingWorker {
 
   WorkerStatusResponse GetStatus() const;
 
+  // Where steps are timed and counted (not owned; null: nowhere). Call before RunSteps.
+  void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
+
  private:
   TrainingWorker(JobSpec job, bool sync, int worker_index, std::unique_ptr<Backend> backend,
                  std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
@@ -64,6 +68,7 @@ class TrainingWorker {
   std::unique_ptr<Backend> backend_;
   const PsClientFactory make_ps_client_;
   std::atomic<int64_t> steps_done_{0};
+  WorkerMetrics* metrics_ = nullptr;  // Not owned; may be null.
   std::atomic<bool> busy_{false};
 
   // State below is protected by mu_, held for the whole of a RunSteps call.

@@ -3,10 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "chief/task_runtime.h"
 #include "common/logging.h"
+#include "common/metrics/daemon_metrics.h"
 #include "common/math/backend_factory.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/worker_service.h"
 #include "worker/training_worker.h"
+#include "worker/worker_metrics.h"
 
 namespace pstrain {
 
@@ -21,6 +23,13 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
     return 2;
   }
   if (!note.empty()) LogInfo(note);
+  absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
+      DaemonMetrics::FromFlags("worker", options.config.task.index);
+  if (!metrics.ok()) {
+    LogError(metrics.status().message());
+    return ExitCodeForStartError(metrics.status());
+  }
+  WorkerMetrics worker_metrics((*metrics)->registry(), (*backend)->name());
   WorkerServiceImpl service([shutdown](const std::string& reason) {
     shutdown->Request(0, absl::StrCat("Shutdown RPC: ", reason));
   });
@@ -40,6 +49,7 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
         });
     if (worker.ok()) {
       LogInfo(absl::StrCat("job received; computing on ", (*worker)->GetStatus().backend()));
+      (*worker)->set_metrics(&worker_metrics);
       service.SetWorker(*std::move(worker));
       (*runtime)->StartHeartbeats();
     } else {
@@ -52,7 +62,9 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
       shutdown->Request(1, absl::StrCat("cannot build the job: ", worker.status().message()));
     }
   }
-  return (*runtime)->WaitAndStop();
+  const int exit_code = (*runtime)->WaitAndStop();
+  (*metrics)->Linger();
+  return exit_code;
 }
 
 }  // namespace pstrain

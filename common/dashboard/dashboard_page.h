@@ -85,14 +85,17 @@ function drawChart(canvas, series, xLabel) {
   g.clearRect(0, 0, w, h);
   const all = series.flatMap(s => s.points);
   canvas.dataset.points = String(all.length);
-  const left = 52, right = 12, top = 10, bottom = 34;
+  const left = 52, right = 24, top = 10, bottom = 34;
   g.font = '11px system-ui, sans-serif';
   if (all.length === 0) {
     g.fillStyle = '#8a939e';
     g.fillText('waiting for data', w / 2 - 40, h / 2);
     return;
   }
-  const [x0, x1] = niceRange(Math.min(...all.map(p => p[0])), Math.max(...all.map(p => p[0])));
+  // x spans the data exactly (epochs and steps start where they start); y gets a margin.
+  let x0 = Math.min(...all.map(p => p[0])), x1 = Math.max(...all.map(p => p[0]));
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const integerX = all.every(p => Number.isInteger(p[0]));
   const [y0, y1] = niceRange(Math.min(...all.map(p => p[1])), Math.max(...all.map(p => p[1])));
   const X = x => left + (x - x0) / (x1 - x0) * (w - left - right);
   const Y = y => h - bottom - (y - y0) / (y1 - y0) * (h - top - bottom);
@@ -102,7 +105,7 @@ function drawChart(canvas, series, xLabel) {
     g.beginPath(); g.moveTo(left, py); g.lineTo(w - right, py); g.stroke();
     g.fillText(fmt(y), 4, py + 4);
     const x = x0 + (x1 - x0) * i / 4;
-    g.fillText(fmt(x), X(x) - 10, h - bottom + 14);
+    g.fillText(integerX ? String(Math.round(x)) : fmt(x), X(x) - 10, h - bottom + 14);
   }
   g.fillText(xLabel, w / 2 - 15, h - 4);
   series.forEach((s, i) => {

@@ -23,8 +23,22 @@ std::map<int, std::shared_ptr<MetricsServer::PageHandler>>& Handlers()
   return *handlers;
 }
 
-// civetweb's begin_request: 0 lets the exposer answer (/metrics) or civetweb say 404;
-// a status code means the request was answered here.
+// Writes a whole response: status line, headers and body. (civetweb's own error pages
+// were seen to crash it when a browser asks for a path it has no handler for, such as
+// /favicon.ico, so every answer but /metrics is written here.)
+void Respond(mg_connection* connection, int status, const std::string& content_type,
+             const std::string& body) {
+  const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found" : "Method Not Allowed";
+  const std::string head = absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
+      "\r\nContent-Length: ", body.size(),
+      "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+  mg_write(connection, head.data(), head.size());
+  mg_write(connection, body.data(), body.size());
+}
+
+// civetweb's begin_request: 0 lets the exposer answer /metrics; any other path is
+// answered here (a status code means the request was handled).
 int BeginRequest(mg_connection* connection) {
   const mg_request_info* request = mg_get_request_info(connection);
   if (request == nullptr || request->local_uri == nullptr) return 0;
@@ -34,24 +48,24 @@ int BeginRequest(mg_connection* connection) {
   {
     absl::MutexLock lock(&handlers_mu);
     auto found = Handlers().find(request->server_port);
-    if (found == Handlers().end()) return 0;
-    handler = found->second;
+    if (found != Handlers().end()) handler = found->second;
   }
-  if (std::string(request->request_method) != "GET") {
-    mg_send_http_error(connection, 405, "%s", "only GET is served here\n");
+  if (request->request_method == nullptr || std::string(request->request_method) != "GET") {
+    Respond(connection, 405, "text/plain", "only GET is served here\n");
     return 405;
   }
-  std::optional<HttpPage> page =
-      (*handler)(path, request->query_string != nullptr ? request->query_string : "");
-  if (!page.has_value()) return 0;
-  if (page->status != 200) {
-    mg_send_http_error(connection, page->status, "%s", page->body.c_str());
-    return page->status;
+  std::optional<HttpPage> page;
+  if (handler != nullptr) {
+    page = (*handler)(path, request->query_string != nullptr ? request->query_string : "");
   }
-  mg_send_http_ok(connection, page->content_type.c_str(),
-                  static_cast<long long>(page->body.size()));
-  mg_write(connection, page->body.data(), page->body.size());
-  return 200;
+  if (!page.has_value()) {
+    Respond(connection, 404, "text/plain",
+            absl::StrCat(path, " is not here; try /metrics", handler != nullptr ? " or /" : "",
+                         "\n"));
+    return 404;
+  }
+  Respond(connection, page->status, page->content_type, page->body);
+  return page->status;
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ TEST(MetricsServerTest, PagesGoToTheHandlerAndUnknownPathsAre404) {
   httplib::Result missing = client.Get("/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(client.Get("/favicon.ico")->status, 404);
   // /metrics is still the exposer's.
   httplib::Result metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);

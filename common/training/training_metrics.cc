@@ -12,10 +12,6 @@ TrainingMetrics::TrainingMetrics(MetricsRegistry* registry)
       loss_(registry->AddGauge("pstrain_training_loss", "Training loss of the last epoch")),
       accuracy_(registry->AddGauge("pstrain_training_accuracy",
                                    "Training accuracy of the last epoch")),
-      val_loss_(registry->AddGauge("pstrain_training_validation_loss",
-                                   "Validation loss after the last epoch")),
-      val_accuracy_(registry->AddGauge("pstrain_training_validation_accuracy",
-                                       "Validation accuracy after the last epoch")),
       samples_(registry->AddCounter("pstrain_training_samples_total",
                                     "Training examples stepped through")),
       samples_per_second_(registry->AddGauge("pstrain_training_samples_per_second",
@@ -58,8 +54,13 @@ void TrainingMetrics::OnEpoch(const EpochSummary& summary) {
   loss_.Set(summary.loss);
   accuracy_.Set(summary.accuracy);
   if (summary.has_validation) {
-    val_loss_.Set(summary.val_loss);
-    val_accuracy_.Set(summary.val_accuracy);
+    // Added with the first validation: a job without one exports no zeros.
+    registry_->AddGauge("pstrain_training_validation_loss", "Validation loss after the last epoch")
+        .Set(summary.val_loss);
+    registry_
+        ->AddGauge("pstrain_training_validation_accuracy",
+                   "Validation accuracy after the last epoch")
+        .Set(summary.val_accuracy);
   }
 }
 

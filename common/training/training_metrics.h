@@ -15,6 +15,7 @@ namespace pstrain {
 //   pstrain_training_loss, pstrain_training_accuracy,
 //   pstrain_training_validation_loss, pstrain_training_validation_accuracy
 //                                        the last finished epoch's, as its line printed them
+//                                        (the validation ones once a validation ran)
 //   pstrain_training_samples_total, pstrain_training_samples_per_second
 //                                        (over the last second or more of reports)
 //   pstrain_training_checkpoints_written_total, pstrain_training_checkpoint_failures_total,
@@ -37,8 +38,6 @@ class TrainingMetrics : public TrainingObserver {
   prometheus::Gauge& global_step_;
   prometheus::Gauge& loss_;
   prometheus::Gauge& accuracy_;
-  prometheus::Gauge& val_loss_;
-  prometheus::Gauge& val_accuracy_;
   prometheus::Counter& samples_;
   prometheus::Gauge& samples_per_second_;
   prometheus::Counter& checkpoints_written_;

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
+#include "common/logging.h"
 #include "common/shutdown_signal.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
@@ -54,6 +55,11 @@ ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
           "parameter_server: the chief also checkpoints every this many global steps "
           "(0 = at epoch ends only)");
 ABSL_FLAG(bool, verbose, false, "Also echo every task's log lines");
+ABSL_FLAG(bool, metrics, true,
+          "Every task serves Prometheus metrics on a free port of its own (printed at start); "
+          "the chief (train, worker 0) also the live dashboard at /");
+ABSL_FLAG(std::string, logdir, "",
+          "TensorBoard event files of the run (default: tensorboard/ in the log folder)");
 ABSL_FLAG(bool, no_restart, false,
           "parameter_server: do not restart a ps or worker that dies (by default the launcher "
           "restarts it with the same TF_CONFIG, up to 3 times, as an orchestrator would)");
@@ -113,8 +119,22 @@ int main(int argc, char** argv) {
       checkpoint_dir = pattern;
     }
     args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
-    std::printf("pstrain: %s strategy, one process; checkpoints in %s\n", strategy.c_str(),
-                checkpoint_dir.c_str());
+    std::string logdir = absl::GetFlag(FLAGS_logdir);
+    if (logdir.empty()) {
+      std::string pattern = "/tmp/pstrain-tensorboard-XXXXXX";
+      if (mkdtemp(pattern.data()) != nullptr) logdir = pattern;
+    }
+    if (!logdir.empty()) args.push_back(absl::StrCat("--logdir=", logdir));
+    if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) args.push_back("--log_format=json");
+    std::string watch;
+    if (absl::GetFlag(FLAGS_metrics)) {
+      absl::StatusOr<std::vector<int>> port = pstrain::PickFreePorts(1);
+      if (!port.ok()) return Fail(std::string(port.status().message()));
+      args.push_back(absl::StrCat("--metrics_port=", (*port)[0]));
+      watch = absl::StrCat("; dashboard http://localhost:", (*port)[0], "/ (metrics at /metrics)");
+    }
+    std::printf("pstrain: %s strategy, one process; checkpoints in %s; TensorBoard logs in %s%s\n",
+                strategy.c_str(), checkpoint_dir.c_str(), logdir.c_str(), watch.c_str());
     std::fflush(stdout);
     std::vector<char*> argv_train;
     for (std::string& a : args) argv_train.push_back(a.data());
@@ -143,6 +163,9 @@ int main(int argc, char** argv) {
     return Fail("cannot create a checkpoint folder in /tmp");
   }
 
+  std::string logdir = absl::GetFlag(FLAGS_logdir);
+  if (logdir.empty()) logdir = log_dir + "/tensorboard";
+
   pstrain::ShutdownSignal interrupted;
   pstrain::ShutdownSignal::InstallHandlers(&interrupted);
 
@@ -153,6 +176,12 @@ int main(int argc, char** argv) {
   options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
   options.worker_args = {absl::StrCat("--device=", device)};
   if (!mwms) options.chief_args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
+  if (!mwms) options.chief_args.push_back(absl::StrCat("--logdir=", logdir));
+  if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) {
+    options.task_args.push_back("--log_format=json");
+  }
+  std::map<std::string, int> metrics_ports;
+  if (absl::GetFlag(FLAGS_metrics)) options.metrics_ports = &metrics_ports;
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
     if (mwms) return Fail("--checkpoint_every_steps is for the parameter_server strategy");
     options.chief_args.push_back(absl::StrCat("--checkpoint_every_steps=",
@@ -193,8 +222,11 @@ int main(int argc, char** argv) {
     // multi_worker_mirrored mode serving the all-reduce on its own port.
     reporter = "worker0";
     if (options.num_workers < 1) return Fail("--workers must be >= 1");
-    absl::StatusOr<std::vector<int>> ports = pstrain::PickFreePorts(options.num_workers);
+    absl::StatusOr<std::vector<int>> ports = pstrain::PickFreePorts(2 * options.num_workers);
     if (!ports.ok()) return Fail(std::string(ports.status().message()));
+    ports->resize(options.num_workers);
+    absl::StatusOr<std::vector<int>> more = pstrain::PickFreePorts(options.num_workers);
+    if (!more.ok()) return Fail(std::string(more.status().message()));
     std::vector<std::string> addresses;
     for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
     const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
@@ -208,6 +240,11 @@ int main(int argc, char** argv) {
                                        absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
       if (absl::GetFlag(FLAGS_epochs) > 0) {
         args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
+      }
+      if (i == 0) args.push_back(absl::StrCat("--logdir=", logdir));
+      if (absl::GetFlag(FLAGS_metrics)) {
+        metrics_ports[absl::StrCat("worker", i)] = (*more)[i];
+        args.push_back(absl::StrCat("--metrics_port=", (*more)[i]));
       }
       if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
         args.push_back(absl::StrCat("--collective_timeout=",
@@ -223,6 +260,16 @@ int main(int argc, char** argv) {
   } else if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
     return Fail(std::string(started.message()));
   }
+  // The second line: where to watch (before any epoch line).
+  if (!metrics_ports.empty()) {
+    std::string ports;
+    // By name: chief, ps0, ps1, ..., worker0, ...
+    for (const auto& [name, port] : metrics_ports) absl::StrAppend(&ports, " ", name, " ", port);
+    std::printf("pstrain: dashboard http://localhost:%d/ ; Prometheus metrics at "
+                "http://localhost:PORT/metrics,%s; TensorBoard logs in %s\n",
+                metrics_ports[reporter], ports.c_str(), logdir.c_str());
+    std::fflush(stdout);
+  }
   std::map<std::string, std::unique_ptr<std::ofstream>> logs;
   const bool verbose = absl::GetFlag(FLAGS_verbose);
   auto on_line = [&](int, const std::string& name, bool is_stderr, const std::string& line) {
@@ -235,7 +282,7 @@ int main(int argc, char** argv) {
     *log << line << '\n';
     log->flush();
     // Errors always reach the user; the rest only with --verbose.
-    if (verbose || absl::StartsWith(line, "E ") || !absl::StartsWith(line, "I ")) {
+    if (verbose || pstrain::LogRecordLevel(line) != 'I') {
       std::cerr << "[" << name << "] " << line << std::endl;
     }
   };

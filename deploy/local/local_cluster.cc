@@ -32,8 +32,10 @@ absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup*
                                                    options.num_ps, " ps, ", options.num_workers,
                                                    " workers)"));
   }
+  const int num_tasks = 1 + options.num_ps + options.num_workers;
   PS_ASSIGN_OR_RETURN(std::vector<int> ports,
-                      PickFreePorts(1 + options.num_ps + options.num_workers));
+                      PickFreePorts(options.metrics_ports != nullptr ? 2 * num_tasks : num_tasks));
+  int next_metrics_port = num_tasks;
   auto address = [&](int port) { return absl::StrCat(options.host, ":", port); };
   std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
       {"chief", {address(ports[0])}}, {"ps", {}}, {"worker", {}}};
@@ -50,6 +52,11 @@ absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup*
     spec.args = std::move(args);
     spec.args.insert(spec.args.end(), options.task_args.begin(), options.task_args.end());
     spec.env["TF_CONFIG"] = MakeTfConfig(cluster, type, index);
+    if (options.metrics_ports != nullptr) {
+      const int port = ports[next_metrics_port++];
+      (*options.metrics_ports)[spec.name] = port;
+      spec.args.push_back(absl::StrCat("--metrics_port=", port));
+    }
     // Several processes share this machine's cores: one BLAS thread each is fastest
     // (notes/performance-facts.md), unless the user chose otherwise.
     if (getenv("OPENBLAS_NUM_THREADS") == nullptr) spec.env["OPENBLAS_NUM_THREADS"] = "1";

@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
 #define PSTRAIN_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct LocalClusterOptions {
   std::vector<std::string> task_args;   // given to every task (timeouts, ...)
   std::vector<std::string> worker_args; // given to workers only (--device, ...)
   std::string host = "localhost";
+  // When set, every task also serves Prometheus metrics (the chief its dashboard too) on
+  // a free port of its own, given as --metrics_port and recorded here by task name
+  // ("chief", "ps0", "worker1", ...).
+  std::map<std::string, int>* metrics_ports = nullptr;
 };
 
 // The TF_CONFIG of task (`type`, `index`) in a cluster whose jobs are `cluster`
