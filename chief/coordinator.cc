@@ -4,33 +4,82 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "chief/data_position.h"
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
-#include "chief/placement.h"
-#include "common/sharding/shards_by_ps.h"
 #include "common/training/consistency_config.h"
+#include "common/training/evaluator.h"
+#include "common/training/training_state.h"
 
 namespace pstrain {
-
 namespace {
 
-// obj[key] when obj is an object holding a number there, else `fallback`: checkpoint
-// metadata is read from disk, and json::value would throw on another type.
-int64_t IntegerOr(const nlohmann::json& obj, const char* key, int64_t fallback) {
-  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number_integer()) return fallback;
-  return obj[key].get<int64_t>();
-}
-double NumberOr(const nlohmann::json& obj, const char* key, double fallback) {
-  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) return fallback;
-  return obj[key].get<double>();
+// A ps call failed because the ps is gone (or came back empty after a restart: NOT_FOUND
+// a variable, FAILED_PRECONDITION no variables at all), as opposed to a bad request:
+// recovering the ps may help.
+bool IsPsGone(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+         absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
+         absl::IsAborted(status);
 }
 
+void AddFigures(const RunStepsResponse& from, RunStepsResponse* to) {
+  to->set_loss_sum(to->loss_sum() + from.loss_sum());
+  to->set_correct(to->correct() + from.correct());
+  to->set_samples(to->samples() + from.samples());
+  to->set_steps(to->steps() + from.steps());
+}
+
+// The optimizer as every ps of a job with `num_workers` workers runs it: every worker
+// pushes its own batch's gradient, so with scale_learning_rate the rate grows with the
+// global batch (per-replica batch x workers), the seed's best practice.
+OptimizerConfig PsOptimizerFor(const JobSpec& job, size_t num_workers) {
+  OptimizerConfig optimizer = job.optimizer;
+  if (job.scale_learning_rate) {
+    optimizer.set_learning_rate(optimizer.learning_rate() * static_cast<float>(num_workers));
+  }
+  return optimizer;
+}
+
+Checkpointer::Options CheckpointerOptions(const Coordinator::Options& options) {
+  Checkpointer::Options out;
+  out.dir = options.checkpoint_dir;
+  out.keep = options.keep_checkpoints;
+  out.metadata = options.checkpoint_metadata;
+  out.every_steps = options.checkpoint_every_steps;
+  out.every = options.checkpoint_every;
+  out.commit_delay = options.checkpoint_commit_delay;
+  out.observer = options.observer;
+  return out;
+}
+
+// The number of evaluation examples per Model::Evaluate call: large batches evaluate
+// fastest, and the result does not depend on it.
+constexpr int64_t kValidationBatch = 1000;
+
 }  // namespace
+
+const char* JobPhaseName(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kWaitingForTasks:
+      return "waiting_for_tasks";
+    case JobPhase::kRestoring:
+      return "restoring";
+    case JobPhase::kTraining:
+      return "training";
+    case JobPhase::kRecovering:
+      return "recovering";
+    case JobPhase::kDone:
+      return "done";
+    case JobPhase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
 
 Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                          Membership* membership, std::vector<PsClient*> ps,
@@ -38,7 +87,7 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                          const ShutdownSignal* abort,
                          std::function<void(const EpochSummary&)> on_epoch,
                          const CheckpointReader* restore)
-    : options_(options),
+    : options_(std::move(options)),
       job_(job),
       model_(model),
       membership_(membership),
@@ -47,78 +96,44 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       validation_(validation),
       abort_(abort),
       on_epoch_(std::move(on_epoch)),
-      restore_(restore) {
-  if (!options_.checkpoint_dir.empty()) {
-    CheckpointWriter::Options writer_options;
-    writer_options.keep = options_.keep_checkpoints;
-    writer_options.delay_before_commit = options_.checkpoint_commit_delay;
-    writer_ = std::make_unique<CheckpointWriter>(options_.checkpoint_dir, writer_options);
-  }
-}
+      restore_(restore),
+      variables_(model, ps_, PsOptimizerFor(*job, workers_.size()), options_.consistency),
+      checkpointer_(CheckpointerOptions(options_), job, &variables_) {}
 
-void Coordinator::SetPhase(const std::string& phase) {
+void Coordinator::SetPhase(JobPhase phase) {
   absl::MutexLock lock(&mu_);
   phase_ = phase;
 }
 
-void Coordinator::Describe(ChiefStatusResponse* response) const {
+int64_t Coordinator::global_step() const {
   absl::MutexLock lock(&mu_);
-  response->set_phase(phase_);
-  response->set_epoch(epoch_);
-  response->set_global_step(global_step_);
-  for (const VariablePlacementEntry& e : placement_) *response->add_placement() = e;
+  return global_step_;
+}
+
+void Coordinator::Describe(ChiefStatusResponse* response) const {
+  {
+    absl::MutexLock lock(&mu_);
+    response->set_phase(JobPhaseName(phase_));
+    response->set_epoch(epoch_);
+    response->set_global_step(global_step_);
+  }
+  for (const VariablePlacementEntry& e : variables_.placement()) *response->add_placement() = e;
 }
 
 absl::Status Coordinator::Run() {
   ps_generation_ = absl::ToUnixNanos(absl::Now());
-  {
-    absl::MutexLock lock(&mu_);
-    last_checkpoint_time_ = absl::Now();
-  }
+  checkpointer_.Start(0);
   absl::Status status = [&]() -> absl::Status {
     PS_RETURN_IF_ERROR(membership_->WaitForAll(options_.register_timeout, abort_));
     LogInfo(absl::StrCat("all ", ps_.size(), " ps and ", workers_.size(),
                          " worker tasks registered"));
     PS_RETURN_IF_ERROR(WaitForWorkersReady());
     PS_RETURN_IF_ERROR(CreateVariables());
-    SetPhase("training");
-    for (const VariablePlacementEntry& e : placement_) {
-      LogInfo(absl::StrCat(
-          "variable ", e.name(), " ",
-          ShapeToString(std::vector<int64_t>(e.shape().begin(), e.shape().end())),
-          e.num_shards() > 1 ? absl::StrCat(" (rows ", e.row_offset(), "-",
-                                            e.row_offset() + e.num_rows() - 1, " of ",
-                                            e.variable_name(), ")")
-                             : "",
-          " on ps ", e.ps_index()));
-    }
+    SetPhase(JobPhase::kTraining);
     int first_epoch = 0;
     const nlohmann::json* resume = nullptr;
     if (restore_ != nullptr) {
-      SetPhase("restoring");
-      PS_RETURN_IF_ERROR(RestoreCheckpoint());
-      SetPhase("training");
-      first_epoch = restore_->epoch();
-      {
-        absl::MutexLock lock(&mu_);
-        global_step_ = restore_->step();
-        last_checkpoint_step_ = restore_->step();
-        epoch_ = first_epoch;
-      }
-      // A mid-epoch checkpoint says where the epoch in progress stood.
-      const nlohmann::json& metadata = restore_->metadata();
-      if (metadata.is_object() && metadata.contains("data_position") &&
-          metadata["data_position"].is_object() &&
-          IntegerOr(metadata["data_position"], "epoch", -1) == first_epoch) {
-        resume = &metadata["data_position"];
-      }
-      LogInfo(absl::StrCat(
-          "restored ", restore_->path(), " (epoch ", restore_->epoch(), ", step ",
-          restore_->step(), ") onto ", ps_.size(), " ps",
-          first_epoch >= job_->epochs
-              ? absl::StrCat("; it already has all ", job_->epochs, " epochs, nothing to train")
-              : absl::StrCat("; continuing with epoch ", first_epoch + 1,
-                             resume != nullptr ? " from its saved data positions" : "")));
+      PS_ASSIGN_OR_RETURN(first_epoch, RestoreCheckpoint(&resume));
     }
     for (int epoch = first_epoch; epoch < job_->epochs; ++epoch) {
       {
@@ -140,75 +155,96 @@ absl::Status Coordinator::Run() {
       // the ps tasks (a worker lost by a deadline may still push until it notices).
       // The last epoch's checkpoint is the end-of-job one.
       const bool last = epoch + 1 == job_->epochs;
-      if (writer_ != nullptr && (last || options_.checkpoint_every_epoch || CheckpointDue())) {
+      if (checkpointer_.enabled() &&
+          (last || options_.checkpoint_every_epoch || CheckpointDue())) {
         PS_RETURN_IF_ERROR(
             RetryAfterPsRecovery([&] { return WriteCheckpoint(epoch + 1, nullptr); }));
       }
     }
     return absl::OkStatus();
   }();
-  SetPhase(status.ok() ? "done" : "failed");
+  SetPhase(status.ok() ? JobPhase::kDone : JobPhase::kFailed);
+  checkpointer_.EndJob(/*failed=*/!status.ok());
   return status;
 }
 
+absl::Status Coordinator::CreateVariables() {
+  PS_RETURN_IF_ERROR(variables_.Create(options_.placement_policy, job_->seed));
+  const std::vector<VariablePlacementEntry> placement = variables_.placement();
+  LogInfo(absl::StrCat("placement: ", DescribePolicy(options_.placement_policy), "; ",
+                       placement.size(), " shards of ", model_->variables().size(),
+                       " variables on ", ps_.size(), " ps"));
+  if (options_.consistency.mode() != CONSISTENCY_ASYNC) {
+    LogInfo(absl::StrCat("consistency: ", DescribeConsistency(options_.consistency)));
+  }
+  for (const VariablePlacementEntry& e : placement) {
+    LogInfo(absl::StrCat(
+        "variable ", e.name(), " ",
+        ShapeToString(std::vector<int64_t>(e.shape().begin(), e.shape().end())),
+        e.num_shards() > 1 ? absl::StrCat(" (rows ", e.row_offset(), "-",
+                                          e.row_offset() + e.num_rows() - 1, " of ",
+                                          e.variable_name(), ")")
+                           : "",
+        " on ps ", e.ps_index()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Coordinator::RestoreCheckpoint(const nlohmann::json** resume) {
+  SetPhase(JobPhase::kRestoring);
+  PS_RETURN_IF_ERROR(checkpointer_.Restore(*restore_));
+  SetPhase(JobPhase::kTraining);
+  const int first_epoch = restore_->epoch();
+  {
+    absl::MutexLock lock(&mu_);
+    global_step_ = restore_->step();
+    epoch_ = first_epoch;
+  }
+  checkpointer_.Start(restore_->step());
+  // A mid-epoch checkpoint says where the epoch in progress stood.
+  *resume = SavedDataPosition(*restore_, first_epoch);
+  LogInfo(absl::StrCat(
+      "restored ", restore_->path(), " (epoch ", restore_->epoch(), ", step ",
+      restore_->step(), ") onto ", ps_.size(), " ps",
+      first_epoch >= job_->epochs
+          ? absl::StrCat("; it already has all ", job_->epochs, " epochs, nothing to train")
+          : absl::StrCat("; continuing with epoch ", first_epoch + 1,
+                         *resume != nullptr ? " from its saved data positions" : "")));
+  return first_epoch;
+}
+
 absl::StatusOr<SaveCheckpointResponse> Coordinator::SaveCheckpointNow(absl::Duration timeout) {
-  if (writer_ == nullptr) {
+  if (!checkpointer_.enabled()) {
     return absl::FailedPreconditionError("this chief has no --checkpoint_dir");
   }
-  absl::MutexLock lock(&mu_);
-  if (phase_ == "done" || phase_ == "failed") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job is ", phase_ == "done" ? "over" : "failed", "; its last checkpoint is ",
-        last_checkpoint_.path().empty() ? "(none)" : last_checkpoint_.path()));
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == JobPhase::kDone || phase_ == JobPhase::kFailed) {
+      const std::string last = checkpointer_.last().path();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job is ", phase_ == JobPhase::kDone ? "over" : "failed",
+          "; its last checkpoint is ", last.empty() ? "(none)" : last));
+    }
+    if (phase_ == JobPhase::kWaitingForTasks) {
+      return absl::FailedPreconditionError("training has not started: waiting for tasks");
+    }
   }
-  if (phase_ == "waiting_for_tasks") {
-    return absl::FailedPreconditionError("training has not started: waiting for tasks");
+  const int64_t written_before = checkpointer_.Request();
+  {
+    // In consistent mode the workers' threads stop taking chunks; the epoch loop writes
+    // once the chunks in flight are back. Otherwise a worker's thread writes after its
+    // next chunk.
+    absl::MutexLock lock(&mu_);
+    if (running_queue_ != nullptr && options_.consistent_checkpoints) running_queue_->Close();
   }
-  const int64_t before = checkpoints_written_;
-  checkpoint_requested_ = true;
-  // In consistent mode the workers' threads stop taking chunks; the epoch loop writes
-  // once the chunks in flight are back. Otherwise a worker's thread writes after its
-  // next chunk.
-  if (running_queue_ != nullptr && options_.consistent_checkpoints) running_queue_->Close();
-  auto written_or_over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return checkpoints_written_ > before || phase_ == "done" || phase_ == "failed";
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&written_or_over), timeout);
-  if (checkpoints_written_ > before) return last_checkpoint_;
-  if (phase_ == "failed") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job failed before the checkpoint was written",
-        last_checkpoint_status_.ok() ? "" : absl::StrCat(": ", last_checkpoint_status_.message())));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "no checkpoint written within ", absl::FormatDuration(timeout),
-      "; the request stays pending and is served at the next chunk boundary"));
+  return checkpointer_.AwaitWrite(written_before, timeout);
 }
 
-bool Coordinator::CheckpointDue() const {
-  if (writer_ == nullptr) return false;
-  absl::MutexLock lock(&mu_);
-  if (checkpoint_requested_) return true;
-  if (options_.checkpoint_every_steps > 0 &&
-      global_step_ - last_checkpoint_step_ >= options_.checkpoint_every_steps) {
-    return true;
-  }
-  return options_.checkpoint_every > absl::ZeroDuration() &&
-         absl::Now() - last_checkpoint_time_ >= options_.checkpoint_every;
+bool Coordinator::CheckpointDue() const { return checkpointer_.Due(global_step()); }
+
+absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json* position) {
+  return checkpointer_.Write(epochs_done, global_step(), position);
 }
-
-namespace {
-
-// A ps call failed because the ps is gone (or came back empty after a restart: NOT_FOUND
-// a variable, FAILED_PRECONDITION no variables at all), as opposed to a bad request:
-// recovering the ps may help.
-bool IsPsGone(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
-         absl::IsAborted(status);
-}
-
-}  // namespace
 
 absl::Status Coordinator::RetryAfterPsRecovery(const std::function<absl::Status()>& step) {
   absl::Status status = step();
@@ -218,47 +254,18 @@ absl::Status Coordinator::RetryAfterPsRecovery(const std::function<absl::Status(
   return step();
 }
 
-OptimizerConfig Coordinator::PsOptimizer() const {
-  // Every worker pushes its own batch's gradient: with scale_learning_rate the rate grows
-  // with the global batch (per-replica batch x workers), the seed's best practice.
-  OptimizerConfig optimizer = job_->optimizer;
-  if (job_->scale_learning_rate) {
-    optimizer.set_learning_rate(optimizer.learning_rate() * static_cast<float>(workers_.size()));
-  }
-  return optimizer;
-}
-
 absl::Status Coordinator::RecoverPs() {
-  SetPhase("recovering");
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  // The shards each ps must hold.
-  const std::vector<std::vector<ShardRef>> expected =
-      ShardsByPs(layout, static_cast<int>(ps_.size()));
+  SetPhase(JobPhase::kRecovering);
   const absl::Time give_up = absl::Now() + options_.ps_recovery_timeout;
-  std::vector<int> emptied;
+  ShardedVariables::Census census;
   while (true) {
-    emptied.clear();
-    std::vector<std::string> missing;
-    for (size_t p = 0; p < ps_.size(); ++p) {
-      absl::StatusOr<PsStatusResponse> status = ps_[p]->GetStatus();
-      if (!status.ok()) {
-        missing.push_back(std::string(status.status().message()));
-        continue;
-      }
-      absl::flat_hash_set<std::string> held;
-      for (const VariableInfo& v : status->variables()) held.insert(v.name());
-      for (const ShardRef& shard : expected[p]) {
-        if (!held.contains(shard.entry.name())) {
-          emptied.push_back(static_cast<int>(p));
-          break;
-        }
-      }
-    }
-    if (missing.empty()) break;
+    PS_ASSIGN_OR_RETURN(census, variables_.TakeCensus());
+    if (census.unreachable.empty()) break;
     if (absl::Now() >= give_up) {
       return absl::UnavailableError(absl::StrCat(
           "training paused for a failed ps, which did not come back within ",
-          absl::FormatDuration(options_.ps_recovery_timeout), ": ", absl::StrJoin(missing, "; ")));
+          absl::FormatDuration(options_.ps_recovery_timeout), ": ",
+          absl::StrJoin(census.unreachable, "; ")));
     }
     if (abort_ != nullptr && abort_->WaitFor(absl::Milliseconds(250))) {
       return absl::CancelledError("the chief is shutting down");
@@ -267,18 +274,22 @@ absl::Status Coordinator::RecoverPs() {
   }
   ++ps_generation_;
   if (options_.observer != nullptr) options_.observer->OnPsRecovered();
-  if (emptied.empty()) {
+  if (census.emptied.empty()) {
     LogWarning("every ps answers and holds its variables; training resumes");
-    SetPhase("training");
-    return absl::OkStatus();
+  } else {
+    PS_RETURN_IF_ERROR(RecreateEmptiedPs(census.emptied));
   }
+  SetPhase(JobPhase::kTraining);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RecreateEmptiedPs(const std::vector<int>& emptied) {
   // The newest good checkpoint of this job (a corrupt newest one is reported and skipped),
   // else the one this run was restored from.
   std::unique_ptr<CheckpointReader> latest;
   const CheckpointReader* checkpoint = restore_;
-  if (writer_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
-        CheckpointReader::Open(options_.checkpoint_dir);
+  if (checkpointer_.enabled()) {
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened = checkpointer_.OpenLatest();
     if (opened.ok()) {
       latest = *std::move(opened);
       checkpoint = latest.get();
@@ -287,28 +298,22 @@ absl::Status Coordinator::RecoverPs() {
                             opened.status().message()));
     }
   }
-  // Each emptied ps's shards are created from the checkpoint's values (its slots and
-  // counts restored next), or from the initial values when there is no checkpoint.
-  std::vector<std::vector<VariableSnapshot>> saved(ps_.size());
-  std::vector<std::vector<NamedTensor>> initial(ps_.size());
+  std::optional<TrainingState> state;
   if (checkpoint != nullptr) {
-    PS_ASSIGN_OR_RETURN(saved, SnapshotsFrom(*checkpoint, layout));
-  } else {
-    PS_ASSIGN_OR_RETURN(initial, InitialShardsByPs(layout));
+    PS_ASSIGN_OR_RETURN(state, TrainingStateFromCheckpoint(*checkpoint));
   }
+  // Each emptied ps's shards are created from the checkpoint's values, slots and counts,
+  // or from the initial values when there is no checkpoint.
   for (int p : emptied) {
-    std::vector<NamedTensor> shards = std::move(initial[p]);
-    for (const VariableSnapshot& s : saved[p]) shards.push_back({s.name, s.value});
-    PS_RETURN_IF_ERROR(ps_[p]->CreateVariables(std::move(shards), PsOptimizer(),
-                                               options_.consistency));
-    if (checkpoint != nullptr) PS_RETURN_IF_ERROR(ps_[p]->RestoreState(saved[p]));
+    PS_RETURN_IF_ERROR(variables_.Recreate(
+        p, state.has_value() ? &*state : nullptr,
+        checkpoint != nullptr ? absl::StrCat("checkpoint ", checkpoint->path()) : "", job_->seed));
     LogWarning(checkpoint != nullptr
                    ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
                                   checkpoint->path(), " (step ", checkpoint->step(), ")")
                    : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists "
                                   "yet; its shards start again from their initial values"));
   }
-  SetPhase("training");
   return absl::OkStatus();
 }
 
@@ -333,41 +338,6 @@ absl::Status Coordinator::WaitForWorkersReady() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<NamedTensor>>> Coordinator::InitialShardsByPs(
-    const std::vector<VariableLayout>& layout) const {
-  return ScatterValues(layout, static_cast<int>(ps_.size()), model_->InitialValues(job_->seed));
-}
-
-absl::Status Coordinator::CreateVariables() {
-  std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model_->variables()) {
-    shapes.push_back({spec.name, spec.shape});
-  }
-  const int num_ps = static_cast<int>(ps_.size());
-  PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
-                      PlaceVariables(shapes, num_ps, options_.placement_policy));
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
-                      ResolveLayout(shapes, placement, num_ps));
-  PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> per_ps, InitialShardsByPs(layout));
-  const OptimizerConfig optimizer = PsOptimizer();
-  std::vector<std::function<absl::Status()>> creates;
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    creates.push_back([this, p, &per_ps, &optimizer] {
-      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer, options_.consistency);
-    });
-  }
-  PS_RETURN_IF_ERROR(RunConcurrently(creates));
-  LogInfo(absl::StrCat("placement: ", DescribePolicy(options_.placement_policy), "; ",
-                       placement.size(), " shards of ", shapes.size(), " variables on ",
-                       num_ps, " ps"));
-  if (options_.consistency.mode() != CONSISTENCY_ASYNC) {
-    LogInfo(absl::StrCat("consistency: ", DescribeConsistency(options_.consistency)));
-  }
-  absl::MutexLock lock(&mu_);
-  placement_ = std::move(placement);
-  return absl::OkStatus();
-}
-
 void Coordinator::RejoinLostWorkers(int epoch) {
   for (size_t w = 0; w < lost_.size(); ++w) {
     if (!lost_[w]) continue;
@@ -381,71 +351,6 @@ void Coordinator::RejoinLostWorkers(int epoch) {
                          epoch + 1));
   }
 }
-
-namespace {
-
-void AddFigures(const RunStepsResponse& from, RunStepsResponse* to) {
-  to->set_loss_sum(to->loss_sum() + from.loss_sum());
-  to->set_correct(to->correct() + from.correct());
-  to->set_samples(to->samples() + from.samples());
-  to->set_steps(to->steps() + from.steps());
-}
-
-// Where epoch `epoch` (0-based, in progress) stands, for a mid-epoch checkpoint: each
-// shard's next step and whether it is done, and the epoch's figures so far.
-nlohmann::json DataPosition(int epoch, int32_t batch_size, const ShardQueue& queue,
-                            const RunStepsResponse& figures) {
-  nlohmann::json next = nlohmann::json::array();
-  nlohmann::json finished = nlohmann::json::array();
-  for (const ShardQueue::Position& p : queue.Positions()) {
-    next.push_back(p.next_step);
-    finished.push_back(p.finished);
-  }
-  return {{"epoch", epoch},
-          {"batch_size", batch_size},
-          {"num_shards", next.size()},
-          {"next_step", std::move(next)},
-          {"finished", std::move(finished)},
-          {"loss_sum", figures.loss_sum()},
-          {"correct", figures.correct()},
-          {"samples", figures.samples()},
-          {"steps", figures.steps()}};
-}
-
-// Puts `queue` and `figures` where `position` (DataPosition's) says. All or nothing.
-// Errors: INVALID_ARGUMENT a malformed position, or one of another batch size or number
-//         of shards (it would name other batches).
-absl::Status ResumeFrom(const nlohmann::json& position, int32_t batch_size, ShardQueue* queue,
-                        RunStepsResponse* figures) {
-  if (!position.is_object() || !position.contains("next_step") ||
-      !position["next_step"].is_array() || !position.contains("finished") ||
-      !position["finished"].is_array() ||
-      position["next_step"].size() != position["finished"].size()) {
-    return absl::InvalidArgumentError("malformed data position");
-  }
-  if (IntegerOr(position, "batch_size", -1) != batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat("saved with batch size ",
-                                                   IntegerOr(position, "batch_size", -1),
-                                                   ", the job now has ", batch_size));
-  }
-  std::vector<ShardQueue::Position> positions;
-  for (size_t i = 0; i < position["next_step"].size(); ++i) {
-    const nlohmann::json& next = position["next_step"][i];
-    const nlohmann::json& done = position["finished"][i];
-    if (!next.is_number_integer() || !done.is_boolean()) {
-      return absl::InvalidArgumentError("malformed data position");
-    }
-    positions.push_back({next.get<int64_t>(), done.get<bool>()});
-  }
-  PS_RETURN_IF_ERROR(queue->Resume(positions));
-  figures->set_loss_sum(NumberOr(position, "loss_sum", 0.0));
-  figures->set_correct(IntegerOr(position, "correct", 0));
-  figures->set_samples(IntegerOr(position, "samples", 0));
-  figures->set_steps(IntegerOr(position, "steps", 0));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
                                     RunStepsResponse* total, bool* lost, bool* ps_failed) {
@@ -488,45 +393,53 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
     }
     queue->Complete(*chunk, response->steps(), response->end_of_data());
     AddFigures(*response, total);
-    StepsDone done;
-    {
-      absl::MutexLock lock(&mu_);
-      global_step_ += response->steps();
-      AddFigures(*response, &epoch_progress_);
-      done.epoch = base.epoch() + 1;
-      done.epochs = job_->epochs;
-      done.global_step = global_step_;
-      done.epoch_step = epoch_progress_.steps();
-      done.epoch_steps = std::max(expected_epoch_steps_, done.epoch_step);
-      done.epoch_elapsed = absl::Now() - epoch_start_;
-      const double seen = static_cast<double>(std::max<int64_t>(epoch_progress_.samples(), 1));
-      done.epoch_loss = epoch_progress_.loss_sum() / seen;
-      done.epoch_accuracy = static_cast<double>(epoch_progress_.correct()) / seen;
-    }
-    if (options_.observer != nullptr) {
-      done.steps = response->steps();
-      done.samples = response->samples();
-      done.loss = response->loss_sum() / static_cast<double>(std::max<int64_t>(response->samples(), 1));
-      done.worker = w;
-      options_.observer->OnSteps(done);
-    }
+    ReportSteps(w, base, *response);
     previous = chunk->shard;
-    if (CheckpointDue()) {
-      if (options_.consistent_checkpoints) {
-        // The epoch loop writes it once every chunk in flight is back.
-        queue->Close();
-      } else if (!live_write_.exchange(true)) {
-        // One worker's thread writes while the others go on pushing. The epoch's figures
-        // are those of its earlier segments: the chunks of this one are still counted
-        // by their threads.
-        const nlohmann::json position =
-            DataPosition(base.epoch(), base.batch_size(), *queue, *segment_start_figures_);
-        const absl::Status written = WriteCheckpoint(base.epoch(), &position);
-        live_write_ = false;
-        if (!written.ok()) return written;
-      }
-    }
+    if (CheckpointDue()) PS_RETURN_IF_ERROR(CheckpointAfterChunk(base, queue));
   }
+}
+
+void Coordinator::ReportSteps(int w, const RunStepsRequest& base,
+                              const RunStepsResponse& response) {
+  StepsDone done;
+  {
+    absl::MutexLock lock(&mu_);
+    global_step_ += response.steps();
+    AddFigures(response, &epoch_progress_);
+    done.epoch = base.epoch() + 1;
+    done.epochs = job_->epochs;
+    done.global_step = global_step_;
+    done.epoch_step = epoch_progress_.steps();
+    done.epoch_steps = std::max(expected_epoch_steps_, done.epoch_step);
+    done.epoch_elapsed = absl::Now() - epoch_start_;
+    const double seen = static_cast<double>(std::max<int64_t>(epoch_progress_.samples(), 1));
+    done.epoch_loss = epoch_progress_.loss_sum() / seen;
+    done.epoch_accuracy = static_cast<double>(epoch_progress_.correct()) / seen;
+  }
+  if (options_.observer == nullptr) return;
+  done.steps = response.steps();
+  done.samples = response.samples();
+  done.loss =
+      response.loss_sum() / static_cast<double>(std::max<int64_t>(response.samples(), 1));
+  done.worker = w;
+  options_.observer->OnSteps(done);
+}
+
+absl::Status Coordinator::CheckpointAfterChunk(const RunStepsRequest& base, ShardQueue* queue) {
+  if (options_.consistent_checkpoints) {
+    // The epoch loop writes it once every chunk in flight is back.
+    queue->Close();
+    return absl::OkStatus();
+  }
+  if (live_write_.exchange(true)) return absl::OkStatus();  // another thread writes
+  // One worker's thread writes while the others go on pushing. The epoch's figures are
+  // those of its earlier segments: the chunks of this one are still counted by their
+  // threads.
+  const nlohmann::json position =
+      DataPosition(base.epoch(), base.batch_size(), *queue, *segment_start_figures_);
+  const absl::Status written = WriteCheckpoint(base.epoch(), &position);
+  live_write_ = false;
+  return written;
 }
 
 absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
@@ -554,9 +467,9 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   base.set_epoch(epoch);
   base.set_batch_size(job_->batch_size);
   base.set_num_shards(num_workers);
+  for (const VariablePlacementEntry& e : variables_.placement()) *base.add_placement() = e;
   {
     absl::MutexLock lock(&mu_);
-    for (const VariablePlacementEntry& e : placement_) *base.add_placement() = e;
     epoch_start_ = absl::Now();
     epoch_progress_ = epoch_figures;
     if (job_->steps_per_epoch > 0) expected_epoch_steps_ = job_->steps_per_epoch;
@@ -593,7 +506,7 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
       absl::MutexLock lock(&mu_);
       running_queue_ = &queue;
       // A request that came between segments pauses this one at its first chunk.
-      if (checkpoint_requested_ && options_.consistent_checkpoints) queue.Close();
+      if (options_.consistent_checkpoints && checkpointer_.Requested()) queue.Close();
     }
     const absl::Status status = RunConcurrently(runs);
     {
@@ -649,181 +562,14 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<VariableLayout>> Coordinator::CurrentLayout() const {
-  std::vector<VariablePlacementEntry> placement;
-  {
-    absl::MutexLock lock(&mu_);
-    placement = placement_;
-  }
-  std::vector<VariableShape> shapes;
-  for (const VariableSpec& spec : model_->variables()) {
-    shapes.push_back({spec.name, spec.shape});
-  }
-  return ResolveLayout(shapes, placement, static_cast<int>(ps_.size()));
-}
-
-namespace {
-
-// Checkpoint tensor name of a variable's optimizer slot.
-std::string SlotTensorName(const std::string& variable, const std::string& slot) {
-  return absl::StrCat(variable, "/optimizer/", slot);
-}
-
-}  // namespace
-
-absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json* position) {
-  absl::MutexLock write_lock(&write_mu_);
-  const absl::Time start = absl::Now();
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  // Every variable's state, reassembled from the shards read from every ps at once.
-  PS_ASSIGN_OR_RETURN(
-      std::vector<VariableSnapshot> states,
-      GatherStates(layout, static_cast<int>(ps_.size()),
-                   [this](int p, const std::vector<std::string>& names) {
-                     return ps_[p]->ReadState(names);
-                   }));
-
-  CheckpointContents contents;
-  {
-    absl::MutexLock lock(&mu_);
-    contents.step = global_step_;
-  }
-  contents.epoch = epochs_done;
-  contents.job_spec = nlohmann::json::parse(SerializeJobSpec(*job_), nullptr,
-                                            /*allow_exceptions=*/false);
-  contents.metadata = options_.checkpoint_metadata.is_object() ? options_.checkpoint_metadata
-                                                               : nlohmann::json::object();
-  contents.metadata["global_step"] = contents.step;
-  contents.metadata["epochs_done"] = epochs_done;
-  contents.metadata["num_ps"] = ps_.size();
-  contents.metadata["optimizer"] = job_->optimizer.name();
-  if (position != nullptr) contents.metadata["data_position"] = *position;
-  nlohmann::json variables = nlohmann::json::object();
-  for (size_t i = 0; i < layout.size(); ++i) {
-    VariableSnapshot& v = states[i];
-    nlohmann::json slot_names = nlohmann::json::array();
-    for (const NamedTensor& slot : v.slots) slot_names.push_back(slot.name);
-    variables[v.name] = {{"shape", layout[i].shape},
-                         {"iterations", v.iterations},
-                         {"version", v.version},
-                         {"slots", slot_names},
-                         {"num_shards", layout[i].shards.size()}};
-    contents.tensors.push_back({v.name, std::move(v.value)});
-    for (NamedTensor& slot : v.slots) {
-      contents.tensors.push_back({SlotTensorName(v.name, slot.name), std::move(slot.tensor)});
-    }
-  }
-  contents.metadata["variables"] = std::move(variables);
-  LogInfo(absl::StrCat("writing checkpoint of step ", contents.step, " to ",
-                       writer_->root()));
-  absl::StatusOr<std::string> path = writer_->Write(contents);
-  if (options_.observer != nullptr) {
-    CheckpointEvent event;
-    event.ok = path.ok();
-    if (path.ok()) event.path = *path;
-    event.error = std::string(path.status().message());
-    event.step = contents.step;
-    event.epoch = epochs_done;
-    event.took = absl::Now() - start;
-    options_.observer->OnCheckpoint(event);
-  }
-  absl::MutexLock lock(&mu_);
-  last_checkpoint_status_ = path.status();
-  if (!path.ok()) return path.status();
-  LogInfo(absl::StrCat("checkpoint ", *path, " written (epoch ", epochs_done,
-                       position != nullptr
-                           ? absl::StrCat(" and ", IntegerOr(*position, "steps", 0),
-                                          " steps of epoch ", epochs_done + 1)
-                           : "",
-                       ", step ", contents.step, ")"));
-  last_checkpoint_time_ = absl::Now();
-  last_checkpoint_step_ = contents.step;
-  checkpoint_requested_ = false;
-  ++checkpoints_written_;
-  last_checkpoint_.set_path(*path);
-  last_checkpoint_.set_step(contents.step);
-  last_checkpoint_.set_epoch(epochs_done);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> Coordinator::SnapshotsFrom(
-    const CheckpointReader& checkpoint, const std::vector<VariableLayout>& layout) const {
-  const nlohmann::json& info = checkpoint.metadata().contains("variables")
-                                   ? checkpoint.metadata()["variables"]
-                                   : nlohmann::json::object();
-  std::vector<VariableSnapshot> states;
-  for (const VariableLayout& v : layout) {
-    absl::StatusOr<const Tensor*> value = checkpoint.Get(v.name);
-    if (!value.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint ", checkpoint.path(), " does not fit the model: no variable ", v.name));
-    }
-    if ((*value)->shape() != v.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint ", checkpoint.path(), " does not fit the model: ", v.name, " is ",
-          (*value)->ShapeString(), " there, ", ShapeToString(v.shape), " in the model"));
-    }
-    VariableSnapshot state;
-    state.name = v.name;
-    state.value = **value;
-    if (info.is_object() && info.contains(v.name) && info[v.name].is_object()) {
-      const nlohmann::json& entry = info[v.name];
-      state.iterations = IntegerOr(entry, "iterations", 0);
-      state.version = IntegerOr(entry, "version", 0);
-      if (entry.contains("slots") && entry["slots"].is_array()) {
-        for (const nlohmann::json& slot : entry["slots"]) {
-          if (!slot.is_string()) continue;
-          PS_ASSIGN_OR_RETURN(const Tensor* t,
-                              checkpoint.Get(SlotTensorName(v.name, slot.get<std::string>())));
-          if (t->shape() != v.shape) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "checkpoint ", checkpoint.path(), ": slot ", slot.get<std::string>(), " of ",
-                v.name, " has shape ", t->ShapeString()));
-          }
-          state.slots.push_back({slot.get<std::string>(), *t});
-        }
-      }
-    }
-    states.push_back(std::move(state));
-  }
-  return ScatterStates(layout, static_cast<int>(ps_.size()), states);
-}
-
-absl::Status Coordinator::RestoreCheckpoint() {
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  PS_ASSIGN_OR_RETURN(std::vector<std::vector<VariableSnapshot>> per_ps,
-                      SnapshotsFrom(*restore_, layout));
-  std::vector<std::function<absl::Status()>> restores;
-  for (size_t p = 0; p < ps_.size(); ++p) {
-    if (per_ps[p].empty()) continue;
-    restores.push_back([this, p, &per_ps] { return ps_[p]->RestoreState(per_ps[p]); });
-  }
-  return RunConcurrently(restores);
-}
-
 absl::Status Coordinator::Validate(EpochSummary* summary) {
-  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, CurrentLayout());
-  PS_ASSIGN_OR_RETURN(std::vector<Tensor> weights,
-                      GatherValues(layout, static_cast<int>(ps_.size()),
-                                   [this](int p, const std::vector<std::string>& names) {
-                                     return ps_[p]->Pull(names);
-                                   }));
-  constexpr int64_t kEvalBatch = 1000;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  int64_t samples = 0;
-  for (int64_t start = 0; start < validation_->num_examples(); start += kEvalBatch) {
-    const int64_t count = std::min(kEvalBatch, validation_->num_examples() - start);
-    PS_ASSIGN_OR_RETURN(Dataset slice, validation_->Slice(start, count));
-    PS_ASSIGN_OR_RETURN(StepResult r, model_->Evaluate(weights, slice.x, slice.y));
-    loss_sum += r.loss_sum;
-    correct += r.correct;
-    samples += r.samples;
-  }
-  if (samples > 0) {
+  PS_ASSIGN_OR_RETURN(std::vector<Tensor> weights, variables_.Pull());
+  PS_ASSIGN_OR_RETURN(EvaluationResult result,
+                      EvaluateOn(model_, weights, *validation_, kValidationBatch));
+  if (result.samples > 0) {
     summary->has_validation = true;
-    summary->val_loss = loss_sum / samples;
-    summary->val_accuracy = static_cast<double>(correct) / samples;
+    summary->val_loss = result.loss;
+    summary->val_accuracy = result.accuracy;
   }
   return absl::OkStatus();
 }

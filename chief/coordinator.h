@@ -12,14 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "chief/checkpointer.h"
 #include "chief/membership.h"
 #include "chief/shard_queue.h"
+#include "chief/sharded_variables.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/sharding/placement_policy.h"
-#include "common/sharding/shard_layout.h"
 #include "common/training/epoch_summary.h"
 #include "common/shutdown_signal.h"
 #include "common/training/training_observer.h"
@@ -30,12 +31,28 @@
 
 namespace pstrain {
 
+// Where a parameter-server job stands, as the chief's GetStatus names it.
+enum class JobPhase {
+  kWaitingForTasks,
+  kRestoring,
+  kTraining,
+  kRecovering,  // a ps failed: training waits for it
+  kDone,
+  kFailed,
+};
+
+// "waiting_for_tasks", "restoring", "training", "recovering", "done", "failed": the
+// ChiefStatusResponse.phase strings (proto/chief.proto).
+const char* JobPhaseName(JobPhase phase);
+
 // Runs a parameter-server job from the chief (TensorFlow's ClusterCoordinator): waits for
 // every task, splits and places the variables (Options::placement_policy) and creates each
 // shard on its ps with its rows of the initial value, gives each worker its data shard
 // epoch by epoch in chunks of steps, aggregates the workers' figures weighted by samples,
 // evaluates on the validation data and reports each epoch. Knows nothing of gRPC: peers
 // are PsClient and WorkerClient. Run() is called once; Describe() from any thread.
+// Where the variables live and how they move is ShardedVariables'; when and how a
+// checkpoint is written or restored, the Checkpointer's; this class schedules the work.
 //
 // Each epoch's data is one shard per worker, scheduled at least once (a ShardQueue):
 // every worker runs chunks of its own shard, then of any unfinished one. A worker whose
@@ -125,7 +142,12 @@ class Coordinator {
  private:
   // Registration comes before a worker has built its job: wait until each says ready.
   absl::Status WaitForWorkersReady();
+  // Places and creates the variables, and logs where each shard went.
   absl::Status CreateVariables();
+  // Restores restore_ onto the ps tasks and sets the step counters from it. Returns the
+  // first epoch to train (0-based) and sets `*resume` to the checkpoint's position in it
+  // (null: from its beginning).
+  absl::StatusOr<int> RestoreCheckpoint(const nlohmann::json** resume);
   // Runs epoch `epoch` (0-based), from `resume`'s data positions when not null.
   absl::Status RunEpoch(int epoch, EpochSummary* summary, const nlohmann::json* resume);
   // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty or closed,
@@ -134,38 +156,33 @@ class Coordinator {
   // reports a failed ps. Pauses the queue when a checkpoint is due.
   absl::Status RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
                          RunStepsResponse* total, bool* lost, bool* ps_failed);
+  // Adds a chunk's answer to the epoch's progress and tells the observer.
+  void ReportSteps(int w, const RunStepsRequest& base, const RunStepsResponse& response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A checkpoint is due after a chunk: in consistent mode the queue pauses (the epoch
+  // loop writes); otherwise this worker's thread writes one now unless another does.
+  absl::Status CheckpointAfterChunk(const RunStepsRequest& base, ShardQueue* queue);
   // Waits (Options::ps_recovery_timeout) until every ps answers, then recreates the
   // shards of any that lost them (a restarted ps) from the latest checkpoint (or the
   // initial values when there is none yet). Errors: UNAVAILABLE naming the ps that did
   // not come back; CANCELLED on abort; a failed create or restore.
   absl::Status RecoverPs();
+  // Recreates the shards of the emptied ps tasks from the newest checkpoint.
+  absl::Status RecreateEmptiedPs(const std::vector<int>& emptied);
   // Runs `step` (a validation or checkpoint read); when it fails because a ps is gone,
   // recovers the ps and runs it once more.
   absl::Status RetryAfterPsRecovery(const std::function<absl::Status()>& step);
-  // A checkpoint trigger fired (steps, time or a request) since the last one written.
-  bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Each ps's shards of the model's initial values (job seed), sliced for `layout`.
-  absl::StatusOr<std::vector<std::vector<NamedTensor>>> InitialShardsByPs(
-      const std::vector<VariableLayout>& layout) const;
-  // The optimizer as every ps runs it (the learning rate scaled when the job says so).
-  OptimizerConfig PsOptimizer() const;
-  // Each ps's share of the state in `checkpoint`, sliced for `layout`.
-  absl::StatusOr<std::vector<std::vector<VariableSnapshot>>> SnapshotsFrom(
-      const CheckpointReader& checkpoint, const std::vector<VariableLayout>& layout) const;
   // At an epoch's start: lost workers that heartbeat and answer ready again take work.
   void RejoinLostWorkers(int epoch);
+  // Evaluates the weights on the ps tasks on the validation data.
   absl::Status Validate(EpochSummary* summary);
-  // The model's variables and the current placement grouped by variable.
-  absl::StatusOr<std::vector<VariableLayout>> CurrentLayout() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Replaces every shard's state with restore_'s, sliced for the current placement.
-  absl::Status RestoreCheckpoint();
-  // Pulls every shard's state, reassembles full tensors and writes a checkpoint of
-  // `epochs_done` completed epochs at the current global step. `position` (may be null:
-  // at an epoch's end) is where the epoch in progress stands: its shards' positions and
-  // its figures so far, so a restore continues it rather than starting it over.
+  // Writes a checkpoint of `epochs_done` completed epochs at the current global step;
+  // `position` (may be null: at an epoch's end) is where the epoch in progress stands.
   absl::Status WriteCheckpoint(int epochs_done, const nlohmann::json* position)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void SetPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(mu_);
+  bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t global_step() const ABSL_LOCKS_EXCLUDED(mu_);
+  void SetPhase(JobPhase phase) ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   const JobSpec* const job_;               // Not owned.
@@ -177,16 +194,14 @@ class Coordinator {
   const ShutdownSignal* const abort_;      // Not owned.
   const std::function<void(const EpochSummary&)> on_epoch_;
   const CheckpointReader* const restore_;  // Not owned; may be null.
-  std::unique_ptr<CheckpointWriter> writer_;  // null without a checkpoint_dir
+  ShardedVariables variables_;
+  Checkpointer checkpointer_;
   // Workers found unreachable, by index; only the thread of Run() reads or writes it.
   std::vector<bool> lost_;
   // Changes whenever the ps state is replaced behind the workers' backs (a restore, a ps
   // recovery), so each worker pulls afresh before its next step. Starts from the clock:
   // a restarted chief does not repeat its predecessor's values.
   int64_t ps_generation_ = 0;
-  // Serializes checkpoint writes (the writer is not thread-safe; a live checkpoint is
-  // written from a worker's thread).
-  absl::Mutex write_mu_;
   // Set while a worker's thread writes a live (non-consistent) checkpoint.
   std::atomic<bool> live_write_{false};
   // The epoch's figures before the segment running now (a live checkpoint records
@@ -195,26 +210,17 @@ class Coordinator {
 
   // State below is protected by mu_ (read by Describe from RPC threads).
   mutable absl::Mutex mu_;
-  std::string phase_ ABSL_GUARDED_BY(mu_) = "waiting_for_tasks";
+  JobPhase phase_ ABSL_GUARDED_BY(mu_) = JobPhase::kWaitingForTasks;
   int epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_step_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
-  // Checkpoint triggers: when and at which step the last one was written, requests not
-  // yet served, and what was written (for SaveCheckpointNow's waiters).
-  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
-  int64_t last_checkpoint_step_ ABSL_GUARDED_BY(mu_) = 0;
-  bool checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t checkpoints_written_ ABSL_GUARDED_BY(mu_) = 0;
-  SaveCheckpointResponse last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The queue of the epoch segment running now (null between segments): a checkpoint
+  // request pauses it.
+  ShardQueue* running_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The epoch in progress as the observer sees it: its start, its figures so far, and
   // the steps it will take (steps_per_epoch, else the last epoch's; 0 before one ended).
   absl::Time epoch_start_ ABSL_GUARDED_BY(mu_);
   RunStepsResponse epoch_progress_ ABSL_GUARDED_BY(mu_);
   int64_t expected_epoch_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status last_checkpoint_status_ ABSL_GUARDED_BY(mu_);
-  // The queue of the epoch segment running now (null between segments): a request
-  // pauses it.
-  ShardQueue* running_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace pstrain

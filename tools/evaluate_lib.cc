@@ -1,6 +1,5 @@
 #include "tools/evaluate_lib.h"
 
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -56,23 +55,11 @@ absl::StatusOr<EvaluationResult> EvaluateCheckpoint(const CheckpointReader& chec
   PS_ASSIGN_OR_RETURN(Dataset dataset,
                       LoadJobDataset(job->data[source], job_dir, absl::StrCat("data.", source),
                                      job->one_hot_labels));
-  constexpr int64_t kBatch = 1000;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  EvaluationResult result;
-  for (int64_t start = 0; start < dataset.num_examples(); start += kBatch) {
-    const int64_t count = std::min(kBatch, dataset.num_examples() - start);
-    PS_ASSIGN_OR_RETURN(Dataset slice, dataset.Slice(start, count));
-    PS_ASSIGN_OR_RETURN(StepResult r, model->Evaluate(weights, slice.x, slice.y));
-    loss_sum += r.loss_sum;
-    correct += r.correct;
-    result.samples += r.samples;
-  }
+  PS_ASSIGN_OR_RETURN(EvaluationResult result,
+                      EvaluateOn(model.get(), weights, dataset, /*batch_size=*/1000));
   if (result.samples == 0) {
     return absl::InvalidArgumentError(absl::StrCat("data.", source, " holds no examples"));
   }
-  result.loss = loss_sum / result.samples;
-  result.accuracy = static_cast<double>(correct) / result.samples;
   return result;
 }
 

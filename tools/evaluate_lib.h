@@ -1,19 +1,13 @@
 #ifndef PSTRAIN_TOOLS_EVALUATE_LIB_H_
 #define PSTRAIN_TOOLS_EVALUATE_LIB_H_
 
-#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/training/evaluator.h"
 
 namespace pstrain {
-
-struct EvaluationResult {
-  double loss = 0;
-  double accuracy = 0;
-  int64_t samples = 0;
-};
 
 // Evaluates the weights of `checkpoint` on one of its job's data sources, in this process
 // on the CPU backend (no cluster): builds the model from the job spec the checkpoint

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +12,7 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
+#include "common/training/evaluator.h"
 
 namespace pstrain {
 namespace {
@@ -79,43 +79,21 @@ uint64_t StepSeed(uint64_t seed, int64_t step, int replica) {
 absl::Status ApplyState(const TrainingState& state, const std::vector<VariableSpec>& specs,
                         std::vector<Tensor>* weights,
                         std::vector<std::unique_ptr<OptimizerState>>* states) {
-  const std::string prefix = "the restored state does not fit the model: ";
-  if (state.epochs_done < 0 || state.global_step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "negative epoch or step"));
-  }
-  std::map<std::string, const FitVariableState*> by_name;
-  for (const FitVariableState& v : state.variables) by_name[v.name] = &v;
-  std::vector<const FitVariableState*> found(specs.size());
+  const std::string source = "the restored state";
+  PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> ordered,
+                      VariablesForModel(state, specs, source));
   for (size_t i = 0; i < specs.size(); ++i) {
-    auto it = by_name.find(specs[i].name);
-    if (it == by_name.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "no variable ", specs[i].name));
-    }
-    const FitVariableState& v = *it->second;
-    if (v.value.shape() != (*weights)[i].shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, v.name, " is ", v.value.ShapeString(),
-                                                     " there, ", (*weights)[i].ShapeString(),
-                                                     " in the model"));
-    }
-    if (v.iterations < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, v.name, " has negative iterations"));
-    }
-    for (const NamedTensor& slot : v.slots) {
+    for (const NamedTensor& slot : ordered[i].slots) {
       if ((*states)[i]->slot(slot.name) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
-            prefix, v.name, " has optimizer slot \"", slot.name,
-            "\", which this job's optimizer does not keep (another optimizer?)"));
-      }
-      if (slot.tensor.shape() != v.value.shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(prefix, "slot ", slot.name, " of ", v.name,
-                                                       " is ", slot.tensor.ShapeString()));
+            source, " does not fit the model: ", specs[i].name, " has optimizer slot \"",
+            slot.name, "\", which this job's optimizer does not keep (another optimizer?)"));
       }
     }
-    found[i] = &v;
   }
   for (size_t i = 0; i < specs.size(); ++i) {
-    const FitVariableState& v = *found[i];
-    (*weights)[i] = v.value;
+    VariableSnapshot& v = ordered[i];
+    (*weights)[i] = std::move(v.value);
     (*states)[i]->set_iterations(v.iterations);
     for (const NamedTensor& slot : v.slots) {
       std::vector<float>* target = (*states)[i]->slot(slot.name);
@@ -134,10 +112,12 @@ TrainingState CurrentState(int epochs_done, int64_t global_step,
   state.epochs_done = epochs_done;
   state.global_step = global_step;
   for (size_t i = 0; i < specs.size(); ++i) {
-    FitVariableState v;
+    VariableSnapshot v;
     v.name = specs[i].name;
     v.value = weights[i];
     v.iterations = states[i]->iterations();
+    // Every step updates every variable: its version is its update count.
+    v.version = v.iterations;
     for (const auto& [name, values] : states[i]->slots()) {
       v.slots.push_back({name, Tensor(weights[i].shape(), *values)});
     }
@@ -223,130 +203,149 @@ absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_
   return data;
 }
 
-absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
-                              const FitOptions& options) {
-  if (strategy == nullptr) return absl::InvalidArgumentError("Fit: no strategy");
-  const int replicas = strategy->num_replicas_in_sync();
-  if (replicas < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy ", strategy->name(), " has ",
-                                                   replicas, " replicas"));
-  }
-  // Replicas [local_begin, local_begin + local_count) run here; a multi-worker strategy
-  // runs the rest in other processes and sums them in with CrossWorkerSum.
-  const int local_begin = strategy->first_local_replica();
-  const int local_count = strategy->num_local_replicas();
-  if (local_count < 1 || local_begin < 0 || local_begin + local_count > replicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy ", strategy->name(), " runs replicas [", local_begin, ", ",
-        local_begin + local_count, ") of ", replicas));
-  }
-  const bool multi_worker = local_count != replicas;
-  const int epochs = options.epochs > 0 ? options.epochs : job.epochs;
-  if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs, " < 1"));
-  if (data.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
-  const bool scale_lr = job.scale_learning_rate;
+namespace {
 
-  // One backend and model per replica: neither may be shared between threads.
-  std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<std::unique_ptr<Model>> models;
-  for (int r = 0; r < local_count; ++r) {
-    std::unique_ptr<Backend> backend;
-    if (options.make_backend) {
-      PS_ASSIGN_OR_RETURN(backend, options.make_backend(r));
-      if (backend == nullptr) return absl::InternalError("backend factory returned null");
-    } else {
-      backend = CreateCpuBackend();
+// One call of Fit: its named steps and the state they share. Replicas
+// [local_begin_, local_begin_ + local_count_) run here; a multi-worker strategy runs the
+// rest in other processes and sums them in with CrossWorkerSum.
+class FitRun {
+ public:
+  FitRun(const JobSpec& job, const FitData& data, Strategy* strategy, const FitOptions& options)
+      : job_(job), data_(data), strategy_(strategy), options_(options) {}
+
+  absl::StatusOr<FitResult> Run() {
+    PS_RETURN_IF_ERROR(CheckArguments());
+    PS_RETURN_IF_ERROR(BuildReplicaModels());
+    PS_RETURN_IF_ERROR(BuildOptimizer());
+    PS_RETURN_IF_ERROR(RestoreState());
+    // Before the first step: every worker starts from the same weights (and this first
+    // collective is where the workers meet).
+    PS_RETURN_IF_ERROR(CheckInSync());
+    for (int epoch = first_epoch_; epoch < epochs_; ++epoch) {
+      const absl::Time start = absl::Now();
+      PS_ASSIGN_OR_RETURN(EpochSummary summary, TrainEpoch(epoch, start));
+      PS_RETURN_IF_ERROR(Validate(&summary));
+      summary.elapsed = absl::Now() - start;
+      result_.history.push_back(summary);
+      const bool go_on = !options_.on_epoch || options_.on_epoch(summary);
+      // After the epoch line, as the chief does; an epoch that stops training is kept too.
+      if (options_.on_checkpoint) {
+        PS_RETURN_IF_ERROR(options_.on_checkpoint(
+            CurrentState(epoch + 1, result_.steps, specs(), result_.weights, states_)));
+      }
+      if (!go_on) break;
     }
-    PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                        Model::FromKerasJson(job.model, backend.get()));
-    PS_RETURN_IF_ERROR(model->SetLoss(job.loss));
-    backends.push_back(std::move(backend));
-    models.push_back(std::move(model));
-  }
-  // Evaluation gets its own model (on replica 0's backend, used only between epochs) so
-  // its batch sizes do not make the training models reallocate their buffers.
-  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model,
-                      Model::FromKerasJson(job.model, backends[0].get()));
-  PS_RETURN_IF_ERROR(eval_model->SetLoss(job.loss));
-
-  PS_RETURN_IF_ERROR(CheckData(*data.train, *models[0], job, "data.train"));
-  if (data.validation != nullptr) {
-    PS_RETURN_IF_ERROR(CheckData(*data.validation, *models[0], job, "data.validation"));
+    return std::move(result_);
   }
 
-  PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
-  if (scale_lr && replicas > 1) {
-    OptimizerConfig scaled = optimizer->config();
-    scaled.set_learning_rate(scaled.learning_rate() * static_cast<float>(replicas));
-    PS_ASSIGN_OR_RETURN(optimizer, Optimizer::Create(scaled));
-  }
+ private:
+  bool multi_worker() const { return local_count_ != replicas_; }
+  const std::vector<VariableSpec>& specs() const { return models_[0]->variables(); }
 
-  FitResult result;
-  result.weights = models[0]->InitialValues(job.seed);
-  std::vector<std::unique_ptr<OptimizerState>> states;
-  for (const Tensor& w : result.weights) states.push_back(optimizer->NewState(w.num_elements()));
-  const size_t num_vars = result.weights.size();
-  std::vector<std::vector<Tensor>> grads(replicas);
-  std::vector<StepResult> step_results(replicas);
-  std::vector<Tensor> slice_x(replicas), slice_y(replicas);
-  std::vector<int64_t> slice_rows(replicas);
-
-  // Validation batches are cut once; they do not change between epochs.
-  std::vector<Batch> val_batches;
-  if (data.validation != nullptr) {
-    BatcherOptions vo;
-    vo.batch_size = job.batch_size;
-    PS_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> vb, Batcher::Create(data.validation, vo));
-    while (true) {
-      absl::StatusOr<Batch> b = vb->Next();
-      if (absl::IsOutOfRange(b.status())) break;
-      if (!b.ok()) return b.status();
-      val_batches.push_back(*std::move(b));
+  // The strategy's replicas, the epochs and the data, before anything is built.
+  absl::Status CheckArguments() {
+    if (strategy_ == nullptr) return absl::InvalidArgumentError("Fit: no strategy");
+    replicas_ = strategy_->num_replicas_in_sync();
+    if (replicas_ < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("strategy ", strategy_->name(), " has ",
+                                                     replicas_, " replicas"));
     }
+    local_begin_ = strategy_->first_local_replica();
+    local_count_ = strategy_->num_local_replicas();
+    if (local_count_ < 1 || local_begin_ < 0 || local_begin_ + local_count_ > replicas_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy ", strategy_->name(), " runs replicas [", local_begin_, ", ",
+          local_begin_ + local_count_, ") of ", replicas_));
+    }
+    epochs_ = options_.epochs > 0 ? options_.epochs : job_.epochs;
+    if (epochs_ < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs_, " < 1"));
+    if (data_.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
+    return absl::OkStatus();
+  }
+
+  // One backend and model per local replica (neither may be shared between threads), and
+  // one model for evaluation, on replica 0's backend (used only between epochs) so its
+  // batch sizes do not make the training models reallocate their buffers. Then checks
+  // that the data fits the model.
+  absl::Status BuildReplicaModels() {
+    for (int r = 0; r < local_count_; ++r) {
+      std::unique_ptr<Backend> backend;
+      if (options_.make_backend) {
+        PS_ASSIGN_OR_RETURN(backend, options_.make_backend(r));
+        if (backend == nullptr) return absl::InternalError("backend factory returned null");
+      } else {
+        backend = CreateCpuBackend();
+      }
+      PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                          Model::FromKerasJson(job_.model, backend.get()));
+      PS_RETURN_IF_ERROR(model->SetLoss(job_.loss));
+      backends_.push_back(std::move(backend));
+      models_.push_back(std::move(model));
+    }
+    PS_ASSIGN_OR_RETURN(eval_model_, Model::FromKerasJson(job_.model, backends_[0].get()));
+    PS_RETURN_IF_ERROR(eval_model_->SetLoss(job_.loss));
+    PS_RETURN_IF_ERROR(CheckData(*data_.train, *models_[0], job_, "data.train"));
+    if (data_.validation != nullptr) {
+      PS_RETURN_IF_ERROR(CheckData(*data_.validation, *models_[0], job_, "data.validation"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The job's optimizer (its learning rate scaled by the replicas when the job says so),
+  // fresh weights from the job's seed, an optimizer state per variable, and the per-step
+  // buffers.
+  absl::Status BuildOptimizer() {
+    PS_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(job_.optimizer));
+    if (job_.scale_learning_rate && replicas_ > 1) {
+      OptimizerConfig scaled = optimizer_->config();
+      scaled.set_learning_rate(scaled.learning_rate() * static_cast<float>(replicas_));
+      PS_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(scaled));
+    }
+    result_.weights = models_[0]->InitialValues(job_.seed);
+    for (const Tensor& w : result_.weights) states_.push_back(optimizer_->NewState(w.num_elements()));
+    grads_.resize(replicas_);
+    step_results_.resize(replicas_);
+    slice_x_.resize(replicas_);
+    slice_y_.resize(replicas_);
+    slice_rows_.resize(replicas_);
+    reduced_.resize(result_.weights.size());
+    return absl::OkStatus();
   }
 
   // A restored state replaces the fresh weights and optimizer state; training continues
   // with the epoch after the last one it finished.
-  const std::vector<VariableSpec>& specs = models[0]->variables();
-  int first_epoch = 0;
-  bool restored = false;
-  if (multi_worker) {
-    PS_ASSIGN_OR_RETURN(restored, BroadcastRestore(strategy, options.restore, specs,
-                                                   &result.weights, &states, &first_epoch,
-                                                   &result.steps));
-  } else if (options.restore != nullptr) {
-    PS_RETURN_IF_ERROR(ApplyState(*options.restore, specs, &result.weights, &states));
-    first_epoch = options.restore->epochs_done;
-    result.steps = options.restore->global_step;
-    restored = true;
+  absl::Status RestoreState() {
+    bool restored = false;
+    if (multi_worker()) {
+      PS_ASSIGN_OR_RETURN(restored,
+                          BroadcastRestore(strategy_, options_.restore, specs(), &result_.weights,
+                                           &states_, &first_epoch_, &result_.steps));
+    } else if (options_.restore != nullptr) {
+      PS_RETURN_IF_ERROR(ApplyState(*options_.restore, specs(), &result_.weights, &states_));
+      first_epoch_ = options_.restore->epochs_done;
+      result_.steps = options_.restore->global_step;
+      restored = true;
+    }
+    if (restored && options_.on_restored) options_.on_restored(first_epoch_, result_.steps);
+    return absl::OkStatus();
   }
-  if (restored && options.on_restored) options.on_restored(first_epoch, result.steps);
 
-  const int64_t n = data.train->num_examples();
-  std::vector<std::vector<float>> reduced(num_vars);
-  auto check_in_sync = [&]() -> absl::Status {
-    if (!multi_worker) return absl::OkStatus();
-    std::vector<absl::Span<const float>> w;
-    for (const Tensor& t : result.weights) w.push_back(t.values());
-    return strategy->CheckInSync(w);
-  };
-  // Before the first step: every worker starts from the same weights (and this first
-  // collective is where the workers meet).
-  PS_RETURN_IF_ERROR(check_in_sync());
-  for (int epoch = first_epoch; epoch < epochs; ++epoch) {
-    const absl::Time start = absl::Now();
+  // Epoch `epoch` (0-based): a Batcher over the training data, reshuffled with a seed of
+  // (job seed, epoch), full passes or steps_per_epoch batches of a repeating stream; one
+  // step per batch; the figures summed over every replica of every worker. `start` is
+  // when the epoch began (progress reports count from it).
+  absl::StatusOr<EpochSummary> TrainEpoch(int epoch, absl::Time start) {
     BatcherOptions bo;
-    bo.batch_size = job.batch_size;
-    bo.shuffle_buffer = job.shuffle ? n : 0;
+    bo.batch_size = job_.batch_size;
+    bo.shuffle_buffer = job_.shuffle ? data_.train->num_examples() : 0;
     // The same per-epoch seed as the ps-mode worker's shard 0 uses.
-    bo.seed = job.seed * 1000003 + static_cast<uint64_t>(epoch) * 8191;
+    bo.seed = job_.seed * 1000003 + static_cast<uint64_t>(epoch) * 8191;
     // With steps_per_epoch the data repeats, as Keras does with a repeated tf.data dataset.
-    bo.epochs = job.steps_per_epoch > 0 ? -1 : 1;
-    bo.prefetch = options.prefetch;
-    PS_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batcher, Batcher::Create(data.train, bo));
+    bo.epochs = job_.steps_per_epoch > 0 ? -1 : 1;
+    bo.prefetch = options_.prefetch;
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Batcher> batcher, Batcher::Create(data_.train, bo));
     const int64_t steps =
-        job.steps_per_epoch > 0 ? job.steps_per_epoch : batcher->batches_per_epoch();
-
+        job_.steps_per_epoch > 0 ? job_.steps_per_epoch : batcher->batches_per_epoch();
     StepResult totals;
     int64_t steps_taken = 0;
     for (int64_t step = 0; step < steps; ++step) {
@@ -354,139 +353,204 @@ absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy*
       absl::StatusOr<Batch> batch = batcher->Next();
       if (absl::IsOutOfRange(batch.status())) break;
       if (!batch.ok()) return batch.status();
-      const int64_t rows = batch->x.shape()[0];
-      if (replicas > 1) {
-        for (int r = local_begin; r < local_begin + local_count; ++r) {
-          const int64_t begin = rows * r / replicas;
-          const int64_t end = rows * (r + 1) / replicas;
-          slice_rows[r] = end - begin;
-          slice_x[r] = Rows(batch->x, begin, end - begin);
-          slice_y[r] = Rows(batch->y, begin, end - begin);
-        }
-      } else {
-        slice_rows[0] = rows;
-      }
-      const int64_t global_step = result.steps;
-      PS_RETURN_IF_ERROR(strategy->Run([&](int r) -> absl::Status {
-        if (r < local_begin || r >= local_begin + local_count) {
-          return absl::InternalError(absl::StrCat("strategy ran replica ", r));
-        }
-        if (slice_rows[r] == 0) {  // a short last batch leaves a replica nothing to do
-          grads[r].resize(num_vars);
-          for (size_t v = 0; v < num_vars; ++v) grads[r][v] = Tensor(result.weights[v].shape());
-          step_results[r] = StepResult();
-          return absl::OkStatus();
-        }
-        const Tensor& x = replicas > 1 ? slice_x[r] : batch->x;
-        const Tensor& y = replicas > 1 ? slice_y[r] : batch->y;
-        PS_ASSIGN_OR_RETURN(step_results[r],
-                            models[r - local_begin]->TrainStep(result.weights, x, y,
-                                                 StepSeed(job.seed, global_step, r), &grads[r]));
-        return absl::OkStatus();
-      }));
-      for (int r = local_begin; r < local_begin + local_count; ++r) {
-        totals.loss_sum += step_results[r].loss_sum;
-        totals.correct += step_results[r].correct;
-        totals.samples += step_results[r].samples;
-      }
-      if (replicas == 1) {
-        for (size_t v = 0; v < num_vars; ++v) {
-          optimizer->Apply(grads[0][v].values(), result.weights[v].values(), states[v].get());
-        }
-      } else {
-        // Each replica's gradient is of its slice's mean loss: weight by slice share so
-        // the sum is the gradient of the global batch's mean loss.
-        for (int r = local_begin; r < local_begin + local_count; ++r) {
-          const float share = static_cast<float>(slice_rows[r]) / static_cast<float>(rows);
-          for (size_t v = 0; v < num_vars; ++v) {
-            for (float& g : grads[r][v].values()) g *= share;
-          }
-        }
-        for (size_t v = 0; v < num_vars; ++v) {
-          std::vector<absl::Span<const float>> per_replica;
-          for (int r = local_begin; r < local_begin + local_count; ++r) {
-            per_replica.push_back(grads[r][v].values());
-          }
-          PS_ASSIGN_OR_RETURN(reduced[v], strategy->Reduce(ReduceOp::kSum, per_replica));
-        }
-        if (multi_worker) {
-          // One call for all variables, so the all-reduce can fuse them into buckets.
-          std::vector<absl::Span<float>> spans;
-          for (std::vector<float>& g : reduced) spans.push_back(absl::MakeSpan(g));
-          PS_RETURN_IF_ERROR(strategy->CrossWorkerSum(spans));
-        }
-        for (size_t v = 0; v < num_vars; ++v) {
-          optimizer->Apply(reduced[v], result.weights[v].values(), states[v].get());
-        }
-      }
-      ++result.steps;
+      PS_RETURN_IF_ERROR(TrainStep(*batch, &totals));
       ++steps_taken;
-      if (options.sync_check_every > 0 && result.steps % options.sync_check_every == 0) {
-        PS_RETURN_IF_ERROR(check_in_sync());
+      if (options_.sync_check_every > 0 && result_.steps % options_.sync_check_every == 0) {
+        PS_RETURN_IF_ERROR(CheckInSync());
       }
-      if (options.on_batch) {
-        BatchProgress p;
-        p.epoch = epoch + 1;
-        p.epochs = epochs;
-        p.step = step + 1;
-        p.steps = steps;
-        const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
-        p.loss = totals.loss_sum / s;
-        p.accuracy = static_cast<double>(totals.correct) / s;
-        p.global_step = result.steps;
-        p.samples = totals.samples - before.samples;
-        p.step_loss = (totals.loss_sum - before.loss_sum) /
-                      static_cast<double>(std::max<int64_t>(p.samples, 1));
-        p.elapsed = absl::Now() - start;
-        options.on_batch(p);
-      }
+      if (options_.on_batch) ReportProgress(epoch, step, steps, before, totals, start);
     }
-
-    if (multi_worker) {
-      // Metrics over every replica of every worker. Floats hold the counts exactly (below
-      // 2^24 samples an epoch) and the loss sum to far better than the 4 digits printed.
-      std::vector<float> sums = {static_cast<float>(totals.loss_sum),
-                                 static_cast<float>(totals.correct),
-                                 static_cast<float>(totals.samples)};
-      std::vector<absl::Span<float>> spans = {absl::MakeSpan(sums)};
-      PS_RETURN_IF_ERROR(strategy->CrossWorkerSum(spans));
-      totals.loss_sum = sums[0];
-      totals.correct = static_cast<int64_t>(sums[1]);
-      totals.samples = static_cast<int64_t>(sums[2]);
-      PS_RETURN_IF_ERROR(check_in_sync());
+    if (multi_worker()) {
+      PS_RETURN_IF_ERROR(SumAcrossWorkers(&totals));
+      PS_RETURN_IF_ERROR(CheckInSync());
     }
     EpochSummary summary;
     summary.epoch = epoch + 1;
-    summary.epochs = epochs;
+    summary.epochs = epochs_;
     summary.samples = totals.samples;
     summary.steps = steps_taken;
     const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
     summary.loss = totals.loss_sum / s;
     summary.accuracy = static_cast<double>(totals.correct) / s;
-    if (data.validation != nullptr) {
-      StepResult val;
-      for (const Batch& b : val_batches) {
-        PS_ASSIGN_OR_RETURN(StepResult r, eval_model->Evaluate(result.weights, b.x, b.y));
-        val.loss_sum += r.loss_sum;
-        val.correct += r.correct;
-        val.samples += r.samples;
-      }
-      const double vs = static_cast<double>(std::max<int64_t>(val.samples, 1));
-      summary.has_validation = true;
-      summary.val_loss = val.loss_sum / vs;
-      summary.val_accuracy = static_cast<double>(val.correct) / vs;
-    }
-    summary.elapsed = absl::Now() - start;
-    result.history.push_back(summary);
-    const bool go_on = !options.on_epoch || options.on_epoch(summary);
-    // After the epoch line, as the chief does; an epoch that stops training is kept too.
-    if (options.on_checkpoint) {
-      PS_RETURN_IF_ERROR(options.on_checkpoint(
-          CurrentState(epoch + 1, result.steps, specs, result.weights, states)));
-    }
-    if (!go_on) break;
+    return summary;
   }
-  return result;
+
+  // One optimizer step on the global batch `batch`: each local replica trains on its
+  // slice, the gradients are reduced (and summed across workers) and applied; the local
+  // replicas' figures are added to `totals`.
+  absl::Status TrainStep(const Batch& batch, StepResult* totals) {
+    const int64_t rows = batch.x.shape()[0];
+    SliceBatch(batch);
+    PS_RETURN_IF_ERROR(RunReplicas(batch, result_.steps));
+    for (int r = local_begin_; r < local_begin_ + local_count_; ++r) {
+      totals->loss_sum += step_results_[r].loss_sum;
+      totals->correct += step_results_[r].correct;
+      totals->samples += step_results_[r].samples;
+    }
+    PS_RETURN_IF_ERROR(ApplyGradients(rows));
+    ++result_.steps;
+    return absl::OkStatus();
+  }
+
+  // The global batch split evenly across the replicas, each local replica's rows copied
+  // out (one replica trains on the batch itself).
+  void SliceBatch(const Batch& batch) {
+    const int64_t rows = batch.x.shape()[0];
+    if (replicas_ == 1) {
+      slice_rows_[0] = rows;
+      return;
+    }
+    for (int r = local_begin_; r < local_begin_ + local_count_; ++r) {
+      const int64_t begin = rows * r / replicas_;
+      const int64_t end = rows * (r + 1) / replicas_;
+      slice_rows_[r] = end - begin;
+      slice_x_[r] = Rows(batch.x, begin, end - begin);
+      slice_y_[r] = Rows(batch.y, begin, end - begin);
+    }
+  }
+
+  // Every local replica's TrainStep on its slice (Strategy::Run), into grads_[r] and
+  // step_results_[r].
+  absl::Status RunReplicas(const Batch& batch, int64_t global_step) {
+    const size_t num_vars = result_.weights.size();
+    return strategy_->Run([&](int r) -> absl::Status {
+      if (r < local_begin_ || r >= local_begin_ + local_count_) {
+        return absl::InternalError(absl::StrCat("strategy ran replica ", r));
+      }
+      if (slice_rows_[r] == 0) {  // a short last batch leaves a replica nothing to do
+        grads_[r].resize(num_vars);
+        for (size_t v = 0; v < num_vars; ++v) grads_[r][v] = Tensor(result_.weights[v].shape());
+        step_results_[r] = StepResult();
+        return absl::OkStatus();
+      }
+      const Tensor& x = replicas_ > 1 ? slice_x_[r] : batch.x;
+      const Tensor& y = replicas_ > 1 ? slice_y_[r] : batch.y;
+      PS_ASSIGN_OR_RETURN(step_results_[r],
+                          models_[r - local_begin_]->TrainStep(result_.weights, x, y,
+                                                               StepSeed(job_.seed, global_step, r),
+                                                               &grads_[r]));
+      return absl::OkStatus();
+    });
+  }
+
+  // One Optimizer::Apply per variable with the gradient of the global batch's mean loss
+  // (`rows` rows). With one replica its gradient is that already; otherwise each replica's
+  // gradient (of its slice's mean loss) is weighted by its slice's share, the local ones
+  // summed with Strategy::Reduce and, multi-worker, every worker's with one CrossWorkerSum.
+  absl::Status ApplyGradients(int64_t rows) {
+    const size_t num_vars = result_.weights.size();
+    if (replicas_ == 1) {
+      for (size_t v = 0; v < num_vars; ++v) {
+        optimizer_->Apply(grads_[0][v].values(), result_.weights[v].values(), states_[v].get());
+      }
+      return absl::OkStatus();
+    }
+    for (int r = local_begin_; r < local_begin_ + local_count_; ++r) {
+      const float share = static_cast<float>(slice_rows_[r]) / static_cast<float>(rows);
+      for (size_t v = 0; v < num_vars; ++v) {
+        for (float& g : grads_[r][v].values()) g *= share;
+      }
+    }
+    for (size_t v = 0; v < num_vars; ++v) {
+      std::vector<absl::Span<const float>> per_replica;
+      for (int r = local_begin_; r < local_begin_ + local_count_; ++r) {
+        per_replica.push_back(grads_[r][v].values());
+      }
+      PS_ASSIGN_OR_RETURN(reduced_[v], strategy_->Reduce(ReduceOp::kSum, per_replica));
+    }
+    if (multi_worker()) {
+      // One call for all variables, so the all-reduce can fuse them into buckets.
+      std::vector<absl::Span<float>> spans;
+      for (std::vector<float>& g : reduced_) spans.push_back(absl::MakeSpan(g));
+      PS_RETURN_IF_ERROR(strategy_->CrossWorkerSum(spans));
+    }
+    for (size_t v = 0; v < num_vars; ++v) {
+      optimizer_->Apply(reduced_[v], result_.weights[v].values(), states_[v].get());
+    }
+    return absl::OkStatus();
+  }
+
+  // The epoch's figures over every replica of every worker. Floats hold the counts exactly
+  // (below 2^24 samples an epoch) and the loss sum to far better than the 4 digits printed.
+  absl::Status SumAcrossWorkers(StepResult* totals) {
+    std::vector<float> sums = {static_cast<float>(totals->loss_sum),
+                               static_cast<float>(totals->correct),
+                               static_cast<float>(totals->samples)};
+    std::vector<absl::Span<float>> spans = {absl::MakeSpan(sums)};
+    PS_RETURN_IF_ERROR(strategy_->CrossWorkerSum(spans));
+    totals->loss_sum = sums[0];
+    totals->correct = static_cast<int64_t>(sums[1]);
+    totals->samples = static_cast<int64_t>(sums[2]);
+    return absl::OkStatus();
+  }
+
+  // The validation data, if any, in batches of the job's batch size with dropout off.
+  absl::Status Validate(EpochSummary* summary) {
+    if (data_.validation == nullptr) return absl::OkStatus();
+    PS_ASSIGN_OR_RETURN(EvaluationResult val, EvaluateOn(eval_model_.get(), result_.weights,
+                                                         *data_.validation, job_.batch_size));
+    summary->has_validation = true;
+    summary->val_loss = val.loss;
+    summary->val_accuracy = val.accuracy;
+    return absl::OkStatus();
+  }
+
+  // Multi-worker strategies: the weights' fingerprints compared across workers.
+  absl::Status CheckInSync() {
+    if (!multi_worker()) return absl::OkStatus();
+    std::vector<absl::Span<const float>> w;
+    for (const Tensor& t : result_.weights) w.push_back(t.values());
+    return strategy_->CheckInSync(w);
+  }
+
+  // The epoch's progress after step `step` (0-based) of `steps`: running means over
+  // `totals`, and the step's own figures (`totals` less `before`).
+  void ReportProgress(int epoch, int64_t step, int64_t steps, const StepResult& before,
+                      const StepResult& totals, absl::Time start) {
+    BatchProgress p;
+    p.epoch = epoch + 1;
+    p.epochs = epochs_;
+    p.step = step + 1;
+    p.steps = steps;
+    const double s = static_cast<double>(std::max<int64_t>(totals.samples, 1));
+    p.loss = totals.loss_sum / s;
+    p.accuracy = static_cast<double>(totals.correct) / s;
+    p.global_step = result_.steps;
+    p.samples = totals.samples - before.samples;
+    p.step_loss =
+        (totals.loss_sum - before.loss_sum) / static_cast<double>(std::max<int64_t>(p.samples, 1));
+    p.elapsed = absl::Now() - start;
+    options_.on_batch(p);
+  }
+
+  const JobSpec& job_;
+  const FitData& data_;
+  Strategy* const strategy_;  // Not owned.
+  const FitOptions& options_;
+  int replicas_ = 0;
+  int local_begin_ = 0;
+  int local_count_ = 0;
+  int epochs_ = 0;
+  int first_epoch_ = 0;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<std::unique_ptr<Model>> models_;  // one per local replica
+  std::unique_ptr<Model> eval_model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<OptimizerState>> states_;  // one per variable
+  FitResult result_;
+  // Per-step buffers, by global replica index (only the local ones are used).
+  std::vector<std::vector<Tensor>> grads_;
+  std::vector<StepResult> step_results_;
+  std::vector<Tensor> slice_x_, slice_y_;
+  std::vector<int64_t> slice_rows_;
+  std::vector<std::vector<float>> reduced_;  // per variable
+};
+
+}  // namespace
+
+absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
+                              const FitOptions& options) {
+  return FitRun(job, data, strategy, options).Run();
 }
 
 }  // namespace pstrain

@@ -53,6 +53,7 @@
 #include "common/model/job_spec.h"
 #include "common/tensor.h"
 #include "common/training/epoch_summary.h"
+#include "common/training/training_state.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -81,22 +82,6 @@ struct BatchProgress {
   int64_t samples = 0;         // examples of this step (every replica's)
   double step_loss = 0;        // this step's mean loss
   absl::Duration elapsed;      // since the epoch's start
-};
-
-// One variable's training state: its value and its optimizer's state for it.
-struct FitVariableState {
-  std::string name;  // the model's name ("dense/kernel")
-  Tensor value;
-  int64_t iterations = 0;          // optimizer updates applied
-  std::vector<NamedTensor> slots;  // Keras slot names ("momentum"), each shaped like value
-};
-
-// Everything Fit needs to continue a job exactly where it stopped: what a checkpoint holds
-// (worker/fit_checkpoint.h converts).
-struct TrainingState {
-  int epochs_done = 0;      // training continues with epoch epochs_done + 1
-  int64_t global_step = 0;  // optimizer steps taken (it seeds dropout)
-  std::vector<FitVariableState> variables;
 };
 
 struct FitOptions {

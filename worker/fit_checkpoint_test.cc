@@ -1,4 +1,4 @@
-#include "worker/fit_checkpoint.h"
+#include "common/training/training_state.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -85,9 +85,9 @@ TEST(FitCheckpointTest, RoundTripsEveryTensorAndCount) {
   EXPECT_EQ(back.epochs_done, 2);
   EXPECT_EQ(back.global_step, 16);
   ASSERT_EQ(back.variables.size(), states[1].variables.size());
-  for (const FitVariableState& v : states[1].variables) {
+  for (const VariableSnapshot& v : states[1].variables) {
     auto it = std::find_if(back.variables.begin(), back.variables.end(),
-                           [&](const FitVariableState& b) { return b.name == v.name; });
+                           [&](const VariableSnapshot& b) { return b.name == v.name; });
     ASSERT_NE(it, back.variables.end()) << v.name;
     EXPECT_EQ(it->value.values(), v.value.values()) << v.name;
     EXPECT_EQ(it->iterations, v.iterations);

@@ -57,7 +57,7 @@
 #include "worker/allreduce/grpc_ring_transport.h"
 #include "worker/allreduce/ring_allreduce.h"
 #include "worker/fit.h"
-#include "worker/fit_checkpoint.h"
+#include "common/training/training_state.h"
 #include "worker/mirrored_strategy.h"
 #include "worker/multi_worker_mirrored_strategy.h"
 #include "worker/strategy.h"

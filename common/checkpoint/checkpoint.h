@@ -23,7 +23,7 @@
 //
 // Variables use the model's names ("dense/kernel"); optimizer slots are stored as
 // "<variable>/optimizer/<slot>" and the per-variable update count in the metadata
-// (see chief/coordinator.cc), so this layer knows only named float tensors.
+// (see common/training/training_state.h), so this layer knows only named float tensors.
 
 #include <cstdint>
 #include <map>

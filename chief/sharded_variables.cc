@@ -1,0 +1,131 @@
+#include "chief/sharded_variables.h"
+
+#include <functional>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "chief/placement.h"
+#include "common/parallel.h"
+#include "common/sharding/shards_by_ps.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+ShardedVariables::ShardedVariables(const Model* model, std::vector<PsClient*> ps,
+                                   OptimizerConfig optimizer, ConsistencyConfig consistency)
+    : model_(model),
+      ps_(std::move(ps)),
+      optimizer_(std::move(optimizer)),
+      consistency_(std::move(consistency)) {}
+
+std::vector<VariableShape> ShardedVariables::Shapes() const {
+  std::vector<VariableShape> shapes;
+  for (const VariableSpec& spec : model_->variables()) {
+    shapes.push_back({spec.name, spec.shape});
+  }
+  return shapes;
+}
+
+absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t seed) {
+  const std::vector<VariableShape> shapes = Shapes();
+  PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
+                      PlaceVariables(shapes, num_ps(), policy));
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
+                      ResolveLayout(shapes, placement, num_ps()));
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> per_ps,
+                      ScatterValues(layout, num_ps(), model_->InitialValues(seed)));
+  std::vector<std::function<absl::Status()>> creates;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    creates.push_back([this, p, &per_ps] {
+      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer_, consistency_);
+    });
+  }
+  PS_RETURN_IF_ERROR(RunConcurrently(creates));
+  absl::MutexLock lock(&mu_);
+  placement_ = std::move(placement);
+  return absl::OkStatus();
+}
+
+std::vector<VariablePlacementEntry> ShardedVariables::placement() const {
+  absl::MutexLock lock(&mu_);
+  return placement_;
+}
+
+absl::StatusOr<std::vector<VariableLayout>> ShardedVariables::Layout() const {
+  const std::vector<VariablePlacementEntry> current = placement();
+  if (current.empty()) return absl::InvalidArgumentError("the variables are not placed yet");
+  return ResolveLayout(Shapes(), current, num_ps());
+}
+
+absl::StatusOr<std::vector<Tensor>> ShardedVariables::Pull() const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  return GatherValues(layout, num_ps(), [this](int p, const std::vector<std::string>& names) {
+    return ps_[p]->Pull(names);
+  });
+}
+
+absl::StatusOr<std::vector<VariableSnapshot>> ShardedVariables::ReadStates() const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  return GatherStates(layout, num_ps(), [this](int p, const std::vector<std::string>& names) {
+    return ps_[p]->ReadState(names);
+  });
+}
+
+absl::Status ShardedVariables::Restore(const TrainingState& state,
+                                       const std::string& source) const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> variables,
+                      VariablesForModel(state, model_->variables(), source));
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<VariableSnapshot>> per_ps,
+                      ScatterStates(layout, num_ps(), variables));
+  std::vector<std::function<absl::Status()>> restores;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (per_ps[p].empty()) continue;
+    restores.push_back([this, p, &per_ps] { return ps_[p]->RestoreState(per_ps[p]); });
+  }
+  return RunConcurrently(restores);
+}
+
+absl::StatusOr<ShardedVariables::Census> ShardedVariables::TakeCensus() const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  const std::vector<std::vector<ShardRef>> expected = ShardsByPs(layout, num_ps());
+  Census census;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    absl::StatusOr<PsStatusResponse> status = ps_[p]->GetStatus();
+    if (!status.ok()) {
+      census.unreachable.push_back(std::string(status.status().message()));
+      continue;
+    }
+    absl::flat_hash_set<std::string> held;
+    for (const VariableInfo& v : status->variables()) held.insert(v.name());
+    for (const ShardRef& shard : expected[p]) {
+      if (!held.contains(shard.entry.name())) {
+        census.emptied.push_back(static_cast<int>(p));
+        break;
+      }
+    }
+  }
+  return census;
+}
+
+absl::Status ShardedVariables::Recreate(int p, const TrainingState* state,
+                                        const std::string& source, uint64_t seed) const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  if (state == nullptr) {
+    PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> initial,
+                        ScatterValues(layout, num_ps(), model_->InitialValues(seed)));
+    return ps_[p]->CreateVariables(std::move(initial[p]), optimizer_, consistency_);
+  }
+  PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> variables,
+                      VariablesForModel(*state, model_->variables(), source));
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<VariableSnapshot>> saved,
+                      ScatterStates(layout, num_ps(), variables));
+  // The values first (CreateVariables), then the slots and counts.
+  std::vector<NamedTensor> shards;
+  for (const VariableSnapshot& s : saved[p]) shards.push_back({s.name, s.value});
+  PS_RETURN_IF_ERROR(ps_[p]->CreateVariables(std::move(shards), optimizer_, consistency_));
+  return ps_[p]->RestoreState(saved[p]);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,95 @@
+#ifndef PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
+#define PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/model/model.h"
+#include "common/sharding/placement_policy.h"
+#include "common/sharding/shard_layout.h"
+#include "common/tensor.h"
+#include "common/training/training_state.h"
+#include "common/training/variable_snapshot.h"
+#include "proto/chief.pb.h"
+#include "proto/ps.pb.h"
+#include "ps_server/ps_client.h"
+
+namespace pstrain {
+
+// The model's variables as the ps tasks hold them, seen from the chief: where each shard
+// lives (the placement, decided once by Create), and whole variables moved to and from
+// the shards (create from initial values, pull for evaluation, read and restore the
+// training state for checkpoints, recreate the shards of a ps that came back empty).
+// Knows nothing of gRPC: the ps are PsClients. Every method may be called from any thread;
+// the ps calls of one method run concurrently, one per ps.
+class ShardedVariables {
+ public:
+  // `model` (its trainable variables and initial values) and the clients are not owned and
+  // must outlive this. Every ps is created with `optimizer` and `consistency` (resolved for
+  // the cluster).
+  ShardedVariables(const Model* model, std::vector<PsClient*> ps, OptimizerConfig optimizer,
+                   ConsistencyConfig consistency);
+
+  // Places the variables by `policy` (chief/placement.h) and creates every shard on its ps
+  // with its rows of the model's initial values for `seed`. Called once, before any other
+  // method but placement().
+  // Errors: PlaceVariables' (a bad policy); the first failed CreateVariables (naming the ps).
+  absl::Status Create(const PlacementPolicy& policy, uint64_t seed) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One entry per shard (empty before Create), as the workers are sent it.
+  std::vector<VariablePlacementEntry> placement() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The variables and their shards, in the model's order.
+  // Errors: INVALID_ARGUMENT before Create.
+  absl::StatusOr<std::vector<VariableLayout>> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every variable's current value, whole, in the model's order.
+  // Errors: the first failed Pull (naming the ps); GatherValues'.
+  absl::StatusOr<std::vector<Tensor>> Pull() const;
+
+  // Every variable's whole state (value, optimizer slots and counts), in the model's order.
+  // Errors: the first failed ReadState (naming the ps); GatherStates'.
+  absl::StatusOr<std::vector<VariableSnapshot>> ReadStates() const;
+
+  // Replaces every shard's value, slots and counts with `state`'s, sliced for the current
+  // placement (which may differ from the one that wrote it). `source` names the state in
+  // errors ("checkpoint <path>").
+  // Errors: INVALID_ARGUMENT the state does not fit the model (VariablesForModel); the
+  //         first failed RestoreState (naming the ps).
+  absl::Status Restore(const TrainingState& state, const std::string& source) const;
+
+  // Which ps answer, and which of those lack a shard they should hold (restarted empty).
+  struct Census {
+    std::vector<std::string> unreachable;  // one message per ps that did not answer
+    std::vector<int> emptied;              // ps indices
+  };
+  absl::StatusOr<Census> TakeCensus() const;
+
+  // Creates the shards of ps `p` again: from `state`'s values, slots and counts, or from
+  // the model's initial values for `seed` when `state` is null.
+  // Errors: as Restore, or CreateVariables'.
+  absl::Status Recreate(int p, const TrainingState* state, const std::string& source,
+                        uint64_t seed) const;
+
+  int num_ps() const { return static_cast<int>(ps_.size()); }
+
+ private:
+  // The model's variables as (name, shape), in its order.
+  std::vector<VariableShape> Shapes() const;
+
+  const Model* const model_;        // Not owned.
+  const std::vector<PsClient*> ps_;  // Not owned.
+  const OptimizerConfig optimizer_;
+  const ConsistencyConfig consistency_;
+
+  mutable absl::Mutex mu_;
+  std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CHIEF_SHARDED_VARIABLES_H_

@@ -1,0 +1,138 @@
+// ShardedVariables against real VariableStores through in-process clients.
+
+#include "chief/sharded_variables.h"
+
+#include <memory>
+
+#include "common/math/cpu_backend.h"
+#include "gtest/gtest.h"
+#include "ps_server/local_ps_client.h"
+#include "ps_server/variable_store.h"
+
+namespace pstrain {
+namespace {
+
+// 4 inputs -> Dense(6) -> Dense(3): kernels of 4 and 6 rows, biases of 6 and 3.
+constexpr char kModel[] = R"({"class_name": "Sequential", "config": {"layers": [
+  {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
+  {"class_name": "Dense", "config": {"name": "hidden", "units": 6}},
+  {"class_name": "Dense", "config": {"name": "out", "units": 3}}]}})";
+
+std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+PlacementPolicy Split(int num_shards) {
+  PlacementPolicy policy;
+  policy.strategy = PlacementStrategy::kRoundRobin;
+  policy.num_shards = num_shards;
+  return policy;
+}
+
+// A model and `num_ps` stores with in-process clients, Adam on every ps.
+class Cluster {
+ public:
+  explicit Cluster(int num_ps) : stores_(num_ps) {
+    backend_ = CreateCpuBackend();
+    model_ = *Model::FromKerasJsonText(kModel, backend_.get());
+    for (int p = 0; p < num_ps; ++p) clients_.push_back(CreateLocalPsClient(p, &stores_[p]));
+    OptimizerConfig adam;
+    adam.set_name("adam");
+    adam.set_learning_rate(0.5f);
+    std::vector<PsClient*> ps;
+    for (auto& c : clients_) ps.push_back(c.get());
+    variables_ = std::make_unique<ShardedVariables>(model_.get(), ps, adam, ConsistencyConfig());
+  }
+  ShardedVariables& variables() { return *variables_; }
+  VariableStore& store(int p) { return stores_[p]; }
+  const Model& model() const { return *model_; }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::vector<VariableStore> stores_;
+  std::vector<std::unique_ptr<PsClient>> clients_;
+  std::unique_ptr<ShardedVariables> variables_;
+};
+
+TEST(ShardedVariablesTest, CreatesEveryShardWithItsRowsOfTheInitialValues) {
+  Cluster cluster(2);
+  EXPECT_TRUE(cluster.variables().placement().empty());
+  EXPECT_FALSE(cluster.variables().Pull().ok());  // nothing placed yet
+  ASSERT_TRUE(cluster.variables().Create(Split(2), 5).ok());
+  EXPECT_EQ(cluster.variables().placement().size(), 8u);  // 4 variables, 2 shards each
+  EXPECT_EQ(cluster.store(0).List().size(), 4u);
+  EXPECT_EQ(cluster.store(1).List().size(), 4u);
+  auto pulled = cluster.variables().Pull();
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  const std::vector<Tensor> initial = cluster.model().InitialValues(5);
+  ASSERT_EQ(pulled->size(), initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) EXPECT_EQ(Values((*pulled)[i]), Values(initial[i]));
+}
+
+// A state read under one placement restores under another: the ps count and the split
+// may change between the run that wrote a checkpoint and the one that reads it.
+TEST(ShardedVariablesTest, AStateMovesBetweenPlacements) {
+  Cluster split(2);
+  ASSERT_TRUE(split.variables().Create(Split(2), 5).ok());
+  // One push so the optimizer slots and counts are not the fresh ones.
+  std::vector<NamedTensor> gradients;
+  for (const VariablePlacementEntry& e : split.variables().placement()) {
+    if (e.ps_index() != 0) continue;
+    Tensor g(std::vector<int64_t>(e.shape().begin(), e.shape().end()));
+    for (float& v : g.values()) v = 1.0f;
+    gradients.push_back({e.name(), std::move(g)});
+  }
+  ASSERT_TRUE(split.store(0).Push(gradients).ok());
+  TrainingState state;
+  state.epochs_done = 1;
+  state.global_step = 1;
+  auto read = split.variables().ReadStates();
+  ASSERT_TRUE(read.ok()) << read.status();
+  state.variables = *read;
+  ASSERT_EQ(state.variables[0].name, "hidden/kernel");
+  ASSERT_EQ(state.variables[0].slots.size(), 2u);  // Adam's momentum and velocity
+  EXPECT_EQ(state.variables[0].iterations, 1);
+
+  Cluster whole(3);
+  ASSERT_TRUE(whole.variables().Create(Split(1), 9).ok());
+  ASSERT_TRUE(whole.variables().Restore(state, "the state").ok());
+  auto back = whole.variables().ReadStates();
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (size_t i = 0; i < state.variables.size(); ++i) {
+    EXPECT_EQ(Values((*back)[i].value), Values(state.variables[i].value)) << i;
+    EXPECT_EQ((*back)[i].iterations, state.variables[i].iterations) << i;
+    ASSERT_EQ((*back)[i].slots.size(), 2u);
+    EXPECT_EQ(Values((*back)[i].slots[1].tensor), Values(state.variables[i].slots[1].tensor));
+  }
+}
+
+TEST(ShardedVariablesTest, AStateThatDoesNotFitChangesNothing) {
+  Cluster cluster(2);
+  ASSERT_TRUE(cluster.variables().Create(Split(2), 5).ok());
+  auto before = cluster.variables().Pull();
+  ASSERT_TRUE(before.ok());
+  TrainingState state;
+  auto read = cluster.variables().ReadStates();
+  ASSERT_TRUE(read.ok());
+  state.variables = *read;
+  state.variables.back().value = Tensor({7});
+  for (float& v : state.variables.front().value.values()) v = 42.0f;
+  const absl::Status restored = cluster.variables().Restore(state, "checkpoint c");
+  EXPECT_EQ(restored.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(restored.message().rfind("checkpoint c does not fit the model: out/bias", 0), 0u)
+      << restored;
+  auto after = cluster.variables().Pull();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Values((*after)[0]), Values((*before)[0]));
+}
+
+TEST(ShardedVariablesTest, CensusFindsEveryPsHoldingItsShards) {
+  Cluster cluster(2);
+  ASSERT_TRUE(cluster.variables().Create(Split(2), 5).ok());
+  auto census = cluster.variables().TakeCensus();
+  ASSERT_TRUE(census.ok()) << census.status();
+  EXPECT_TRUE(census->unreachable.empty());
+  EXPECT_TRUE(census->emptied.empty());
+}
+
+}  // namespace
+}  // namespace pstrain
