@@ -79,7 +79,7 @@ TEST(TrainingStateTest, RoundTripsThroughACheckpointInTheSharedLayout) {
   EXPECT_EQ(back->global_step, 40);
   auto model = Model::FromKerasJson(job->model, nullptr);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto ordered = VariablesForModel(*back, (*model)->trainable_variables(), "checkpoint x");
+  auto ordered = VariablesForModel(*back, (*model)->variables(), "checkpoint x");
   ASSERT_TRUE(ordered.ok()) << ordered.status();
   ASSERT_EQ(ordered->size(), 2u);
   for (const VariableSnapshot& v : *ordered) {
