@@ -49,6 +49,10 @@ constexpr char kDockerfile[] = "deploy/docker/Dockerfile";
 constexpr char kExampleJob[] = "examples/fashion_mnist.json";
 // Where every deployment mounts the chief's checkpoint volume, and the image creates it.
 constexpr char kCheckpointDir[] = "/var/lib/pstrain/checkpoints";
+constexpr char kComposePrometheus[] = "deploy/compose/prometheus.yml";
+// Every task serves Prometheus metrics on this port in its container or pod.
+constexpr char kMetricsPort[] = "8080";
+
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -348,6 +352,19 @@ void ExpectCluster(const ClusterSpec& cluster, AddressOf address_of) {
   }
 }
 
+// Every daemon serves /metrics on kMetricsPort and keeps it up a while after the job.
+void ExpectMetricsFlags(const std::vector<std::string>& command) {
+  EXPECT_THAT(command, testing::Contains(absl::StrCat("--metrics_port=", kMetricsPort)));
+  EXPECT_THAT(command, testing::Contains(testing::StartsWith("--metrics_linger=")));
+}
+
+// Prometheus' usual pod annotations: scrape /metrics on kMetricsPort.
+void ExpectScrapeAnnotations(const std::vector<std::string>& doc) {
+  EXPECT_THAT(AllValues(doc, "prometheus.io/scrape"), ElementsAre("true"));
+  EXPECT_THAT(AllValues(doc, "prometheus.io/port"), ElementsAre(kMetricsPort));
+  EXPECT_THAT(AllValues(doc, "prometheus.io/path"), ElementsAre("/metrics"));
+}
+
 // ---- Docker Compose --------------------------------------------------------------------
 
 struct ComposeService {
@@ -455,6 +472,7 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
     const std::string expected_binary = config.task.type == "ps" ? "ps_server" : config.task.type;
     EXPECT_EQ(service.command[0], expected_binary);
     ExpectFaultToleranceFlags(config.task.type, service.command);
+    ExpectMetricsFlags(service.command);
     if (config.task.type != "chief") {
       EXPECT_THAT(service.volumes, testing::IsEmpty());
     }
@@ -465,6 +483,23 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
   if (FindExample(kExampleJob).empty()) {
     std::printf("note: cannot reach %s from here; its presence was not checked\n", kExampleJob);
   }
+}
+
+TEST(ComposeTest, PrometheusConfigScrapesEveryService) {
+  const std::string config = ReadFile(kComposePrometheus);
+  ASSERT_FALSE(config.empty()) << kComposePrometheus;
+  int targets = 0;
+  for (const std::string& line : Lines(config)) {
+    if (absl::StrContains(line, "targets:")) ++targets;
+  }
+  const std::map<std::string, ComposeService> services = ComposeServices();
+  EXPECT_EQ(targets, static_cast<int>(services.size()));
+  for (const auto& [name, service] : services) {
+    EXPECT_THAT(config, HasSubstr(absl::StrCat("['", name, ":", kMetricsPort, "']"))) << name;
+    EXPECT_THAT(config, HasSubstr(absl::StrCat("labels: {task: ", name, "}"))) << name;
+  }
+  // The port every container declares.
+  EXPECT_THAT(ReadFile(kCompose), HasSubstr(absl::StrCat("expose:\n    - \"", kMetricsPort, "\"")));
 }
 
 TEST(ComposeTest, ChiefCheckpointsToANamedVolume) {
@@ -572,11 +607,12 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     const std::string task_label = absl::StrCat(config.task.type, "-", config.task.index);
     EXPECT_EQ(NestedValue(service, "selector", "pstrain/task", 2), task_label);
     EXPECT_THAT(AllValues(doc, "pstrain/task"), testing::Each(task_label));
-    EXPECT_THAT(AllValues(service, "port"), ElementsAre("2222"));
+    EXPECT_THAT(AllValues(service, "port"), ElementsAre("2222", kMetricsPort));
 
     EXPECT_EQ(NestedValue(doc, "spec", "backoffLimit"), "4");
     EXPECT_THAT(AllValues(doc, "restartPolicy"), ElementsAre("OnFailure"));
-    EXPECT_THAT(AllValues(doc, "containerPort"), ElementsAre("2222"));
+    EXPECT_THAT(AllValues(doc, "containerPort"), ElementsAre("2222", kMetricsPort));
+    ExpectScrapeAnnotations(doc);
     // readinessProbe and livenessProbe, both gRPC on 2222.
     EXPECT_EQ(AllValues(doc, "grpc").size(), 2u);
     EXPECT_THAT(AllValues(doc, "port"), ElementsAre("2222", "2222"));
@@ -589,6 +625,7 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     ASSERT_FALSE(command.empty());
     EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
     ExpectFaultToleranceFlags(config.task.type, command);
+    ExpectMetricsFlags(command);
     if (config.task.type == "chief") {
       // The job spec comes from the ConfigMap mounted at /etc/pstrain/job, the checkpoints
       // go to the PersistentVolumeClaim.
@@ -723,14 +760,16 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     if (type == "Chief") {
       // ... and the chief mounts its checkpoint volume.
       EXPECT_THAT(AllValues(spec.lines, "name"),
-                  ElementsAre("tensorflow", "tfjob-port", "checkpoints", "checkpoints"));
+                  ElementsAre("tensorflow", "tfjob-port", "metrics", "checkpoints", "checkpoints"));
       ExpectCheckpointVolume(spec.lines, "pstrain-fashion-mnist-checkpoints");
     } else {
-      EXPECT_THAT(AllValues(spec.lines, "name"), ElementsAre("tensorflow", "tfjob-port"));
+      EXPECT_THAT(AllValues(spec.lines, "name"),
+                  ElementsAre("tensorflow", "tfjob-port", "metrics"));
       EXPECT_THAT(AllValues(spec.lines, "mountPath"), testing::IsEmpty());
     }
-    EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222"));
+    EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222", kMetricsPort));
     EXPECT_THAT(AllValues(spec.lines, "port"), ElementsAre("2222"));  // liveness, gRPC
+    ExpectScrapeAnnotations(spec.lines);
     EXPECT_TRUE(EnvValues(spec.lines, "TF_CONFIG").empty()) << "the operator sets TF_CONFIG";
     const std::vector<std::string> commands = AllValues(spec.lines, "command");
     ASSERT_EQ(commands.size(), 1u);
@@ -740,6 +779,7 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     const std::string task_type = absl::AsciiStrToLower(type);
     EXPECT_EQ(command[0], task_type == "ps" ? "ps_server" : task_type);
     ExpectFaultToleranceFlags(task_type, command);
+    ExpectMetricsFlags(command);
     if (task_type == "chief") {
       EXPECT_THAT(command, testing::Contains("--job=/opt/pstrain/examples/fashion_mnist.json"));
     }
