@@ -32,6 +32,8 @@
 #include "common/rpc/grpc_util.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
+#include "common/metrics/metrics_registry.h"
+#include "ps_server/ps_metrics.h"
 #include "ps_server/variable_store.h"
 
 ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
@@ -41,6 +43,8 @@ ABSL_FLAG(bool, one_malloc_arena, true,
           "mallopt(M_ARENA_MAX, 1): glibc serves a thread's blocks above 64 MiB with a fresh "
           "mmap (and a page fault per 4 KiB) from its per-thread arenas whatever the mmap "
           "threshold; one arena keeps them in the heap");
+ABSL_FLAG(bool, metrics, true,
+          "Count pushes, bytes and latency as ps_server does (false: as before metrics)");
 ABSL_FLAG(int64_t, chunk_bytes, pstrain::kDefaultPushPullChunkBytes,
           "Chunk size of the streamed push-and-pull, both directions");
 ABSL_FLAG(int64_t, stream_threshold_bytes, pstrain::GrpcPsClientOptions().stream_threshold_bytes,
@@ -233,6 +237,10 @@ int Main() {
   VariableStore store;
   PsServiceImpl service(&store, [](const std::string&) {});
   service.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
+  // As ps_server counts them: every push timed and counted, every pull's bytes.
+  MetricsRegistry registry;
+  PsMetrics metrics(&registry, &store);
+  if (absl::GetFlag(FLAGS_metrics)) service.set_metrics(&metrics);
   absl::StatusOr<RunningServer> server = StartServer({"127.0.0.1:0", {&service}});
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());

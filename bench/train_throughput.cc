@@ -34,8 +34,11 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "worker/fit.h"
+#include "worker/train_monitoring.h"
 #include "worker/strategy.h"
 
+ABSL_FLAG(bool, watch, true,
+          "fit reports every step to train's metrics and dashboard (false: as before them)");
 ABSL_FLAG(int, threads, 1, "OpenBLAS (and PyTorch) threads.");
 ABSL_FLAG(std::string, batch_sizes, "64,256", "Comma-separated batch sizes.");
 ABSL_FLAG(double, seconds, 3.0, "Seconds per measurement.");
@@ -178,7 +181,17 @@ absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int 
   if (!job.ok()) return job.status();
   DefaultStrategy strategy;
   FitData fit_data{data, nullptr};
-  absl::StatusOr<FitResult> r = Fit(*job, fit_data, &strategy, FitOptions());
+  FitOptions options;
+  // As train does: every step reported to its metrics and dashboard (no HTTP server, no
+  // event files: what they cost apart from the I/O).
+  absl::StatusOr<std::unique_ptr<TrainMonitoring>> monitoring =
+      TrainMonitoring::Start(*job, "bench", 1, "train", 0, /*reports=*/false);
+  if (!monitoring.ok()) return monitoring.status();
+  if (absl::GetFlag(FLAGS_watch)) {
+    TrainMonitoring* watch = monitoring->get();
+    options.on_batch = [watch](const BatchProgress& p) { watch->OnBatch(p); };
+  }
+  absl::StatusOr<FitResult> r = Fit(*job, fit_data, &strategy, options);
   if (!r.ok()) return r.status();
   const EpochSummary& s = r->history.back();
   return s.samples / absl::ToDoubleSeconds(s.elapsed);
