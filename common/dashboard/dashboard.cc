@@ -22,6 +22,16 @@ void Dashboard::OnSteps(const StepsDone& steps) {
   epochs_total_ = steps.epochs;
   global_step_ = std::max(global_step_, steps.global_step);
   if (steps.worker >= 0) worker_steps_[steps.worker] += steps.steps;
+  if (progress_.empty() || steps.epoch > progress_["epoch"].get<int>() ||
+      (steps.epoch == progress_["epoch"].get<int>() &&
+       steps.epoch_step >= progress_["epoch_step"].get<int64_t>())) {
+    progress_ = {{"epoch", steps.epoch},
+                 {"epoch_step", steps.epoch_step},
+                 {"epoch_steps", steps.epoch_steps},
+                 {"elapsed_seconds", Seconds(steps.epoch_elapsed)},
+                 {"loss", steps.epoch_loss},
+                 {"accuracy", steps.epoch_accuracy}};
+  }
   if (last_point_ == absl::InfinitePast()) {
     last_point_ = now;  // the clock starts with the first report
     return;
@@ -88,6 +98,7 @@ nlohmann::json Dashboard::Data() const {
           {"steps", step_points_},
           {"checkpoints", checkpoints_},
           {"workers", std::move(workers)},
+          {"progress", progress_},
           {"status", std::move(status)}};
 }
 

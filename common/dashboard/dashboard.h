@@ -47,7 +47,8 @@ class Dashboard : public TrainingObserver {
 
   // What /api/dashboard answers: {"title","epochs":[{"epoch","loss","accuracy",
   // "val_loss","val_accuracy","steps","samples","seconds"}],"steps":[[global_step, loss,
-  // samples_per_second]],"checkpoints":[...],"status":{...},"workers":{...}}.
+  // samples_per_second]],"checkpoints":[...],"status":{...},"workers":{...},
+  // "progress":{"epoch","epoch_step","epoch_steps","elapsed_seconds","loss","accuracy"}}.
   nlohmann::json Data() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -60,6 +61,9 @@ class Dashboard : public TrainingObserver {
   std::vector<nlohmann::json> checkpoints_ ABSL_GUARDED_BY(mu_);
   // Steps each worker ran (the chief's reports name the worker).
   std::map<int, int64_t> worker_steps_ ABSL_GUARDED_BY(mu_);
+  // The furthest point of the epoch in progress, for a progress bar drawn elsewhere (the
+  // launcher draws one from it on its terminal).
+  nlohmann::json progress_ ABSL_GUARDED_BY(mu_) = nlohmann::json::object();
   int epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int epochs_total_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_step_ ABSL_GUARDED_BY(mu_) = 0;

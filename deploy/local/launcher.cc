@@ -11,16 +11,21 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/training/epoch_summary.h"
 #include "common/shutdown_signal.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, strategy, "parameter_server",
           "parameter_server (a cluster of processes), default (one process, no cluster), "
@@ -270,10 +275,46 @@ int main(int argc, char** argv) {
                 metrics_ports[reporter], ports.c_str(), logdir.c_str());
     std::fflush(stdout);
   }
+  // On a terminal, Keras' progress bar of the epoch in progress, from the reporter's
+  // dashboard data (its own stderr is a pipe here). Cleared before each epoch line.
+  absl::Mutex bar_mu;
+  bool bar_drawn = false;
+  auto clear_bar = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(bar_mu) {
+    if (bar_drawn) std::fprintf(stderr, "\r\033[K");
+    bar_drawn = false;
+  };
+  pstrain::ShutdownSignal bar_done;
+  std::thread bar;
+  if (isatty(STDERR_FILENO) == 1 && metrics_ports.count(reporter) != 0) {
+    bar = std::thread([&, port = metrics_ports[reporter]] {
+      httplib::Client client("127.0.0.1", port);
+      client.set_connection_timeout(1, 0);
+      client.set_read_timeout(1, 0);
+      while (!bar_done.WaitFor(absl::Milliseconds(250))) {
+        httplib::Result answer = client.Get("/api/dashboard");
+        if (!answer || answer->status != 200) continue;
+        const nlohmann::json data = nlohmann::json::parse(answer->body, nullptr, false);
+        if (!data.is_object() || !data.contains("progress") || data["progress"].empty()) continue;
+        const nlohmann::json& p = data["progress"];
+        const int64_t step = p.value("epoch_step", int64_t{0});
+        const int64_t steps = p.value("epoch_steps", int64_t{0});
+        if (steps <= 0 || step >= steps) continue;  // unknown length, or the epoch's end
+        const std::string line = pstrain::FormatProgressBar(
+            step, steps, absl::Seconds(p.value("elapsed_seconds", 0.0)), p.value("loss", 0.0),
+            p.value("accuracy", 0.0));
+        absl::MutexLock lock(&bar_mu);
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+        std::fflush(stderr);
+        bar_drawn = true;
+      }
+    });
+  }
   std::map<std::string, std::unique_ptr<std::ofstream>> logs;
   const bool verbose = absl::GetFlag(FLAGS_verbose);
   auto on_line = [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+    absl::MutexLock lock(&bar_mu);
     if (!is_stderr && name == reporter) {
+      clear_bar();
       std::cout << line << std::endl;
       return;
     }
@@ -283,6 +324,7 @@ int main(int argc, char** argv) {
     log->flush();
     // Errors always reach the user; the rest only with --verbose.
     if (verbose || pstrain::LogRecordLevel(line) != 'I') {
+      clear_bar();
       std::cerr << "[" << name << "] " << line << std::endl;
     }
   };
@@ -290,6 +332,12 @@ int main(int argc, char** argv) {
       group.Wait(absl::GetFlag(FLAGS_timeout), absl::GetFlag(FLAGS_grace), on_line,
                  [&] { return interrupted.requested(); });
 
+  bar_done.Request(0, "the cluster is done");
+  if (bar.joinable()) bar.join();
+  {
+    absl::MutexLock lock(&bar_mu);
+    clear_bar();
+  }
   int failures = 0;
   for (const auto& exit : exits) {
     if (exit.exit_code != 0 || exit.signal != 0) {
