@@ -58,9 +58,11 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
   }
   std::vector<int64_t> shape(proto.shape().begin(), proto.shape().end());
   const int64_t n = NumElements(shape);
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor shape ", ShapeToString(shape), " is invalid"));
+  if (n < 0 || n > kMaxTensorElements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor shape ", ShapeToString(shape),
+        n < 0 ? " is invalid (a negative dimension, or its element count overflows)"
+              : " holds more elements than any tensor may"));
   }
   if (static_cast<uint64_t>(proto.content().size()) != static_cast<uint64_t>(n) * sizeof(float)) {
     return absl::InvalidArgumentError(absl::StrCat(

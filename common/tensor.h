@@ -35,7 +35,8 @@ class Tensor {
   void ToProto(TensorProto* proto) const;
 
   // Errors: INVALID_ARGUMENT when the dtype is not DT_FLOAT, a dimension is negative,
-  // the element count overflows, or the byte length does not match the shape.
+  // the element count overflows or exceeds kMaxTensorElements, or the byte length does
+  // not match the shape.
   static absl::StatusOr<Tensor> FromProto(const TensorProto& proto);
 
  private:
@@ -48,6 +49,10 @@ struct NamedTensor {
   std::string name;
   Tensor tensor;
 };
+
+// Most elements a tensor may hold: its byte count (4 per element) must fit an int64, so
+// no size computed from a shape can overflow.
+inline constexpr int64_t kMaxTensorElements = INT64_MAX / 4;
 
 // Product of the dimensions; -1 when a dimension is negative or the product overflows.
 int64_t NumElements(absl::Span<const int64_t> shape);

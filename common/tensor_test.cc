@@ -40,5 +40,20 @@ TEST(TensorTest, OverflowingShapeIsRejected) {
   EXPECT_EQ(Tensor::FromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// 2^62 elements are 2^64 bytes: the byte count wraps to 0, which an empty content
+// matched, and allocating the values threw (gRPC answered UNKNOWN).
+TEST(TensorTest, ShapeWhoseByteCountWrapsIsInvalidArgument) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 62},
+                                     std::vector<int64_t>{int64_t{1} << 31, int64_t{1} << 31},
+                                     std::vector<int64_t>{kMaxTensorElements + 1}}) {
+    TensorProto proto;
+    proto.set_dtype(DT_FLOAT);
+    for (int64_t d : shape) proto.add_shape(d);
+    absl::StatusOr<Tensor> t = Tensor::FromProto(proto);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << ShapeToString(shape);
+    EXPECT_NE(t.status().message().find(ShapeToString(shape)), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace pstrain
