@@ -50,6 +50,11 @@ absl::StatusOr<json> ReadModelFile(const std::string& path, const std::string& b
   return j;
 }
 
+bool KnownStrategy(const std::string& s) {
+  return s.empty() || s == "parameter_server" || s == "multi_worker_mirrored" ||
+         s == "mirrored" || s == "default";
+}
+
 bool KnownMetric(const std::string& m) {
   return m == "accuracy" || m == "acc" || m == "sparse_categorical_accuracy" ||
          m == "categorical_accuracy" || m == "binary_accuracy";
@@ -157,6 +162,23 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
       return Bad(absl::StrCat("strategy must be a string, got ", strategy->dump()));
     }
     spec.strategy = strategy->get<std::string>();
+    if (!KnownStrategy(spec.strategy)) {
+      return Bad(absl::StrCat("strategy \"", spec.strategy,
+                              "\" is unknown (want parameter_server, multi_worker_mirrored, "
+                              "mirrored or default)"));
+    }
+  }
+  auto nonfinite = root.find("nonfinite");
+  if (nonfinite != root.end() && !nonfinite->is_null()) {
+    const std::string policy = nonfinite->is_string() ? nonfinite->get<std::string>() : "";
+    if (policy == "error") {
+      spec.optimizer.set_nonfinite(NONFINITE_REFUSE);
+    } else if (policy == "skip") {
+      spec.optimizer.set_nonfinite(NONFINITE_SKIP);
+    } else {
+      return Bad(absl::StrCat("nonfinite ", nonfinite->dump(),
+                              " is unknown (want \"error\", the default, or \"skip\")"));
+    }
   }
   for (auto [key, field] : {std::pair<const char*, bool*>{"one_hot_labels", &spec.one_hot_labels},
                             {"scale_learning_rate", &spec.scale_learning_rate}}) {

@@ -14,14 +14,18 @@
 //     "strategy": "parameter_server",
 //     "consistency": {...common/training/consistency_config.h...},
 //     "placement": {...common/sharding/placement_policy.h...},
+//     "nonfinite": "error" | "skip",
 //     "seed": 42
 //   }
 //
 // Required: "model" and "compile.loss". Defaults: optimizer "rmsprop" (Keras's default),
 // metrics [], epochs 1, batch_size 32, steps_per_epoch 0 (the whole data set), shuffle
-// true, seed 0, strategy "" (the caller's default), data null, consistency async,
-// placement size-balanced (both are parameter-server settings, parsed here once with
-// types so no daemon reads them from raw JSON). Other top-level keys (e.g.
+// true, seed 0, strategy "" (the caller's default; else one of parameter_server,
+// multi_worker_mirrored, mirrored, default), nonfinite "error" (a gradient holding a NaN
+// or an infinity fails the step; "skip" drops the step and counts it; it travels as
+// optimizer.nonfinite), data null, consistency async, placement size-balanced (both are
+// parameter-server settings, parsed here once with types so no daemon reads them from
+// raw JSON). Other top-level keys (e.g.
 // "checkpoint") are kept in `raw` for the packages that own them; unknown keys inside
 // "compile" and "fit" are errors, so a typo is never silently ignored.
 

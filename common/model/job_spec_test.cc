@@ -18,6 +18,11 @@ std::string Job(const std::string& model, const std::string& compile,
   return std::string(R"({"model":)") + model + R"(,"compile":)" + compile + extra + "}";
 }
 
+std::string CompileWithSgdRate(const std::string& lr) {
+  return R"({"loss":"mse","optimizer":{"class_name":"SGD","config":{"learning_rate":)" + lr +
+         "}}}";
+}
+
 void ExpectInvalid(const absl::StatusOr<JobSpec>& s, const std::string& needle) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
   EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status();
@@ -88,6 +93,36 @@ TEST(JobSpecTest, RejectsBadSpecs) {
                        R"({"loss":"mse"})"),
                    ""),
       "LSTM");
+}
+
+TEST(JobSpecTest, UnknownNamesAreNamedNotIgnored) {
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"strategy":"quantum")"), ""),
+                "strategy \"quantum\" is unknown");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"nonfinite":"ignore")"), ""),
+                "nonfinite \"ignore\" is unknown");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"nonfinite":true)"), ""),
+                "nonfinite true is unknown");
+}
+
+// A learning rate of 0 used to be replaced by the optimizer's default (the run matched
+// lr 0.001 exactly); it is refused, as is one that is not a finite float.
+TEST(JobSpecTest, LearningRateZeroOrNonFiniteIsRefused) {
+  for (const char* lr : {"0", "-0.1", "1e39", "1e300"}) {
+    ExpectInvalid(
+        ParseJobSpec(Job(kModel, CompileWithSgdRate(lr)), ""), "learning_rate");
+  }
+}
+
+TEST(JobSpecTest, NonFinitePolicyTravelsWithTheOptimizer) {
+  auto plain = ParseJobSpec(Job(kModel, R"({"loss":"mse"})"), "");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->optimizer.nonfinite(), NONFINITE_REFUSE);
+  auto skip = ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"nonfinite":"skip")"), "");
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ(skip->optimizer.nonfinite(), NONFINITE_SKIP);
+  auto back = ParseJobSpec(SerializeJobSpec(*skip), "");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->optimizer.nonfinite(), NONFINITE_SKIP);
 }
 
 TEST(JobSpecTest, ReplicaOptionsAreRead) {

@@ -1,10 +1,12 @@
 #include "common/model/optimizer.h"
 
 #include <cctype>
+#include <cfloat>
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/finite.h"
 
 namespace pstrain {
 
@@ -36,52 +38,67 @@ std::string Lower(const std::string& s) {
   return out;
 }
 
-// Fills Keras's defaults into zero fields (proto3 cannot tell 0 from unset).
+// Fills Keras's defaults into the fields that are not set; a field that is set keeps its
+// value and is range-checked below (an explicit learning_rate 0 is refused, never
+// replaced by the default).
 absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
   OptimizerConfig c = in;
   c.set_name(Lower(in.name()));
-  auto def = [](float v, float d) { return v == 0.0f ? d : v; };
   const std::string& n = c.name();
+  float default_lr = 0.001f;
   if (n == "sgd") {
-    c.set_learning_rate(def(c.learning_rate(), 0.01f));
+    default_lr = 0.01f;
   } else if (n == "adam") {
-    c.set_learning_rate(def(c.learning_rate(), 0.001f));
-    c.set_beta_1(def(c.beta_1(), 0.9f));
-    c.set_beta_2(def(c.beta_2(), 0.999f));
-    c.set_epsilon(def(c.epsilon(), 1e-7f));
+    if (!c.has_beta_1()) c.set_beta_1(0.9f);
+    if (!c.has_beta_2()) c.set_beta_2(0.999f);
+    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
   } else if (n == "adagrad") {
-    c.set_learning_rate(def(c.learning_rate(), 0.001f));
-    c.set_initial_accumulator_value(def(c.initial_accumulator_value(), 0.1f));
-    c.set_epsilon(def(c.epsilon(), 1e-7f));
+    if (!c.has_initial_accumulator_value()) c.set_initial_accumulator_value(0.1f);
+    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
   } else if (n == "rmsprop") {
-    c.set_learning_rate(def(c.learning_rate(), 0.001f));
-    c.set_rho(def(c.rho(), 0.9f));
-    c.set_epsilon(def(c.epsilon(), 1e-7f));
+    if (!c.has_rho()) c.set_rho(0.9f);
+    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown optimizer \"", in.name(), "\" (supported: sgd, adam, adagrad, rmsprop)"));
   }
-  auto bad = [&n](const char* field, float v) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer ", n, ": ", field, " ", v, " is out of range"));
+  if (!c.has_learning_rate()) c.set_learning_rate(default_lr);
+  if (!c.has_momentum()) c.set_momentum(0.0f);
+  // The fields an optimizer does not use stay as given (unset); each must still be in
+  // range, so that a config that other code reads the same way is valid everywhere.
+  auto bad = [&n](const char* field, float v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer ", n, ": ", field, " ",
+                                                   DescribeFloat(v), " is out of range (want ",
+                                                   want, ")"));
   };
   if (!(c.learning_rate() > 0.0f) || !std::isfinite(c.learning_rate())) {
-    return bad("learning_rate", c.learning_rate());
+    return bad("learning_rate", c.learning_rate(), "a finite number > 0");
   }
-  if (!(c.momentum() >= 0.0f && c.momentum() <= 1.0f)) return bad("momentum", c.momentum());
-  if (!(c.beta_1() >= 0.0f && c.beta_1() < 1.0f)) return bad("beta_1", c.beta_1());
-  if (!(c.beta_2() >= 0.0f && c.beta_2() < 1.0f)) return bad("beta_2", c.beta_2());
-  if (!(c.rho() >= 0.0f && c.rho() < 1.0f)) return bad("rho", c.rho());
-  if (!(c.epsilon() >= 0.0f)) return bad("epsilon", c.epsilon());
-  if (!(c.initial_accumulator_value() >= 0.0f)) {
-    return bad("initial_accumulator_value", c.initial_accumulator_value());
+  if (!(c.momentum() >= 0.0f && c.momentum() <= 1.0f)) {
+    return bad("momentum", c.momentum(), "in [0, 1]");
+  }
+  if (!(c.beta_1() >= 0.0f && c.beta_1() < 1.0f)) return bad("beta_1", c.beta_1(), "in [0, 1)");
+  if (!(c.beta_2() >= 0.0f && c.beta_2() < 1.0f)) return bad("beta_2", c.beta_2(), "in [0, 1)");
+  if (!(c.rho() >= 0.0f && c.rho() < 1.0f)) return bad("rho", c.rho(), "in [0, 1)");
+  // 0 divides 0 by 0 for a gradient of 0 (Adam's m / (sqrt(v) + epsilon)): NaN weights.
+  if (c.has_epsilon() && !(c.epsilon() > 0.0f && std::isfinite(c.epsilon()))) {
+    return bad("epsilon", c.epsilon(), "a finite number > 0");
+  }
+  if (!(c.initial_accumulator_value() >= 0.0f) ||
+      !std::isfinite(c.initial_accumulator_value())) {
+    return bad("initial_accumulator_value", c.initial_accumulator_value(),
+               "a finite number >= 0");
+  }
+  if (!NonFinitePolicy_IsValid(c.nonfinite())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer ", n, ": unknown nonfinite policy ", c.nonfinite()));
   }
   if (c.lr_schedule() == "exponential_decay") {
     if (!(c.decay_steps() > 0.0f) || !std::isfinite(c.decay_steps())) {
-      return bad("decay_steps", c.decay_steps());
+      return bad("decay_steps", c.decay_steps(), "a finite number > 0");
     }
     if (!(c.decay_rate() > 0.0f) || !std::isfinite(c.decay_rate())) {
-      return bad("decay_rate", c.decay_rate());
+      return bad("decay_rate", c.decay_rate(), "a finite number > 0");
     }
   } else if (!c.lr_schedule().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -244,6 +261,12 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
 
 namespace {
 
+// A JSON number that converts to a finite float (converting a larger double is undefined).
+bool FitsFloat(const json& v) {
+  const double d = v.get<double>();
+  return std::isfinite(d) && std::fabs(d) <= static_cast<double>(FLT_MAX);
+}
+
 // keras.optimizers.schedules.ExponentialDecay as Keras serialises it inside an
 // optimizer's config: {"class_name": "ExponentialDecay", "config": {...}}.
 absl::Status ParseSchedule(const std::string& optimizer, const json& v, OptimizerConfig* c) {
@@ -270,6 +293,7 @@ absl::Status ParseSchedule(const std::string& optimizer, const json& v, Optimize
       continue;
     }
     if (!field.is_number()) return bad(absl::StrCat(key, " must be a number, got ", field.dump()));
+    if (!FitsFloat(field)) return bad(absl::StrCat(key, " ", field.dump(), " is out of range"));
     const float f = field.get<float>();
     if (key == "initial_learning_rate") {
       c->set_learning_rate(f);
@@ -280,6 +304,9 @@ absl::Status ParseSchedule(const std::string& optimizer, const json& v, Optimize
     } else {
       return bad(absl::StrCat("unsupported field \"", key, "\""));
     }
+  }
+  for (const char* required : {"initial_learning_rate", "decay_steps", "decay_rate"}) {
+    if (!cfg->contains(required)) return bad(absl::StrCat("missing \"", required, "\""));
   }
   return absl::OkStatus();
 }
@@ -320,6 +347,10 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
         if (!v.is_number()) {
           return absl::InvalidArgumentError(absl::StrCat("optimizer ", name, ": ", key,
                                                          " must be a number, got ", v.dump()));
+        }
+        if (!FitsFloat(v)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "optimizer ", name, ": ", key, " ", v.dump(), " is out of range (not a float)"));
         }
         *out = v.get<float>();
         return absl::OkStatus();

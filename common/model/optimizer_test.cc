@@ -111,7 +111,7 @@ TEST(OptimizerTest, StateExposesSlotsByName) {
   EXPECT_FLOAT_EQ((*s2->slots()[0].second)[0], 0.1f);
 }
 
-TEST(OptimizerTest, ZeroFieldsMeanKerasDefaults) {
+TEST(OptimizerTest, UnsetFieldsMeanKerasDefaults) {
   auto opt = Optimizer::Create(Config("adam"));
   ASSERT_TRUE(opt.ok());
   EXPECT_FLOAT_EQ((*opt)->config().learning_rate(), 0.001f);
@@ -122,6 +122,46 @@ TEST(OptimizerTest, ZeroFieldsMeanKerasDefaults) {
   OptimizerConfig bad = Config("sgd");
   bad.set_learning_rate(-1.0f);
   EXPECT_EQ(Optimizer::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A value that is given is used or refused, never replaced by Keras's default: over
+// gRPC an SGD learning_rate of 0 used to apply 0.01, and in a job spec 0 became 0.001.
+TEST(OptimizerTest, GivenZeroIsRefusedOrKeptNeverDefaulted) {
+  for (const char* name : {"sgd", "adam", "adagrad", "rmsprop"}) {
+    OptimizerConfig c = Config(name);
+    c.set_learning_rate(0.0f);
+    absl::StatusOr<std::unique_ptr<Optimizer>> opt = Optimizer::Create(c);
+    EXPECT_EQ(opt.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(opt.status().message().find("learning_rate 0 is out of range"), std::string::npos)
+        << opt.status();
+  }
+  for (float lr : {-0.5f, std::nanf(""), INFINITY}) {
+    OptimizerConfig c = Config("sgd");
+    c.set_learning_rate(lr);
+    EXPECT_EQ(Optimizer::Create(c).status().code(), absl::StatusCode::kInvalidArgument) << lr;
+  }
+  OptimizerConfig zero_beta = Config("adam");
+  zero_beta.set_beta_1(0.0f);
+  auto adam = Optimizer::Create(zero_beta);
+  ASSERT_TRUE(adam.ok()) << adam.status();
+  EXPECT_EQ((*adam)->config().beta_1(), 0.0f);
+  OptimizerConfig zero_eps = Config("adam");
+  zero_eps.set_epsilon(0.0f);
+  EXPECT_EQ(Optimizer::Create(zero_eps).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto keras = OptimizerConfigFromKeras(json::parse(R"({"class_name":"SGD","config":{"learning_rate":0}})"));
+  EXPECT_EQ(keras.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(keras.status().message().find("learning_rate 0"), std::string::npos);
+  auto huge = OptimizerConfigFromKeras(json::parse(R"({"class_name":"SGD","config":{"learning_rate":1e300}})"));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  auto momentum_zero = OptimizerConfigFromKeras(
+      json::parse(R"({"class_name":"RMSprop","config":{"rho":0,"momentum":0}})"));
+  ASSERT_TRUE(momentum_zero.ok()) << momentum_zero.status();
+  EXPECT_EQ(momentum_zero->rho(), 0.0f);
+  auto no_initial = OptimizerConfigFromKeras(json::parse(
+      R"({"class_name":"SGD","config":{"learning_rate":{"class_name":"ExponentialDecay",)"
+      R"("config":{"decay_steps":2,"decay_rate":0.5}}}})"));
+  EXPECT_EQ(no_initial.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(OptimizerTest, FromKeras) {
