@@ -21,6 +21,9 @@ struct PushContext {
   // The version each gradient was computed at, aligned with the gradients. Sync mode
   // requires it; other modes ignore it.
   std::vector<int64_t> versions;
+  // Names the push so that a retry of it is applied at most once (PushRequest.request_id);
+  // 0 = no id.
+  uint64_t request_id = 0;
 };
 
 // Checks a config as a ps receives it (the chief resolved it: see

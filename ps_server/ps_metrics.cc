@@ -39,6 +39,21 @@ PsMetrics::PsMetrics(MetricsRegistry* registry, const VariableStore* store)
                         "Consistency waits that ended at the timeout", MetricType::Counter)
         .Add(static_cast<double>(store->consistency_timeouts()))
         .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_nonfinite_refused_total",
+                        "Pushes, creations and restores refused for a NaN or an infinity",
+                        MetricType::Counter)
+        .Add(static_cast<double>(store->nonfinite_refused()))
+        .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_nonfinite_skipped_total",
+                        "Pushes dropped for a NaN or an infinity (nonfinite: skip)",
+                        MetricType::Counter)
+        .Add(static_cast<double>(store->nonfinite_skipped()))
+        .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_duplicate_pushes_total",
+                        "Retried pushes (a request id already applied) not applied again",
+                        MetricType::Counter)
+        .Add(static_cast<double>(store->duplicate_pushes()))
+        .AppendTo(families);
     const std::vector<VariableStore::VariableInfo> variables = store->List();
     MetricFamilyBuilder versions("pstrain_ps_variable_version",
                                  "Updates applied to each variable held", MetricType::Gauge);

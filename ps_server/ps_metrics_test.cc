@@ -2,6 +2,8 @@
 
 #include "ps_server/ps_metrics.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"
 #include "gmock/gmock.h"
@@ -38,9 +40,11 @@ TEST(PsMetricsTest, CountsPushesPullsBytesLatencyRefusalsAndVersions) {
   ASSERT_TRUE(unary->PushPull(gradients, 1).ok());
   ASSERT_TRUE(streamed->PushPull(gradients, 2).ok());
   ASSERT_TRUE(unary->Pull({"w"}).ok());
-  // A gradient of the wrong shape is refused and counted as such.
+  // A gradient of the wrong shape, and below a NaN one, are refused and counted as such.
   EXPECT_FALSE(unary->PushPull({{"w", Tensor({2, 2})}}, 3).ok());
   EXPECT_FALSE(unary->Pull({"nope"}).ok());
+  // A NaN gradient is refused and counted.
+  EXPECT_FALSE(unary->PushPull({{"b", Tensor({3}, {0, NAN, 0})}}, 4).ok());
 
   const std::string text = registry.TextFormat();
   EXPECT_THAT(text, HasSubstr("\npstrain_ps_pushes_total 2\n"));
@@ -52,13 +56,16 @@ TEST(PsMetricsTest, CountsPushesPullsBytesLatencyRefusalsAndVersions) {
                                            "\n")));
   EXPECT_THAT(text, HasSubstr("\npstrain_ps_push_duration_seconds_count 2\n"));
   EXPECT_THAT(text, HasSubstr("pstrain_ps_refused_calls_total{method=\"PushPull\",reason=\"invalid_"
-                              "argument\"} 1"));
+                              "argument\"} 2"));
   EXPECT_THAT(text,
               HasSubstr("pstrain_ps_refused_calls_total{method=\"Pull\",reason=\"not_found\"} 1"));
   EXPECT_THAT(text, HasSubstr("pstrain_ps_variable_version{variable=\"w\"} 2"));
   EXPECT_THAT(text, HasSubstr("\npstrain_ps_variables 2\n"));
   EXPECT_THAT(text, HasSubstr("\npstrain_ps_variable_bytes 60\n"));
   EXPECT_THAT(text, HasSubstr("\npstrain_ps_consistency_timeouts_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("\npstrain_ps_nonfinite_refused_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("\npstrain_ps_nonfinite_skipped_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("\npstrain_ps_duplicate_pushes_total 0\n"));
   server->server->Shutdown();
 }
 

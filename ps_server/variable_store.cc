@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/finite.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
@@ -31,6 +32,11 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     if (v.name.empty()) return absl::InvalidArgumentError("variable with an empty name");
     if (!seen.insert(v.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name, "\" given twice"));
+    }
+    if (absl::Status finite =
+            CheckFinite(v.tensor.values(), absl::StrCat("initial value of \"", v.name, "\""));
+        !finite.ok()) {
+      return RefuseNonFinite(std::move(finite));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -93,11 +99,27 @@ absl::StatusOr<VariableStore::Variable*> VariableStore::Find(const std::string& 
 }
 
 absl::StatusOr<std::vector<Tensor>> VariableStore::Pull(absl::Span<const std::string> names,
-                                                        std::vector<int64_t>* versions) const {
+                                                        std::vector<int64_t>* versions,
+                                                        int64_t max_bytes) const {
   std::vector<Variable*> found;
   found.reserve(names.size());
+  absl::flat_hash_set<absl::string_view> seen;
+  int64_t bytes = 0;
   for (const std::string& name : names) {
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", name, "\" named twice in one pull"));
+    }
     PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
+    // Each value fits an int64 of bytes (kMaxTensorElements); their sum is checked
+    // before it is formed.
+    const int64_t value_bytes = v->num_elements * static_cast<int64_t>(sizeof(float));
+    if (value_bytes > max_bytes - bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "pulling ", names.size(), " variables needs more than ", max_bytes,
+          " bytes in one answer; pull fewer at a time"));
+    }
+    bytes += value_bytes;
     found.push_back(v);
   }
   std::vector<Tensor> values;
@@ -112,8 +134,34 @@ absl::StatusOr<std::vector<Tensor>> VariableStore::Pull(absl::Span<const std::st
   return values;
 }
 
+absl::Status VariableStore::RefuseNonFinite(absl::Status problem) {
+  ++nonfinite_refused_;
+  if (!logged_nonfinite_.exchange(true)) {
+    LogError(absl::StrCat("refused: ", problem.message(), " (logged once; counted in psctl ps)"));
+  }
+  return problem;
+}
+
 absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
                                  const PushContext& context) {
+  if (context.request_id == 0) return PushOnce(gradients, context);
+  switch (requests_.Begin(context.request_id, absl::Seconds(10))) {
+    case RequestLog::Claim::kDuplicate:
+      ++duplicate_pushes_;
+      return absl::OkStatus();
+    case RequestLog::Claim::kBusy:
+      return absl::AbortedError(absl::StrCat("push ", context.request_id,
+                                             " is still being applied by an earlier call"));
+    case RequestLog::Claim::kApply:
+      break;
+  }
+  absl::Status pushed = PushOnce(gradients, context);
+  requests_.Finish(context.request_id, pushed.ok());
+  return pushed;
+}
+
+absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
+                                     const PushContext& context) {
   const Optimizer* optimizer;
   Rules rules;
   {
@@ -140,6 +188,21 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
           ", variable has ", v->value.ShapeString()));
     }
     found.push_back(v);
+  }
+  // After the shapes: one pass over each gradient, whose bytes were just read anyway.
+  for (const NamedTensor& g : gradients) {
+    absl::Status finite =
+        CheckFinite(g.tensor.values(), absl::StrCat("gradient for \"", g.name, "\""));
+    if (finite.ok()) continue;
+    if (optimizer->config().nonfinite() == NONFINITE_SKIP) {
+      ++nonfinite_skipped_;
+      if (!logged_nonfinite_.exchange(true)) {
+        LogInfo(absl::StrCat("skipped a push: ", finite.message(),
+                             " (nonfinite: skip; logged once, counted in psctl ps)"));
+      }
+      return absl::OkStatus();
+    }
+    return RefuseNonFinite(std::move(finite));
   }
   if (rules.mode == Mode::kSync) {
     if (context.versions.size() != gradients.size()) {
@@ -174,7 +237,12 @@ absl::StatusOr<std::vector<VariableStore::Snapshot>> VariableStore::ReadState(
   }
   std::vector<Variable*> found;
   found.reserve(names.size());
+  absl::flat_hash_set<absl::string_view> seen;
   for (const std::string& name : names) {
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", name, "\" named twice in one read"));
+    }
     PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
     found.push_back(v);
   }
@@ -223,6 +291,11 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
           "restored value of \"", s.name, "\" has shape ", s.value.ShapeString(),
           ", variable has ", v->value.ShapeString()));
     }
+    if (absl::Status finite =
+            CheckFinite(s.value.values(), absl::StrCat("restored value of \"", s.name, "\""));
+        !finite.ok()) {
+      return RefuseNonFinite(std::move(finite));
+    }
     absl::flat_hash_set<std::string> seen_slots;
     for (const NamedTensor& slot : s.slots) {
       if (!seen_slots.insert(slot.name).second) {
@@ -238,6 +311,11 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
         return absl::InvalidArgumentError(absl::StrCat(
             "slot \"", slot.name, "\" of \"", s.name, "\" has shape ",
             slot.tensor.ShapeString(), ", variable has ", v->value.ShapeString()));
+      }
+      if (absl::Status finite = CheckFinite(
+              slot.tensor.values(), absl::StrCat("slot \"", slot.name, "\" of \"", s.name, "\""));
+          !finite.ok()) {
+        return RefuseNonFinite(std::move(finite));
       }
     }
     found.push_back(v);
@@ -417,6 +495,9 @@ PsStatusResponse DescribeStore(const VariableStore& store) {
   response.set_stale_gradients(store.stale_gradients());
   response.set_consistency_timeouts(store.consistency_timeouts());
   response.set_consistency_mode(store.consistency_mode());
+  response.set_nonfinite_refused(store.nonfinite_refused());
+  response.set_nonfinite_skipped(store.nonfinite_skipped());
+  response.set_duplicate_pushes(store.duplicate_pushes());
   return response;
 }
 

@@ -18,6 +18,7 @@
 #include "common/model/optimizer.h"
 #include "common/tensor.h"
 #include "ps_server/consistency.h"
+#include "ps_server/request_log.h"
 #include "ps_server/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
@@ -62,30 +63,40 @@ class VariableStore {
   //         that differs from the one already set; ALREADY_EXISTS same name, other shape.
   // The first call also sets the consistency mode; a later call must repeat it.
   // Errors: INVALID_ARGUMENT also an invalid consistency config, or one that differs from
-  //         the one already set.
+  //         the one already set, or an initial value holding a NaN or an infinity
+  //         (counted in nonfinite_refused()).
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency = ConsistencyConfig());
 
   // Current values of `names`, in order; `versions` (may be null) gets each variable's
-  // count of applied updates. Errors: NOT_FOUND an unknown name.
+  // count of applied updates. Nothing is copied before the request is found to fit.
+  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a name given twice;
+  //         RESOURCE_EXHAUSTED the values hold more than `max_bytes` bytes.
   absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
-                                           std::vector<int64_t>* versions) const;
+                                           std::vector<int64_t>* versions,
+                                           int64_t max_bytes = INT64_MAX) const;
 
   // Applies every gradient with the optimizer. Every gradient is validated before any is
   // applied, so a bad request changes nothing.
   // `context` says who pushes and at which step and versions (see the class comment);
   // in sync or bounded_staleness mode the call may block up to timeout_ms.
+  // A gradient holding a NaN or an infinity changes nothing: the push is refused
+  // (INVALID_ARGUMENT, nonfinite_refused()) or, when the optimizer's policy is
+  // NONFINITE_SKIP, dropped with OK (nonfinite_skipped()). A push whose
+  // context.request_id was applied before returns OK without applying
+  // (duplicate_pushes()); one still being applied by another call is waited for.
   // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a shape differs from the
-  //         variable's or a name repeats, or (sync) context.versions is not aligned with
-  //         the gradients; FAILED_PRECONDITION no variables created yet.
+  //         variable's, a name repeats, a non-finite value, or (sync) context.versions is
+  //         not aligned with the gradients; FAILED_PRECONDITION no variables created yet;
+  //         ABORTED the same request_id is still being applied by another call.
   absl::Status Push(absl::Span<const NamedTensor> gradients,
                     const PushContext& context = PushContext());
 
   // The state of `names` in order (empty = every variable, by name), each variable read
   // under its own lock, so each one is consistent with itself (value, slots and
   // iterations of one update) though not with the others.
-  // Errors: NOT_FOUND an unknown name.
+  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a name given twice.
   absl::StatusOr<std::vector<Snapshot>> ReadState(absl::Span<const std::string> names) const;
 
   // Replaces each variable's value, version, iterations and the slots given (others keep
@@ -94,7 +105,7 @@ class VariableStore {
   // Errors: FAILED_PRECONDITION no variables created yet; NOT_FOUND unknown variable;
   //         INVALID_ARGUMENT a repeated variable or slot name, a value or slot whose shape
   //         differs from the variable's, a slot the optimizer does not keep, a negative
-  //         version or iterations.
+  //         version or iterations, a value or slot holding a NaN or an infinity.
   absl::Status RestoreState(std::vector<Snapshot> snapshots);
 
   std::vector<VariableInfo> List() const;
@@ -109,6 +120,12 @@ class VariableStore {
   // Pushes that had to wait for the consistency mode at all (bounded staleness: ahead of
   // a slower worker; sync: an aggregate not yet full), whether or not it timed out.
   int64_t consistency_waits() const;
+  // Pushes (and CreateVariables / RestoreState calls) refused for a NaN or an infinity,
+  // and pushes dropped for one under NONFINITE_SKIP.
+  int64_t nonfinite_refused() const { return nonfinite_refused_.load(); }
+  int64_t nonfinite_skipped() const { return nonfinite_skipped_.load(); }
+  // Pushes answered without applying because their request id had been applied.
+  int64_t duplicate_pushes() const { return duplicate_pushes_.load(); }
   std::string optimizer_name() const;
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
@@ -116,7 +133,10 @@ class VariableStore {
 
  private:
   struct Variable {
-    explicit Variable(Tensor initial) : value(std::move(initial)) {}
+    explicit Variable(Tensor initial)
+        : num_elements(initial.num_elements()), value(std::move(initial)) {}
+    // Never changes (a restore keeps the shape), so it is read without the lock.
+    const int64_t num_elements;
     mutable absl::Mutex mu;
     Tensor value ABSL_GUARDED_BY(mu);
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
@@ -168,6 +188,12 @@ class VariableStore {
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Push without the request-id bookkeeping.
+  absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);
+
+  // Refused values: counts them and logs the first once.
+  absl::Status RefuseNonFinite(absl::Status problem);
+
   // State below is protected by mu_. Variables are never removed, so a Variable* found
   // under mu_ stays valid after mu_ is released.
   mutable absl::Mutex mu_;
@@ -189,6 +215,12 @@ class VariableStore {
   std::atomic<int64_t> stale_{0};
   std::atomic<int64_t> consistency_timeouts_{0};
   std::atomic<int64_t> consistency_waits_{0};
+  std::atomic<int64_t> nonfinite_refused_{0};
+  std::atomic<int64_t> nonfinite_skipped_{0};
+  std::atomic<int64_t> duplicate_pushes_{0};
+  std::atomic<bool> logged_nonfinite_{false};
+
+  RequestLog requests_;
   // A timed-out wait is logged once per store, not once per push.
   std::atomic<bool> logged_staleness_timeout_{false};
   std::atomic<bool> logged_sync_shrink_{false};

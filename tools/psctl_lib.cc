@@ -207,6 +207,16 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
     }
     absl::StrAppend(&text, "\n");
   }
+  // Refused or dropped input shows only when there was some.
+  if (status.nonfinite_refused() + status.nonfinite_skipped() + status.duplicate_pushes() +
+          status.limit_refusals() + status.streams_cancelled() >
+      0) {
+    absl::StrAppend(&text, "refused: ", status.nonfinite_refused(), " non-finite, ",
+                    status.nonfinite_skipped(), " non-finite pushes skipped, ",
+                    status.duplicate_pushes(), " retried pushes not reapplied, ",
+                    status.limit_refusals(), " over a limit, ", status.streams_cancelled(),
+                    " streams cancelled\n");
+  }
   std::vector<const VariableInfo*> sorted;
   for (const VariableInfo& v : status.variables()) sorted.push_back(&v);
   std::sort(sorted.begin(), sorted.end(),

@@ -246,6 +246,19 @@ TEST(PsctlFormatTest, PsStatusShowsConsistencyWaitsOutsideAsync) {
       << text;
 }
 
+TEST(PsctlFormatTest, PsStatusShowsRefusedInputOnlyWhenThereWasSome) {
+  PsStatusResponse status;
+  status.set_optimizer("adam");
+  EXPECT_FALSE(absl::StrContains(FormatPsStatus("h:1", status), "refused"));
+  status.set_nonfinite_refused(2);
+  status.set_duplicate_pushes(1);
+  const std::string text = FormatPsStatus("h:1", status);
+  EXPECT_TRUE(absl::StrContains(text, "refused: 2 non-finite, 0 non-finite pushes skipped, 1 "
+                                      "retried pushes not reapplied, 0 over a limit, 0 streams "
+                                      "cancelled\n"))
+      << text;
+}
+
 TEST_F(PsctlTest, UnreachableTaskIsOneLineNamingItAndExitOne) {
   auto ports = PickFreePorts(1);
   ASSERT_TRUE(ports.ok());

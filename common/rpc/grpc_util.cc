@@ -1,6 +1,8 @@
 #include "common/rpc/grpc_util.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view peer) 
                       absl::StrCat(peer, ": ", message));
 }
 
+namespace {
+
+// A duration as a gRPC channel argument (int milliseconds, at least 1).
+int MillisecondsArg(absl::Duration d) {
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT32_MAX));
+}
+
+}  // namespace
+
 absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
   // Both must be set before the builder is created: they install server-wide plugins.
   grpc::EnableDefaultHealthCheckService(true);
@@ -38,6 +49,11 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
                            &running.port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             MillisecondsArg(options.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             MillisecondsArg(options.max_connection_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   for (grpc::Service* service : options.services) builder.RegisterService(service);
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {

@@ -31,6 +31,15 @@ struct ServerOptions {
   std::string listen_address;
   // Services to register. Not owned; must outlive the server.
   std::vector<grpc::Service*> services;
+  // Bounds on what one peer can hold, which gRPC leaves unbounded: a connection older than
+  // max_connection_age is asked to go away (its client reconnects at once) and closed
+  // max_connection_age_grace later, whatever it still has in flight, so a call whose
+  // message never completes (a length prefix claiming 2 GiB, then 1 KB) is dropped at
+  // last; the grace exceeds the longest legitimate call (a worker's RunSteps).
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_age_grace = absl::Minutes(15);
+  // Calls one connection may have in flight at once.
+  int max_concurrent_streams = 256;
 };
 
 struct RunningServer {

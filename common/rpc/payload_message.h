@@ -86,6 +86,12 @@ class PayloadMessage {
   }
 
   size_t payload_size() const { return payload_size_; }
+
+  // True when the bytes last read into this message did not parse. gRPC's Read then
+  // returns false, exactly as at the end of a stream; this tells the two apart, so a
+  // receiver never takes a malformed message for a clean end.
+  bool malformed() const { return malformed_; }
+  void set_malformed(bool malformed) { malformed_ = malformed; }
   // Copies payload bytes [begin, begin + size) to `dest`; the range must lie within
   // payload_size().
   void CopyPayloadTo(void* dest, size_t begin, size_t size) const {
@@ -102,6 +108,7 @@ class PayloadMessage {
   Proto fields_;
   std::vector<grpc::Slice> payload_;
   size_t payload_size_ = 0;
+  bool malformed_ = false;
 };
 
 }  // namespace pstrain
@@ -126,6 +133,7 @@ class SerializationTraits<pstrain::PayloadMessage<Proto, kPayloadField>, void> {
                                                      msg->mutable_payload_slices(),
                                                      msg->mutable_payload_size());
     buffer->Clear();
+    msg->set_malformed(!status.ok());
     return status;
   }
 };

@@ -1,5 +1,7 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 
+#include <atomic>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,7 @@ absl::StatusOr<std::vector<Tensor>> UnpackPull(const PullResponse& response, siz
 
 void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& context,
               PushRequest* request) {
+  request->set_request_id(context.request_id);
   request->set_worker(context.worker);
   request->set_epoch(context.epoch);
   request->set_step(context.step);
@@ -47,6 +50,12 @@ void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& contex
     out->set_name(g.name);
     g.tensor.ToProto(out->mutable_gradient());
   }
+}
+
+// A start for a client's request ids: distinct clients (workers, restarts) never share ids.
+uint64_t RandomStart() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
 class GrpcPsClient final : public PsClient {
@@ -59,7 +68,8 @@ class GrpcPsClient final : public PsClient {
         push_pull_stream_(kPushPullStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING,
                           channel_),
         timeout_(timeout),
-        options_(options) {}
+        options_(options),
+        request_ids_(RandomStart()) {}
 
   using PsClient::CreateVariables;
   using PsClient::Pull;
@@ -100,6 +110,7 @@ class GrpcPsClient final : public PsClient {
     PushRequest request;
     PushContext push_context;
     push_context.step = step;
+    push_context.request_id = NextRequestId();
     PackPush(gradients, push_context, &request);
     PushResponse response;
     grpc::ClientContext context;
@@ -108,8 +119,23 @@ class GrpcPsClient final : public PsClient {
   }
 
   absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
-                                               const PushContext& push_context,
+                                               const PushContext& push_context_in,
                                                std::vector<int64_t>* versions) override {
+    PushContext push_context = push_context_in;
+    if (push_context.request_id == 0) push_context.request_id = NextRequestId();
+    absl::StatusOr<std::vector<Tensor>> values =
+        PushPullOnce(gradients, push_context, versions);
+    // Unreachable: most likely nothing arrived; if it did, the ps knows the id and does
+    // not apply it twice.
+    if (absl::IsUnavailable(values.status())) {
+      values = PushPullOnce(gradients, push_context, versions);
+    }
+    return values;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> PushPullOnce(absl::Span<const NamedTensor> gradients,
+                                                   const PushContext& push_context,
+                                                   std::vector<int64_t>* versions) {
     int64_t bytes = 0;
     for (const NamedTensor& g : gradients) bytes += g.tensor.num_elements() * 4;
     if (bytes >= options_.stream_threshold_bytes) {
@@ -138,6 +164,7 @@ class GrpcPsClient final : public PsClient {
 
     PushPullChunkIn out;
     PushRequest* push = out.fields().mutable_push();
+    push->set_request_id(push_context.request_id);
     push->set_worker(push_context.worker);
     push->set_epoch(push_context.epoch);
     push->set_step(push_context.step);
@@ -149,6 +176,12 @@ class GrpcPsClient final : public PsClient {
       TensorHeader(g.tensor, header->mutable_gradient());
       bytes.push_back(g.tensor.num_elements() * 4);
     }
+    // The last message carries the commit and goes with the half-close (WriteLast): the
+    // ps applies the push only then, so a stream cut short applies nothing.
+    int last_tensor = -1;
+    for (size_t t = 0; t < bytes.size(); ++t) {
+      if (bytes[t] > 0) last_tensor = static_cast<int>(t);
+    }
     bool header_sent = false;
     bool sent = true;
     ForEachChunk(bytes, options_.chunk_bytes, [&](int tensor, int64_t offset, int64_t size) {
@@ -159,13 +192,21 @@ class GrpcPsClient final : public PsClient {
       // of a slice borrowed from it (after an early error, say).
       out.SetPayloadCopy(reinterpret_cast<const char*>(gradients[tensor].tensor.data()) + offset,
                          size);
-      sent = stream->Write(out);
       header_sent = true;
+      if (tensor == last_tensor && offset + size == bytes[tensor]) {
+        out.fields().set_commit(true);
+        sent = stream->Write(out, grpc::WriteOptions().set_last_message());
+        return false;
+      }
+      sent = stream->Write(out);
       return sent;
     });
-    if (!header_sent) sent = stream->Write(out);
+    if (!header_sent) {
+      out.fields().set_commit(true);
+      sent = stream->Write(out, grpc::WriteOptions().set_last_message());
+    }
     // A failed write means the call is over: Finish says why.
-    if (sent) stream->WritesDone();
+    (void)sent;
 
     // The values: a header message, then chunks, as the push went up.
     absl::Status unpacked = absl::OkStatus();
@@ -274,9 +315,19 @@ class GrpcPsClient final : public PsClient {
   const std::string name_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServer::Stub> stub_;
+  // A fresh id per push: random from a per-client random start, never 0.
+  uint64_t NextRequestId() {
+    uint64_t id;
+    do {
+      id = request_ids_.fetch_add(1, std::memory_order_relaxed);
+    } while (id == 0);
+    return id;
+  }
+
   const grpc::internal::RpcMethod push_pull_stream_;
   const absl::Duration timeout_;
   const GrpcPsClientOptions options_;
+  std::atomic<uint64_t> request_ids_;
 };
 
 }  // namespace

@@ -18,7 +18,9 @@ struct GrpcPsClientOptions {
   int64_t chunk_bytes = kDefaultPushPullChunkBytes;
 };
 
-// A PsClient over gRPC. Every call carries `timeout` as its deadline.
+// A PsClient over gRPC. Every call carries `timeout` as its deadline. Every push carries
+// a fresh request id, and a push-and-pull that found the ps unreachable (UNAVAILABLE) is
+// tried once more with the same id, so the ps applies it at most once.
 std::unique_ptr<PsClient> CreateGrpcPsClient(int ps_index, const std::string& address,
                                              absl::Duration timeout,
                                              const GrpcPsClientOptions& options);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -30,13 +31,14 @@ PushContext ContextOf(const PushRequest& request) {
   context.epoch = request.epoch();
   context.step = request.step();
   context.versions.assign(request.versions().begin(), request.versions().end());
+  context.request_id = request.request_id();
   return context;
 }
 
 absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
-                      PullResponse* response, PsMetrics* metrics) {
+                      int64_t max_bytes, PullResponse* response, PsMetrics* metrics) {
   std::vector<int64_t> versions;
-  absl::StatusOr<std::vector<Tensor>> values = store.Pull(names, &versions);
+  absl::StatusOr<std::vector<Tensor>> values = store.Pull(names, &versions, max_bytes);
   if (!values.ok()) return values.status();
   int64_t bytes = 0;
   for (size_t i = 0; i < values->size(); ++i) {
@@ -59,8 +61,12 @@ int64_t PayloadBytes(absl::Span<const NamedTensor> tensors) {
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(VariableStore* store,
-                             std::function<void(const std::string&)> on_shutdown)
-    : store_(store), on_shutdown_(std::move(on_shutdown)) {
+                             std::function<void(const std::string&)> on_shutdown,
+                             PsServiceOptions options)
+    : store_(store),
+      on_shutdown_(std::move(on_shutdown)),
+      options_(options),
+      streams_(options.stream_limits) {
   // Replaces the generated handler (protobuf messages, tensor bytes copied through
   // strings) with one whose messages keep the bytes in gRPC slices. The service owns it.
   MarkMethodStreamed(
@@ -111,10 +117,11 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
 
 grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
                                  PullResponse* response) {
-  return Answer("Pull", PullInto(*store_,
-                                 std::vector<std::string>(request->names().begin(),
-                                                          request->names().end()),
-                                 response, metrics_));
+  absl::Status pulled = PullInto(
+      *store_, std::vector<std::string>(request->names().begin(), request->names().end()),
+      options_.max_pull_bytes, response, metrics_);
+  if (absl::IsResourceExhausted(pulled)) ++pulls_refused_;
+  return Answer("Pull", pulled);
 }
 
 grpc::Status PsServiceImpl::Push(grpc::ServerContext*, const PushRequest* request,
@@ -133,59 +140,21 @@ grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest
   }
   std::vector<std::string> names;
   for (const NamedTensor& g : *gradients) names.push_back(g.name);
-  return Answer("PushPull", PullInto(*store_, std::move(names), response->mutable_pull(),
-                                     metrics_));
+  return Answer("PushPull", PullInto(*store_, std::move(names), options_.max_pull_bytes,
+                                     response->mutable_pull(), metrics_));
 }
 
 grpc::Status PsServiceImpl::PushPullChunks(
     grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
   auto answer = [this](const absl::Status& status) { return Answer("PushPullStream", status); };
-  PushPullChunkIn message;
-  if (!stream->Read(&message)) {
-    return answer(absl::InvalidArgumentError("push-pull stream ended before its header"));
-  }
-  if (!message.fields().has_push()) {
-    return answer(
-        absl::InvalidArgumentError("the first message of a push-pull stream carries no push"));
-  }
-  const PushRequest push = std::move(*message.fields().mutable_push());
-  std::vector<const TensorProto*> headers;
-  std::vector<std::string> labels;
-  for (const Gradient& g : push.gradients()) {
-    headers.push_back(&g.gradient());
-    labels.push_back(absl::StrCat("gradient for \"", g.name(), "\""));
-  }
+  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease = streams_.Open(context);
+  if (!lease.ok()) return answer(lease.status());
+  PushRequest push;
   TensorAssembler assembler;
-  if (absl::Status started = assembler.Start(headers, std::move(labels)); !started.ok()) {
-    return answer(started);
+  if (absl::Status read = ReadPush(context, stream, lease->get(), &push, &assembler);
+      !read.ok()) {
+    return answer(read);
   }
-  // The whole push is read before any of it is applied, so a pull (this stream's or
-  // another's) never sees part of it, and a broken stream changes nothing.
-  bool first = true;
-  do {
-    if (!first && message.fields().has_push()) {
-      return answer(absl::InvalidArgumentError(
-          "a push-pull stream carries its push header in the first message only"));
-    }
-    first = false;
-    if (message.payload_size() == 0 && message.fields().tensor() == 0 &&
-        message.fields().offset() == 0) {
-      continue;  // a header without data
-    }
-    if (absl::Status added =
-            assembler.Add(message.fields().tensor(), message.fields().offset(), message);
-        !added.ok()) {
-      return answer(added);
-    }
-    message.ClearPayload();
-  } while (stream->Read(&message));
-  // A client that gave up (deadline, cancel) may have sent every byte: it was told the
-  // call failed, so nothing is applied.
-  if (context->IsCancelled()) {
-    return answer(absl::CancelledError("the push-pull stream was cancelled"));
-  }
-  if (absl::Status complete = assembler.Finish(); !complete.ok()) return answer(complete);
-
   std::vector<NamedTensor> gradients;
   {
     std::vector<Tensor> tensors = assembler.Take();
@@ -208,8 +177,85 @@ grpc::Status PsServiceImpl::PushPullChunks(
   if (!pulled.ok()) return answer(pulled.status());
   // Shared with the slices that carry the values, which gRPC may release after this
   // handler returned.
-  auto values = std::make_shared<const std::vector<Tensor>>(*std::move(pulled));
+  return answer(WriteValues(
+      stream, std::make_shared<const std::vector<Tensor>>(*std::move(pulled)), versions));
+}
 
+absl::Status PsServiceImpl::ReadPush(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
+    StreamLimiter::Lease* lease, PushRequest* push, TensorAssembler* assembler) {
+  PushPullChunkIn message;
+  auto read = [&] {
+    lease->StartRead();
+    const bool got = stream->Read(&message);
+    lease->EndRead();
+    return got;
+  };
+  // Read returned false: says why, in the order that tells most. A client that gave up
+  // (deadline, cancel) may have sent every byte: it was told the call failed, so nothing
+  // is applied.
+  auto ended = [&](absl::string_view where) -> absl::Status {
+    std::string why;
+    if (lease->cancelled(&why)) {
+      return absl::CancelledError(absl::StrCat("the ps ended the push-pull stream (", why,
+                                               "); nothing was applied"));
+    }
+    if (message.malformed()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a push-pull stream message ", where, " does not parse; nothing was applied"));
+    }
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the push-pull stream was cancelled; nothing was applied");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the push-pull stream ended ", where, " without a commit; nothing was applied"));
+  };
+  if (!read()) return ended("before its header");
+  if (!message.fields().has_push()) {
+    return absl::InvalidArgumentError("the first message of a push-pull stream carries no push");
+  }
+  *push = std::move(*message.fields().mutable_push());
+  std::vector<const TensorProto*> headers;
+  std::vector<std::string> labels;
+  for (const Gradient& g : push->gradients()) {
+    headers.push_back(&g.gradient());
+    labels.push_back(absl::StrCat("gradient for \"", g.name(), "\""));
+  }
+  PS_RETURN_IF_ERROR(assembler->Start(headers, std::move(labels)));
+  // The whole push is read before any of it is applied, so a pull (this stream's or
+  // another's) never sees part of it, and a broken stream changes nothing.
+  for (bool first = true;; first = false) {
+    if (!first && message.fields().has_push()) {
+      return absl::InvalidArgumentError(
+          "a push-pull stream carries its push header in the first message only");
+    }
+    if (message.payload_size() > 0 || message.fields().tensor() != 0 ||
+        message.fields().offset() != 0) {
+      PS_RETURN_IF_ERROR(
+          assembler->Add(message.fields().tensor(), message.fields().offset(), message));
+    }
+    message.ClearPayload();
+    if (message.fields().commit()) break;
+    if (!read()) return ended("before its commit");
+  }
+  // The commit comes with the half-close: anything after it is a broken client.
+  if (read()) {
+    return absl::InvalidArgumentError(
+        "a push-pull stream sent a message after its commit; nothing was applied");
+  }
+  if (message.malformed()) return ended("after its commit");
+  std::string why;
+  if (lease->cancelled(&why) || context->IsCancelled()) return ended("after its commit");
+  if (std::chrono::system_clock::now() > context->deadline()) {
+    return absl::DeadlineExceededError(
+        "the push-pull stream's deadline passed before it was applied; nothing was applied");
+  }
+  return assembler->Finish();
+}
+
+absl::Status PsServiceImpl::WriteValues(
+    grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
+    std::shared_ptr<const std::vector<Tensor>> values, const std::vector<int64_t>& versions) {
   PushPullChunkOut out;
   PullResponse* header = out.fields().mutable_pull();
   std::vector<int64_t> bytes;
@@ -236,15 +282,15 @@ grpc::Status PsServiceImpl::PushPullChunks(
     return ok;
   });
   if (!header_sent) ok = stream->Write(out);  // no bytes at all: the header alone
-  if (!ok) {
-    return answer(absl::CancelledError("the client went away during the pull"));
-  }
-  return grpc::Status::OK;
+  if (!ok) return absl::CancelledError("the client went away during the pull");
+  return absl::OkStatus();
 }
 
 grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,
                                       PsStatusResponse* response) {
   *response = DescribeStore(*store_);
+  response->set_limit_refusals(streams_.refused() + pulls_refused_.load());
+  response->set_streams_cancelled(streams_.cancelled());
   return grpc::Status::OK;
 }
 

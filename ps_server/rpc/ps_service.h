@@ -1,16 +1,29 @@
 #ifndef PSTRAIN_PS_SERVER_RPC_PS_SERVICE_H_
 #define PSTRAIN_PS_SERVER_RPC_PS_SERVICE_H_
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "grpcpp/support/sync_stream.h"
+#include "common/rpc/grpc_util.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/push_pull_stream.h"
+#include "ps_server/rpc/stream_limiter.h"
 #include "ps_server/variable_store.h"
 
 namespace pstrain {
+
+// Per-call and per-peer limits of the ps service.
+struct PsServiceOptions {
+  // Largest answer a Pull or PushPull builds (the values' bytes), below gRPC's message
+  // limit so that a refused pull is refused before anything is copied.
+  int64_t max_pull_bytes = kMaxMessageBytes - (1 << 20);
+  StreamLimits stream_limits;
+};
 
 // gRPC adapter over a VariableStore: unpacks requests, calls the store, converts status.
 // PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
@@ -18,7 +31,8 @@ namespace pstrain {
 class PsServiceImpl final : public ParameterServer::Service {
  public:
   // `store` is not owned. `on_shutdown` runs when a Shutdown RPC arrives, with its reason.
-  PsServiceImpl(VariableStore* store, std::function<void(const std::string&)> on_shutdown);
+  PsServiceImpl(VariableStore* store, std::function<void(const std::string&)> on_shutdown,
+                PsServiceOptions options = PsServiceOptions());
 
   grpc::Status CreateVariables(grpc::ServerContext* context, const CreateVariablesRequest* request,
                                CreateVariablesResponse* response) override;
@@ -37,9 +51,11 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
 
-  // PushPullStream: reads the push header and every gradient's chunks until the client
-  // half-closes, pushes them all at once, and streams the pulled values back in chunks
-  // of `chunk_bytes` (the request's chunks may be of any size).
+  // PushPullStream: reads the push header and every gradient's chunks up to the message
+  // marked commit and the client's half-close, pushes them all at once, and streams the
+  // pulled values back in chunks of `chunk_bytes` (the request's chunks may be of any
+  // size). A stream that ends any other way (cancelled, past its deadline, idle or open
+  // too long, a message that does not parse) applies nothing.
   grpc::Status PushPullChunks(grpc::ServerContext* context,
                               grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
 
@@ -52,8 +68,19 @@ class PsServiceImpl final : public ParameterServer::Service {
   void set_metrics(PsMetrics* metrics) { metrics_ = metrics; }
 
  private:
+  // PushPullChunks' steps: reads the whole push into `assembler`, or says why not.
+  absl::Status ReadPush(grpc::ServerContext* context,
+                        grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
+                        StreamLimiter::Lease* lease, PushRequest* push,
+                        TensorAssembler* assembler);
+  // Streams `values` back: a header with versions, then the bytes in chunks.
+  absl::Status WriteValues(grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
+                           std::shared_ptr<const std::vector<Tensor>> values,
+                           const std::vector<int64_t>& versions);
+
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
+  const PsServiceOptions options_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
   PsMetrics* metrics_ = nullptr;  // Not owned; may be null.
 
@@ -61,6 +88,10 @@ class PsServiceImpl final : public ParameterServer::Service {
   absl::Status Push(absl::Span<const NamedTensor> gradients, const PushContext& context);
   // Counts the bytes of pulled values and the call's result.
   grpc::Status Answer(const char* method, const absl::Status& status);
+
+  StreamLimiter streams_;
+  // Pulls refused for their size (RESOURCE_EXHAUSTED), for GetStatus.
+  std::atomic<int64_t> pulls_refused_{0};
 };
 
 }  // namespace pstrain

@@ -209,6 +209,10 @@ class PsStreamTest : public ::testing::Test {
     m.SetPayloadCopy(reinterpret_cast<const char*>(bytes_of.data()) + begin, size);
     return m;
   }
+  static PushPullChunkIn Commit(PushPullChunkIn m) {
+    m.fields().set_commit(true);
+    return m;
+  }
   // Writes `messages`, half-closes, reads what comes back, returns the final status.
   grpc::Status Run(std::vector<PushPullChunkIn> messages) {
     grpc::ClientContext context;
@@ -273,8 +277,8 @@ TEST_F(PsStreamTest, ProtobufClientReadsAndWritesTheSameWire) {
   const std::vector<float> ones(6, 1.0f);
   PushPullChunkRequest chunk;
   chunk.set_data(reinterpret_cast<const char*>(ones.data()), 24);
-  ASSERT_TRUE(stream->Write(chunk));
-  ASSERT_TRUE(stream->WritesDone());
+  chunk.set_commit(true);
+  ASSERT_TRUE(stream->Write(chunk, grpc::WriteOptions().set_last_message()));
   std::string content;
   PushPullChunkResponse response;
   bool first = true;
@@ -317,8 +321,8 @@ TEST_F(PsStreamTest, HostileStreamsAreInvalidArgumentAndChangeNothing) {
   {
     std::vector<PushPullChunkIn> m;
     m.push_back(Header("w", {8}));
-    m.push_back(Chunk(0, 0, g, 0, 28));
-    cases.push_back({"incomplete at half-close", std::move(m)});
+    m.push_back(Commit(Chunk(0, 0, g, 0, 28)));
+    cases.push_back({"incomplete at the commit", std::move(m)});
   }
   {
     std::vector<PushPullChunkIn> m;
@@ -360,7 +364,7 @@ TEST_F(PsStreamTest, HostileStreamsAreInvalidArgumentAndChangeNothing) {
   {
     std::vector<PushPullChunkIn> m;
     m.push_back(Header("w", {2, 4}));  // right size, wrong shape: the store refuses it
-    m.push_back(Chunk(0, 0, g, 0, 32));
+    m.push_back(Commit(Chunk(0, 0, g, 0, 32)));
     cases.push_back({"wrong shape", std::move(m)});
   }
   {

@@ -1,0 +1,517 @@
+// The ps service against hostile and broken clients, over real gRPC on a free port: each
+// test sends the exact input of a reported defect and checks the answer and that nothing
+// changed (values, versions, optimizer slots), and what the ps counted.
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/rpc/grpc_util.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/support/sync_stream.h"
+#include "gtest/gtest.h"
+#include "ps_server/rpc/grpc_ps_client.h"
+#include "ps_server/rpc/ps_service.h"
+#include "ps_server/rpc/raw_http2.h"
+
+namespace pstrain {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.values().begin(), t.values().end());
+}
+
+class HostileTest : public ::testing::Test {
+ protected:
+  void Start(PsServiceOptions options = PsServiceOptions(),
+             ServerOptions server_options = ServerOptions()) {
+    service_ = std::make_unique<PsServiceImpl>(&store_, [](const std::string&) {}, options);
+    service_->set_chunk_bytes(16);
+    server_options.listen_address = "127.0.0.1:0";
+    server_options.services = {service_.get()};
+    auto running = StartServer(server_options);
+    ASSERT_TRUE(running.ok()) << running.status();
+    server_ = std::move(running->server);
+    port_ = running->port;
+    address_ = "127.0.0.1:" + std::to_string(port_);
+    channel_ = CreateChannel(address_);
+    stub_ = ParameterServer::NewStub(channel_);
+    GrpcPsClientOptions streamed;
+    streamed.stream_threshold_bytes = 0;
+    streamed.chunk_bytes = 16;
+    stream_client_ = CreateGrpcPsClient(0, address_, absl::Seconds(10), streamed);
+    GrpcPsClientOptions unary;
+    unary.stream_threshold_bytes = int64_t{1} << 40;
+    unary_client_ = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // Adam, so that a poisoned push would also show in the slots.
+  void CreateAdam(std::vector<NamedTensor> variables,
+                  NonFinitePolicy policy = NONFINITE_REFUSE) {
+    OptimizerConfig adam;
+    adam.set_name("adam");
+    adam.set_learning_rate(0.1f);
+    adam.set_nonfinite(policy);
+    ASSERT_TRUE(unary_client_->CreateVariables(std::move(variables), adam).ok());
+  }
+
+  PsStatusResponse Status() {
+    absl::StatusOr<PsStatusResponse> status = unary_client_->GetStatus();
+    EXPECT_TRUE(status.ok()) << status.status();
+    return status.ok() ? *status : PsStatusResponse();
+  }
+
+  // The variable's whole state: value, version, iterations and every slot.
+  std::string StateOf(const std::string& name) {
+    absl::StatusOr<std::vector<VariableSnapshot>> state = unary_client_->ReadState({name});
+    EXPECT_TRUE(state.ok()) << state.status();
+    if (!state.ok()) return "";
+    const VariableSnapshot& s = (*state)[0];
+    std::string out = absl::StrCat("v", s.version, " i", s.iterations, " value");
+    for (float x : s.value.values()) absl::StrAppend(&out, " ", x);
+    for (const NamedTensor& slot : s.slots) {
+      absl::StrAppend(&out, " ", slot.name);
+      for (float x : slot.tensor.values()) absl::StrAppend(&out, " ", x);
+    }
+    return out;
+  }
+
+  // A raw stream with pstrain's slice messages, or with arbitrary bytes.
+  using Stream = grpc::ClientReaderWriter<PushPullChunkIn, PushPullChunkOut>;
+  using RawStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  std::unique_ptr<Stream> OpenStream(grpc::ClientContext* context) {
+    const grpc::internal::RpcMethod method(kPushPullStreamMethod,
+                                           grpc::internal::RpcMethod::BIDI_STREAMING);
+    return std::unique_ptr<Stream>(
+        grpc::internal::ClientReaderWriterFactory<PushPullChunkIn, PushPullChunkOut>::Create(
+            channel_.get(), method, context));
+  }
+  std::unique_ptr<RawStream> OpenRawStream(grpc::ClientContext* context) {
+    const grpc::internal::RpcMethod method(kPushPullStreamMethod,
+                                           grpc::internal::RpcMethod::BIDI_STREAMING);
+    return std::unique_ptr<RawStream>(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel_.get(), method, context));
+  }
+  static grpc::ByteBuffer Bytes(const PushPullChunkIn& message) {
+    grpc::ByteBuffer buffer;
+    bool own;
+    EXPECT_TRUE(grpc::SerializationTraits<PushPullChunkIn>::Serialize(message, &buffer, &own).ok());
+    return buffer;
+  }
+  static grpc::ByteBuffer Garbage() {
+    // A tag whose field number is 0: no protobuf parser accepts it.
+    grpc::Slice slice(std::string("\x00\x01\x02\x03", 4));
+    return grpc::ByteBuffer(&slice, 1);
+  }
+  static PushPullChunkIn Header(const std::string& name, std::vector<int64_t> shape,
+                                uint64_t request_id = 0) {
+    PushPullChunkIn m;
+    m.fields().mutable_push()->set_request_id(request_id);
+    Gradient* g = m.fields().mutable_push()->add_gradients();
+    g->set_name(name);
+    g->mutable_gradient()->set_dtype(DT_FLOAT);
+    for (int64_t d : shape) g->mutable_gradient()->add_shape(d);
+    return m;
+  }
+  static PushPullChunkIn Chunk(const std::vector<float>& values, bool commit) {
+    PushPullChunkIn m;
+    m.SetPayloadCopy(values.data(), values.size() * sizeof(float));
+    m.fields().set_commit(commit);
+    return m;
+  }
+  static grpc::Status Drain(Stream* stream) {
+    PushPullChunkOut ignored;
+    while (stream->Read(&ignored)) {
+    }
+    return stream->Finish();
+  }
+
+  VariableStore store_;
+  std::unique_ptr<PsServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<ParameterServer::Stub> stub_;
+  std::unique_ptr<PsClient> stream_client_;
+  std::unique_ptr<PsClient> unary_client_;
+};
+
+TEST_F(HostileTest, NonFiniteGradientsAreRefusedCountedAndChangeNothing) {
+  Start();
+  CreateAdam({{"w", Tensor({4}, {1, 2, 3, 4})}, {"b", Tensor({2}, {5, 6})}});
+  ASSERT_TRUE(unary_client_->PushPull({{"w", Tensor({4}, {1, 1, 1, 1})}}, 0).ok());
+  const std::string w_before = StateOf("w");
+  const std::string b_before = StateOf("b");
+  int64_t refused = 0;
+  for (float bad : {kNaN, kInf, -kInf}) {
+    for (PsClient* client : {unary_client_.get(), stream_client_.get()}) {
+      // A good gradient for b alongside: all-or-nothing, b is not updated either.
+      auto values = client->PushPull(
+          {{"b", Tensor({2}, {1, 1})}, {"w", Tensor({4}, {0.5f, bad, 0.5f, 0.5f})}}, 1);
+      EXPECT_EQ(values.status().code(), absl::StatusCode::kInvalidArgument) << values.status();
+      EXPECT_NE(values.status().message().find("gradient for \"w\" holds a non-finite value"),
+                std::string::npos)
+          << values.status();
+      EXPECT_NE(values.status().message().find("at element 1"), std::string::npos);
+      ++refused;
+    }
+    EXPECT_EQ(unary_client_->Push({{"w", Tensor({4}, {bad, 0, 0, 0})}}, 1).code(),
+              absl::StatusCode::kInvalidArgument);
+    ++refused;
+  }
+  EXPECT_EQ(StateOf("w"), w_before);
+  EXPECT_EQ(StateOf("b"), b_before);
+  const PsStatusResponse status = Status();
+  EXPECT_EQ(status.nonfinite_refused(), refused);
+  EXPECT_EQ(status.nonfinite_skipped(), 0);
+  EXPECT_EQ(status.pushes(), 1);
+}
+
+TEST_F(HostileTest, SkipPolicyDropsTheStepAnswersOkAndCountsIt) {
+  Start();
+  CreateAdam({{"w", Tensor({4}, {1, 2, 3, 4})}}, NONFINITE_SKIP);
+  const std::string before = StateOf("w");
+  for (PsClient* client : {unary_client_.get(), stream_client_.get()}) {
+    std::vector<int64_t> versions;
+    PushContext context;
+    auto values = client->PushPull({{"w", Tensor({4}, {kNaN, 1, 1, 1})}}, context, &versions);
+    ASSERT_TRUE(values.ok()) << values.status();
+    EXPECT_EQ(Values((*values)[0]), (std::vector<float>{1, 2, 3, 4}));
+    EXPECT_EQ(versions, std::vector<int64_t>{0});
+  }
+  EXPECT_EQ(StateOf("w"), before);
+  EXPECT_EQ(Status().nonfinite_skipped(), 2);
+  EXPECT_EQ(Status().nonfinite_refused(), 0);
+  // A finite push is still applied.
+  ASSERT_TRUE(unary_client_->PushPull({{"w", Tensor({4}, {1, 1, 1, 1})}}, 0).ok());
+  EXPECT_NE(StateOf("w"), before);
+}
+
+TEST_F(HostileTest, NonFiniteInitialAndRestoredValuesAreRefused) {
+  Start();
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  absl::Status created = unary_client_->CreateVariables({{"w", Tensor({3}, {0, kInf, 0})}}, sgd);
+  EXPECT_EQ(created.code(), absl::StatusCode::kInvalidArgument) << created;
+  EXPECT_NE(created.message().find("initial value of \"w\""), std::string::npos) << created;
+  EXPECT_TRUE(store_.List().empty());
+  OptimizerConfig momentum = sgd;
+  momentum.set_momentum(0.9f);
+  ASSERT_TRUE(unary_client_->CreateVariables({{"w", Tensor({3}, {1, 2, 3})}}, momentum).ok());
+  const std::string before = StateOf("w");
+  VariableSnapshot bad_value{"w", Tensor({3}, {1, kNaN, 3}), 5, 5, {}};
+  EXPECT_EQ(unary_client_->RestoreState({bad_value}).code(), absl::StatusCode::kInvalidArgument);
+  VariableSnapshot bad_slot{"w", Tensor({3}, {1, 2, 3}), 5, 5,
+                            {{"momentum", Tensor({3}, {0, 0, -kInf})}}};
+  EXPECT_EQ(unary_client_->RestoreState({bad_slot}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateOf("w"), before);
+  EXPECT_EQ(Status().nonfinite_refused(), 3);
+}
+
+// Over gRPC an SGD learning_rate of 0 applied 0.01: it is refused, and nothing is made.
+TEST_F(HostileTest, LearningRateZeroOverTheWireIsRefused) {
+  Start();
+  CreateVariablesRequest request;
+  request.mutable_optimizer()->set_name("sgd");
+  request.mutable_optimizer()->set_learning_rate(0.0f);
+  VariableDef* def = request.add_variables();
+  def->set_name("w");
+  *def->mutable_initial_value() = Tensor({2}, {1, 2}).ToProto();
+  CreateVariablesResponse response;
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  const grpc::Status status = stub_->CreateVariables(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("learning_rate 0"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(store_.List().empty());
+}
+
+// 2^62 floats are 2^64 bytes, which wrapped to 0 and matched an empty content; the
+// allocation then threw and gRPC answered UNKNOWN.
+TEST_F(HostileTest, ShapesWhoseElementCountOverflowsAreInvalidArgument) {
+  Start();
+  CreateAdam({{"w", Tensor({4})}});
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 62},
+                                     std::vector<int64_t>{int64_t{1} << 31, int64_t{1} << 31},
+                                     std::vector<int64_t>{int64_t{1} << 62, 4}}) {
+    PushRequest push;
+    Gradient* g = push.add_gradients();
+    g->set_name("w");
+    g->mutable_gradient()->set_dtype(DT_FLOAT);
+    for (int64_t d : shape) g->mutable_gradient()->add_shape(d);
+    PushResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    EXPECT_EQ(stub_->Push(&context, push, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << ShapeToString(shape);
+
+    CreateVariablesRequest create;
+    create.mutable_optimizer()->set_name("adam");
+    VariableDef* def = create.add_variables();
+    def->set_name("huge");
+    def->mutable_initial_value()->set_dtype(DT_FLOAT);
+    for (int64_t d : shape) def->mutable_initial_value()->add_shape(d);
+    CreateVariablesResponse created;
+    grpc::ClientContext create_context;
+    SetTimeout(&create_context, absl::Seconds(10));
+    EXPECT_EQ(stub_->CreateVariables(&create_context, create, &created).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << ShapeToString(shape);
+  }
+  EXPECT_EQ(store_.List().size(), 1u);
+}
+
+// A Pull naming one 10 MiB variable 60 times took the ps from 548 MB to 1.2 GB before
+// gRPC refused the answer: the name is refused before anything is copied, and so is an
+// answer larger than one message may be.
+TEST_F(HostileTest, PullLimitsRepeatedNamesAndAnswerSize) {
+  PsServiceOptions options;
+  options.max_pull_bytes = 1000;
+  Start(options);
+  CreateAdam({{"w", Tensor({100})}, {"v", Tensor({100})}, {"u", Tensor({100})}});
+  PullRequest request;
+  for (int i = 0; i < 60; ++i) request.add_names("w");
+  PullResponse response;
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  const grpc::Status repeated = stub_->Pull(&context, request, &response);
+  EXPECT_EQ(repeated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(repeated.error_message().find("\"w\" named twice"), std::string::npos);
+
+  EXPECT_TRUE(unary_client_->Pull({"w", "v"}).ok());  // 800 bytes
+  absl::StatusOr<std::vector<Tensor>> too_big = unary_client_->Pull({"w", "v", "u"});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted) << too_big.status();
+  EXPECT_EQ(Status().limit_refusals(), 1);
+
+  ReadStateRequest read;
+  read.add_names("w");
+  read.add_names("w");
+  ReadStateResponse state;
+  grpc::ClientContext read_context;
+  SetTimeout(&read_context, absl::Seconds(10));
+  EXPECT_EQ(stub_->ReadState(&read_context, read, &state).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// A client that sent every byte and then cancelled, without half-closing, was applied
+// (14 of 20 times) though it was told the push failed. Without its commit nothing is.
+TEST_F(HostileTest, CancelledStreamsAreNeverApplied) {
+  Start();
+  CreateAdam({{"w", Tensor({8})}});
+  const std::string before = StateOf("w");
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    ASSERT_TRUE(stream->Write(Header("w", {8})));
+    ASSERT_TRUE(stream->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/false)));
+    if (i % 2 == 1) absl::SleepFor(absl::Milliseconds(20));  // the ps has read it all
+    context.TryCancel();
+    EXPECT_EQ(Drain(stream.get()).error_code(), grpc::StatusCode::CANCELLED);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // any push in flight on the ps lands
+  EXPECT_EQ(StateOf("w"), before);
+  EXPECT_EQ(Status().pushes(), 0);
+}
+
+TEST_F(HostileTest, StreamsPastTheirDeadlineAreNeverApplied) {
+  Start();
+  CreateAdam({{"w", Tensor({8})}});
+  const std::string before = StateOf("w");
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Milliseconds(200));
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    stream->Write(Header("w", {8}));
+    stream->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/false));
+    absl::SleepFor(absl::Milliseconds(400));
+    EXPECT_EQ(Drain(stream.get()).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  EXPECT_EQ(StateOf("w"), before);
+}
+
+// A malformed message after the last chunk ended the stream as a half-close would, and
+// the push was applied.
+TEST_F(HostileTest, MalformedMessageAfterTheLastChunkIsRefused) {
+  Start();
+  CreateAdam({{"w", Tensor({8})}});
+  const std::string before = StateOf("w");
+  for (bool commit_first : {false, true}) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    std::unique_ptr<RawStream> stream = OpenRawStream(&context);
+    ASSERT_TRUE(stream->Write(Bytes(Header("w", {8}))));
+    ASSERT_TRUE(stream->Write(Bytes(Chunk(std::vector<float>(8, 1.0f), commit_first))));
+    stream->Write(Garbage());
+    stream->WritesDone();
+    grpc::ByteBuffer ignored;
+    while (stream->Read(&ignored)) {
+    }
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("does not parse"), std::string::npos)
+        << status.error_message();
+  }
+  {
+    // A well-formed message after the commit is refused too.
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    ASSERT_TRUE(stream->Write(Header("w", {8})));
+    ASSERT_TRUE(stream->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/true)));
+    stream->Write(Chunk({}, /*commit=*/false));
+    stream->WritesDone();
+    EXPECT_EQ(Drain(stream.get()).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  EXPECT_EQ(StateOf("w"), before);
+}
+
+// A retry (same request id) of a push the ps applied, streamed or unary, is answered
+// with the values and not applied again.
+TEST_F(HostileTest, RetriedPushesAreAppliedOnce) {
+  Start();
+  CreateAdam({{"w", Tensor({8})}});
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t id = 1000 + round;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      grpc::ClientContext context;
+      SetTimeout(&context, absl::Seconds(10));
+      std::unique_ptr<Stream> stream = OpenStream(&context);
+      ASSERT_TRUE(stream->Write(Header("w", {8}, id)));
+      ASSERT_TRUE(stream->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/true),
+                                grpc::WriteOptions().set_last_message()));
+      EXPECT_TRUE(Drain(stream.get()).ok());
+    }
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      PushPullRequest request;
+      request.mutable_push()->set_request_id(id + 50);
+      Gradient* g = request.mutable_push()->add_gradients();
+      g->set_name("w");
+      *g->mutable_gradient() = Tensor({8}, std::vector<float>(8, 1.0f)).ToProto();
+      PushPullResponse response;
+      grpc::ClientContext context;
+      SetTimeout(&context, absl::Seconds(10));
+      ASSERT_TRUE(stub_->PushPull(&context, request, &response).ok());
+      EXPECT_EQ(response.pull().versions(0), 2 * round + 2);
+    }
+  }
+  const PsStatusResponse status = Status();
+  EXPECT_EQ(status.pushes(), 4);
+  EXPECT_EQ(status.duplicate_pushes(), 8);
+  std::vector<int64_t> versions;
+  ASSERT_TRUE(unary_client_->Pull({"w"}, &versions).ok());
+  EXPECT_EQ(versions, std::vector<int64_t>{4});
+}
+
+TEST_F(HostileTest, OpenStreamsPerPeerAreLimited) {
+  PsServiceOptions options;
+  options.stream_limits.max_streams_per_peer = 2;
+  Start(options);
+  CreateAdam({{"w", Tensor({8})}});
+  grpc::ClientContext held_context[2];
+  std::unique_ptr<Stream> held[2];
+  for (int i = 0; i < 2; ++i) {
+    SetTimeout(&held_context[i], absl::Seconds(30));
+    held[i] = OpenStream(&held_context[i]);
+    ASSERT_TRUE(held[i]->Write(Header("w", {8})));
+  }
+  // Both are open on the ps before the third comes.
+  for (int i = 0; i < 100 && service_ != nullptr; ++i) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    std::unique_ptr<Stream> third = OpenStream(&context);
+    third->Write(Header("w", {8}));
+    third->WritesDone();
+    const grpc::Status status = Drain(third.get());
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GE(Status().limit_refusals(), 1);
+  // Once one is done, the peer may open another.
+  ASSERT_TRUE(held[0]->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/true),
+                             grpc::WriteOptions().set_last_message()));
+  EXPECT_TRUE(Drain(held[0].get()).ok());
+  EXPECT_TRUE(stream_client_->PushPull({{"w", Tensor({8}, std::vector<float>(8, 1.0f))}}, 0).ok());
+  held_context[1].TryCancel();
+  Drain(held[1].get());
+}
+
+// A stream that sends its header and then nothing held a handler thread for as long as
+// the client liked; the ps cancels it once idle, and applies nothing.
+TEST_F(HostileTest, IdleAndOverlongStreamsAreCancelledByThePs) {
+  PsServiceOptions options;
+  options.stream_limits.idle_timeout = absl::Milliseconds(300);
+  options.stream_limits.max_duration = absl::Seconds(2);
+  Start(options);
+  CreateAdam({{"w", Tensor({8})}});
+  const std::string before = StateOf("w");
+  {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(60));
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    ASSERT_TRUE(stream->Write(Header("w", {8})));
+    const absl::Time start = absl::Now();
+    const grpc::Status status = Drain(stream.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // well before the client's deadline
+  }
+  {
+    // Trickling a byte-sized chunk now and then is not idle, but the stream cannot
+    // outlive max_duration.
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(60));
+    std::unique_ptr<Stream> stream = OpenStream(&context);
+    ASSERT_TRUE(stream->Write(Header("w", {1 << 20})));
+    std::vector<float> one(1, 1.0f);
+    bool open = true;
+    for (int i = 0; i < 200 && open; ++i) {
+      PushPullChunkIn chunk = Chunk(one, false);
+      chunk.fields().set_offset(4 * i);
+      open = stream->Write(chunk);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_FALSE(open);
+    EXPECT_EQ(Drain(stream.get()).error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_EQ(Status().streams_cancelled(), 2);
+  EXPECT_EQ(StateOf("w"), before);
+}
+
+// A message whose length prefix claims 2 GiB, of which 1 KB is sent, was held open for
+// ever. On the stream the ps's idle limit ends it; on a unary method (whose handler never
+// runs, the message being incomplete) the connection's age limit does.
+TEST_F(HostileTest, AFrameClaiming2GiBThen1KBIsDropped) {
+  PsServiceOptions options;
+  options.stream_limits.idle_timeout = absl::Seconds(1);
+  ServerOptions server_options;
+  server_options.max_connection_age = absl::Seconds(1);
+  server_options.max_connection_age_grace = absl::Seconds(1);
+  Start(options, server_options);
+  CreateAdam({{"w", Tensor({8})}});
+  for (const char* method : {"/pstrain.ParameterServer/Push", kPushPullStreamMethod}) {
+    absl::StatusOr<RawFrameOutcome> outcome =
+        SendTruncatedGrpcMessage(port_, method, 0x80000000u, 1024, absl::Seconds(20));
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    EXPECT_TRUE(outcome->stream_ended) << method;
+  }
+  // The ps still serves.
+  EXPECT_TRUE(unary_client_->PushPull({{"w", Tensor({8}, std::vector<float>(8, 1.0f))}}, 0).ok());
+}
+
+}  // namespace
+}  // namespace pstrain

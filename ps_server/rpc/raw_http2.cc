@@ -1,0 +1,143 @@
+#include "ps_server/rpc/raw_http2.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pstrain {
+namespace {
+
+constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4,
+                  kPing = 0x6, kGoAway = 0x7;
+constexpr uint8_t kEndHeaders = 0x4, kAck = 0x1;
+
+void AppendFrame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload,
+                 std::string* out) {
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  out->push_back(static_cast<char>(n >> 16));
+  out->push_back(static_cast<char>(n >> 8));
+  out->push_back(static_cast<char>(n));
+  out->push_back(static_cast<char>(type));
+  out->push_back(static_cast<char>(flags));
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(stream >> shift));
+  out->append(payload);
+}
+
+// HPACK "literal header field without indexing, new name", no Huffman coding (RFC 7541
+// 6.2.2); every string here is shorter than 127 bytes.
+void AppendLiteral(const std::string& name, const std::string& value, std::string* out) {
+  out->push_back(0x00);
+  out->push_back(static_cast<char>(name.size()));
+  out->append(name);
+  out->push_back(static_cast<char>(value.size()));
+  out->append(value);
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::string& method,
+                                                         uint32_t declared_bytes,
+                                                         int sent_bytes, absl::Duration wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+  }
+  std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  AppendFrame(kSettings, 0, 0, "", &out);
+  std::string headers;
+  AppendLiteral(":method", "POST", &headers);
+  AppendLiteral(":scheme", "http", &headers);
+  AppendLiteral(":path", method, &headers);
+  AppendLiteral(":authority", "localhost", &headers);
+  AppendLiteral("content-type", "application/grpc", &headers);
+  AppendLiteral("te", "trailers", &headers);
+  AppendFrame(kHeaders, kEndHeaders, 1, headers, &out);
+  std::string message(5, '\0');
+  for (int i = 0; i < 4; ++i) message[1 + i] = static_cast<char>(declared_bytes >> (24 - 8 * i));
+  message.append(static_cast<size_t>(sent_bytes), 'x');
+  AppendFrame(kData, 0, 1, message, &out);
+  RawFrameOutcome outcome;
+  if (!SendAll(fd, out)) {
+    ::close(fd);
+    outcome.stream_ended = true;
+    outcome.how = "closed";
+    return outcome;
+  }
+  // Reads frames until the stream ends or `wait` passes, acknowledging the server's
+  // SETTINGS and PINGs as a live client would.
+  std::string in;
+  const absl::Time deadline = absl::Now() + wait;
+  while (!outcome.stream_ended) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) {
+      outcome.stream_ended = true;
+      outcome.how = "closed";
+      break;
+    }
+    in.append(buffer, static_cast<size_t>(n));
+    while (in.size() >= 9) {
+      const uint32_t length = (static_cast<uint8_t>(in[0]) << 16) |
+                              (static_cast<uint8_t>(in[1]) << 8) | static_cast<uint8_t>(in[2]);
+      if (in.size() < 9 + length) break;
+      const uint8_t type = static_cast<uint8_t>(in[3]);
+      const uint8_t flags = static_cast<uint8_t>(in[4]);
+      const std::string payload = in.substr(9, length);
+      in.erase(0, 9 + length);
+      std::string reply;
+      if (type == kSettings && (flags & kAck) == 0) AppendFrame(kSettings, kAck, 0, "", &reply);
+      if (type == kPing && (flags & kAck) == 0) AppendFrame(kPing, kAck, 0, payload, &reply);
+      if (!reply.empty()) SendAll(fd, reply);
+      if (type == kRstStream) {
+        outcome.stream_ended = true;
+        outcome.how = "RST_STREAM";
+      } else if (type == kGoAway) {
+        outcome.stream_ended = true;
+        outcome.how = "GOAWAY";
+      } else if (type == kHeaders) {
+        const size_t at = payload.find("grpc-status");
+        if (at != std::string::npos) {
+          outcome.stream_ended = true;
+          outcome.how = "trailers";
+          if (at + 12 < payload.size()) {
+            const int length_byte = static_cast<uint8_t>(payload[at + 11]) & 0x7f;
+            outcome.how = absl::StrCat("trailers grpc-status ",
+                                       payload.substr(at + 12, static_cast<size_t>(length_byte)));
+          }
+        }
+      }
+    }
+  }
+  ::close(fd);
+  return outcome;
+}
+
+}  // namespace pstrain
