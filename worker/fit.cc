@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/data/batcher.h"
 #include "common/data/data_spec.h"
+#include "common/finite.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
@@ -53,6 +54,25 @@ absl::Status CheckData(const Dataset& d, const Model& model, const JobSpec& job,
                                                    model.output_size(), " outputs"));
   }
   return absl::OkStatus();
+}
+
+// Whether a step's gradients may be applied: OK(true) when all are finite, OK(false)
+// when one is not and the job skips such steps, else INVALID_ARGUMENT naming the
+// variable, the element and the (global) step. Every replica (and every worker, after
+// the all-reduce) sees the same gradients, so all decide alike.
+absl::StatusOr<bool> GradientsApplicable(const std::vector<absl::Span<const float>>& gradients,
+                                         const std::vector<VariableSpec>& specs,
+                                         NonFinitePolicy policy, int64_t global_step) {
+  for (size_t v = 0; v < gradients.size(); ++v) {
+    absl::Status finite =
+        CheckFinite(gradients[v], absl::StrCat("the gradient for \"", specs[v].name, "\""));
+    if (finite.ok()) continue;
+    if (policy == NONFINITE_SKIP) return false;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", global_step + 1, ": ", finite.message(),
+        " (a learning rate too high? \"nonfinite\": \"skip\" in the job drops such steps)"));
+  }
+  return true;
 }
 
 // Rows [start, start + count) of a row-major tensor whose first dimension is the batch.
@@ -439,8 +459,14 @@ class FitRun {
   // summed with Strategy::Reduce and, multi-worker, every worker's with one CrossWorkerSum.
   absl::Status ApplyGradients(int64_t rows) {
     const size_t num_vars = result_.weights.size();
+    const NonFinitePolicy policy = job_.optimizer.nonfinite();
     if (replicas_ == 1) {
-      for (size_t v = 0; v < num_vars; ++v) {
+      std::vector<absl::Span<const float>> spans;
+      for (size_t v = 0; v < num_vars; ++v) spans.push_back(grads_[0][v].values());
+      PS_ASSIGN_OR_RETURN(const bool apply,
+                          GradientsApplicable(spans, specs(), policy, result_.steps));
+      if (!apply) ++result_.nonfinite_skipped;
+      for (size_t v = 0; v < num_vars && apply; ++v) {
         optimizer_->Apply(grads_[0][v].values(), result_.weights[v].values(), states_[v].get());
       }
       return absl::OkStatus();
@@ -464,7 +490,11 @@ class FitRun {
       for (std::vector<float>& g : reduced_) spans.push_back(absl::MakeSpan(g));
       PS_RETURN_IF_ERROR(strategy_->CrossWorkerSum(spans));
     }
-    for (size_t v = 0; v < num_vars; ++v) {
+    std::vector<absl::Span<const float>> spans(reduced_.begin(), reduced_.end());
+    PS_ASSIGN_OR_RETURN(const bool apply,
+                        GradientsApplicable(spans, specs(), policy, result_.steps));
+    if (!apply) ++result_.nonfinite_skipped;
+    for (size_t v = 0; v < num_vars && apply; ++v) {
       optimizer_->Apply(reduced_[v], result_.weights[v].values(), states_[v].get());
     }
     return absl::OkStatus();

@@ -120,6 +120,8 @@ struct FitResult {
   std::vector<EpochSummary> history;  // one per finished epoch
   std::vector<Tensor> weights;        // final weights, in variables() order
   int64_t steps = 0;                  // optimizer steps taken
+  // Steps whose gradient held a NaN or an infinity and were dropped ("nonfinite": "skip").
+  int64_t nonfinite_skipped = 0;
 };
 
 // Trains job.model on data.train under `strategy` (not owned).
@@ -127,7 +129,9 @@ struct FitResult {
 // "scale_learning_rate", data whose feature count or label shape does not fit the model
 // and loss (with what would fix it), a batch smaller than the replica count, a restore
 // state that lacks one of the model's variables, has another shape, or a slot the
-// optimizer does not keep (named); FAILED_PRECONDITION (multi-worker) the process with
+// optimizer does not keep (named), a gradient holding a NaN or an infinity (named, with
+// the step; unless the job's "nonfinite" is "skip", which drops such a step and counts it
+// in nonfinite_skipped); FAILED_PRECONDITION (multi-worker) the process with
 // replica 0 could not apply its restore state; on_checkpoint's errors;
 // the errors of Model, Optimizer, Batcher, the backend factory and the strategy.
 absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,

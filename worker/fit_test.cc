@@ -126,6 +126,38 @@ TEST(FitTest, LowersLossAndLearnsSeparableProblem) {
   EXPECT_EQ(r->steps, 5 * 38);  // ceil(600 / 16) per epoch, last batch short
 }
 
+// learning_rate 1e30 trained to "loss: -nan" and exited 0: the first non-finite gradient
+// now fails the fit, naming it, unless the job skips such steps.
+TEST(FitTest, NonFiniteGradientsFailTheFitOrAreSkipped) {
+  const nlohmann::json huge_lr = {
+      {"compile",
+       {{"optimizer", {{"class_name", "SGD"}, {"config", {{"learning_rate", 1e30}}}}},
+        {"loss", "sparse_categorical_crossentropy"}}}};
+  FitData data{Blobs(120, 1), nullptr};
+  for (bool two_replicas : {false, true}) {
+    DefaultStrategy one;
+    TwoReplicaStrategy two;
+    Strategy* strategy = two_replicas ? static_cast<Strategy*>(&two) : &one;
+    absl::StatusOr<FitResult> failed = Fit(MakeJob(huge_lr, false), data, strategy, FitOptions());
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument) << failed.status();
+    EXPECT_NE(failed.status().message().find("holds a non-finite value"), std::string::npos)
+        << failed.status();
+    EXPECT_EQ(failed.status().message().rfind("step ", 0), 0u) << failed.status();
+
+    nlohmann::json skip = huge_lr;
+    skip["nonfinite"] = "skip";
+    absl::StatusOr<FitResult> skipped = Fit(MakeJob(skip, false), data, strategy, FitOptions());
+    ASSERT_TRUE(skipped.ok()) << skipped.status();
+    EXPECT_GT(skipped->nonfinite_skipped, 0);
+    EXPECT_LT(skipped->nonfinite_skipped, skipped->steps);  // the first step was finite
+    for (const Tensor& w : skipped->weights) {
+      for (float x : w.values()) ASSERT_TRUE(std::isfinite(x));
+    }
+  }
+  FitResult plain = *Fit(MakeJob(), data, CreateDefaultStrategy().get(), FitOptions());
+  EXPECT_EQ(plain.nonfinite_skipped, 0);
+}
+
 TEST(FitTest, DeterministicForASeed) {
   JobSpec job = MakeJob();
   FitData data{Blobs(300, 2), Blobs(90, 3)};

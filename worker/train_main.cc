@@ -383,6 +383,11 @@ int Main() {
     }
     return code;
   }
+  if (result->nonfinite_skipped > 0) {
+    LogInfo(absl::StrCat(result->nonfinite_skipped, " of ", result->steps,
+                         " steps had a non-finite gradient and were skipped (\"nonfinite\": "
+                         "\"skip\")"));
+  }
   watch->Finish();
   return 0;
 }

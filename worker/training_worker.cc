@@ -85,6 +85,9 @@ absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
   if (request.first_step() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("first step ", request.first_step(), " < 0"));
   }
+  if (request.epoch() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch ", request.epoch(), " < 0"));
+  }
   const std::string key = absl::StrCat(request.epoch(), "/", request.shard_index(), "/",
                                        request.num_shards(), "/", request.batch_size());
   if (batcher_ != nullptr && key == batcher_key_ && batcher_position_ == request.first_step()) {

@@ -40,7 +40,7 @@ class TrainingWorker {
 
   // Runs request.steps batches of the request's shard and epoch, starting at
   // request.first_step, pulling from and pushing to the ps tasks it names.
-  // Errors: INVALID_ARGUMENT bad shard, batch size or placement; FAILED_PRECONDITION
+  // Errors: INVALID_ARGUMENT bad shard, batch size, epoch, step or placement; FAILED_PRECONDITION
   //         another RunSteps is in progress; ps errors (naming the ps).
   absl::StatusOr<RunStepsResponse> RunSteps(const RunStepsRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
