@@ -126,6 +126,15 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
     LogError("--keep_checkpoints must be at least 1");
     return 2;
   }
+  // Before any task is waited for: a directory the chief cannot write would otherwise
+  // cost the first epoch.
+  if (!options.checkpoint_dir.empty()) {
+    if (absl::Status writable = CheckpointWriter(options.checkpoint_dir, {}).CheckWritable();
+        !writable.ok()) {
+      LogError(writable.message());
+      return 2;
+    }
+  }
   // The checkpoint to continue from is opened (and verified) before any task is waited
   // for, so a bad --restore fails at start.
   std::unique_ptr<CheckpointReader> restore;

@@ -287,6 +287,10 @@ int Main() {
     CheckpointWriter::Options wo;
     wo.keep = absl::GetFlag(FLAGS_keep_checkpoints);
     writer = std::make_unique<CheckpointWriter>(checkpoint_dir, wo);
+    // Now, not at the first epoch's end (whose work would be lost).
+    if (absl::Status writable = writer->CheckWritable(); !writable.ok()) {
+      return fail_now(2, std::string(writable.message()));
+    }
   }
 
   // Metrics and the dashboard (--metrics_port), TensorBoard files (--logdir) and the

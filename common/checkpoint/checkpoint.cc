@@ -9,9 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -39,12 +38,43 @@ constexpr char kLatest[] = "latest";
 constexpr char kFormat[] = "pstrain-checkpoint";
 constexpr char kTempPrefix[] = ".tmp-";
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Largest manifest read (a real one is a few KB per thousand tensors).
+constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
+
+// The whole file. Errors: NOT_FOUND it does not exist; PERMISSION_DENIED or INTERNAL it
+// cannot be read (errno's text: "Permission denied", "Is a directory", ...);
+// RESOURCE_EXHAUSTED it is larger than `max_bytes` (checked before reading).
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     int64_t max_bytes = std::numeric_limits<int64_t>::max()) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+    return absl::Status(error == EACCES ? absl::StatusCode::kPermissionDenied
+                                        : absl::StatusCode::kInternal,
+                        absl::StrCat("cannot read ", path, ": ", std::strerror(error)));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": not a regular file"));
+  }
+  if (st.st_size > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, " holds ", st.st_size,
+                                                     " bytes, more than the ", max_bytes,
+                                                     " this reader takes"));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("cannot read", path);
+    if (n == 0) break;  // shrank meanwhile: what is there is checked by the caller
+    done += static_cast<size_t>(n);
+  }
+  text.resize(done);
+  return text;
 }
 
 // The step of a directory named "ckpt-<digits>", or -1 for any other name (temp
@@ -83,6 +113,18 @@ bool IsNonNegativeInt(const nlohmann::json& v) {
   return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
 }
 
+// `object[key]` as an integer in [0, max]: a number past int64 (nlohmann keeps it as an
+// unsigned) or a negative one is refused, not wrapped.
+bool GetCount(const nlohmann::json& object, const char* key, int64_t max, int64_t* out) {
+  auto it = object.find(key);
+  if (it == object.end() || !IsNonNegativeInt(*it)) return false;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max)) return false;
+  const int64_t v = it->get<int64_t>();
+  if (v < 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
 absl::Status DataLoss(const std::string& dir, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("checkpoint ", dir, ": ", why));
 }
@@ -93,6 +135,29 @@ std::string CheckpointName(int64_t step) { return absl::StrCat("ckpt-", step); }
 
 CheckpointWriter::CheckpointWriter(std::string root, Options options)
     : root_(std::move(root)), options_(options) {}
+
+absl::Status CheckpointWriter::CheckWritable() const {
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) {
+    return absl::Status(
+        ec == std::errc::permission_denied || ec == std::errc::read_only_file_system
+            ? absl::StatusCode::kPermissionDenied
+            : absl::StatusCode::kInternal,
+        absl::StrCat("checkpoint directory ", root_, " cannot be created: ", ec.message()));
+  }
+  const std::string probe = absl::StrCat(root_, "/", kTempPrefix, "probe-", ::getpid());
+  absl::Status written = WriteFileDurably(probe, "pstrain checks it can write here\n");
+  ::unlink(probe.c_str());
+  if (!written.ok()) {
+    return absl::Status(
+        absl::IsPermissionDenied(written) || access(root_.c_str(), W_OK) != 0
+            ? absl::StatusCode::kPermissionDenied
+            : written.code(),
+        absl::StrCat("checkpoint directory ", root_, " is not writable: ", written.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& contents) {
   if (options_.keep < 1) return absl::InvalidArgumentError("keep_checkpoints must be >= 1");
@@ -224,8 +289,12 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
   }
   const std::string manifest_path = absl::StrCat(dir, "/", kManifest);
-  absl::StatusOr<std::string> text = ReadFile(manifest_path);
-  if (!text.ok()) return DataLoss(dir, "manifest.json is missing");
+  absl::StatusOr<std::string> text = ReadFile(manifest_path, kMaxManifestBytes);
+  if (!text.ok()) {
+    return DataLoss(dir, absl::IsNotFound(text.status())
+                             ? std::string("manifest.json is missing")
+                             : absl::StrCat("manifest.json: ", text.status().message()));
+  }
   const nlohmann::json manifest = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded() || !manifest.is_object()) {
     return DataLoss(dir, "manifest.json is not valid JSON (truncated?)");
@@ -236,14 +305,20 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
   if (!manifest.contains("version") || manifest["version"] != 1) {
     return DataLoss(dir, "unsupported manifest version");
   }
-  if (!manifest.contains("step") || !IsNonNegativeInt(manifest["step"]) ||
-      !manifest.contains("epoch") || !IsNonNegativeInt(manifest["epoch"]) ||
-      !manifest.contains("tensors") || !manifest["tensors"].is_array()) {
+  CheckpointContents contents;
+  int64_t epoch = 0;
+  if (!GetCount(manifest, "step", std::numeric_limits<int64_t>::max(), &contents.step) ||
+      !manifest.contains("epoch") || !manifest.contains("tensors") ||
+      !manifest["tensors"].is_array()) {
     return DataLoss(dir, "manifest.json lacks step, epoch or tensors");
   }
-  CheckpointContents contents;
-  contents.step = manifest["step"].get<int64_t>();
-  contents.epoch = manifest["epoch"].get<int>();
+  // Epochs are counted in an int everywhere (2^40 used to be read as 0).
+  if (!GetCount(manifest, "epoch", std::numeric_limits<int>::max(), &epoch)) {
+    return DataLoss(dir, absl::StrCat("manifest.json: epoch ", manifest["epoch"].dump(),
+                                      " is not a count of epochs (0 to ",
+                                      std::numeric_limits<int>::max(), ")"));
+  }
+  contents.epoch = static_cast<int>(epoch);
   contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
   if (manifest.contains("metadata") && manifest["metadata"].is_object()) {
     contents.metadata = manifest["metadata"];
@@ -251,13 +326,17 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
   std::map<std::string, std::string> files;  // loaded lazily, once each
   std::set<std::string> seen;
   for (const nlohmann::json& t : manifest["tensors"]) {
+    int64_t offset = 0;
+    int64_t length = 0;
+    int64_t crc_value = 0;
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") ||
         !t["shape"].is_array() || !t.contains("file") || !t["file"].is_string() ||
-        !t.contains("offset") || !IsNonNegativeInt(t["offset"]) || !t.contains("length") ||
-        !IsNonNegativeInt(t["length"]) || !t.contains("crc32c") ||
-        !t["crc32c"].is_number_unsigned()) {
+        !GetCount(t, "offset", std::numeric_limits<int64_t>::max(), &offset) ||
+        !GetCount(t, "length", std::numeric_limits<int64_t>::max(), &length) ||
+        !GetCount(t, "crc32c", std::numeric_limits<uint32_t>::max(), &crc_value)) {
       return DataLoss(dir, "manifest.json has a malformed tensor entry");
     }
+    const uint32_t expected_crc = static_cast<uint32_t>(crc_value);
     const std::string name = t["name"].get<std::string>();
     if (!seen.insert(name).second) {
       return DataLoss(dir, absl::StrCat("tensor \"", name, "\" listed twice"));
@@ -267,14 +346,16 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
     }
     std::vector<int64_t> shape;
     for (const nlohmann::json& d : t["shape"]) {
-      if (!IsNonNegativeInt(d))
+      if (!IsNonNegativeInt(d) ||
+          (d.is_number_unsigned() &&
+           d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
         return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has a bad shape"));
+      }
       shape.push_back(d.get<int64_t>());
     }
     const int64_t elements = NumElements(shape);
-    const int64_t offset = t["offset"].get<int64_t>();
-    const int64_t length = t["length"].get<int64_t>();
-    if (elements < 0 || length != elements * static_cast<int64_t>(sizeof(float))) {
+    if (elements < 0 || elements > kMaxTensorElements ||
+        length != elements * static_cast<int64_t>(sizeof(float))) {
       return DataLoss(dir, absl::StrCat("tensor \"", name, "\": length ", length,
                                         " does not match shape ", ShapeToString(shape)));
     }
@@ -285,19 +366,26 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
     auto it = files.find(file);
     if (it == files.end()) {
       absl::StatusOr<std::string> bytes = ReadFile(absl::StrCat(dir, "/", file));
-      if (!bytes.ok()) return DataLoss(dir, absl::StrCat("data file ", file, " is missing"));
+      if (!bytes.ok()) {
+        return DataLoss(dir, absl::IsNotFound(bytes.status())
+                                 ? absl::StrCat("data file ", file, " is missing")
+                                 : std::string(bytes.status().message()));
+      }
       it = files.emplace(file, *std::move(bytes)).first;
     }
     const std::string& bytes = it->second;
-    if (offset + length > static_cast<int64_t>(bytes.size())) {
-      return DataLoss(dir, absl::StrCat("data file ", file, " is truncated: ", bytes.size(),
-                                        " bytes, tensor \"", name, "\" needs ", offset + length));
+    // offset + length may pass 2^63 - 1: compared without forming the sum.
+    const int64_t size = static_cast<int64_t>(bytes.size());
+    if (offset > size || length > size - offset) {
+      return DataLoss(dir, absl::StrCat("data file ", file, " is truncated: ", size,
+                                        " bytes, tensor \"", name, "\" needs ", length,
+                                        " at offset ", offset));
     }
     const uint32_t crc = Crc32c(bytes.data() + offset, static_cast<size_t>(length));
-    if (crc != t["crc32c"].get<uint32_t>()) {
+    if (crc != expected_crc) {
       return DataLoss(dir, absl::StrFormat("tensor \"%s\" fails its CRC-32C check (%08x, "
                                            "manifest says %08x): the data file is corrupt",
-                                           name, crc, t["crc32c"].get<uint32_t>()));
+                                           name, crc, expected_crc));
     }
     std::vector<float> values(static_cast<size_t>(elements));
     if (length > 0) std::memcpy(values.data(), bytes.data() + offset, static_cast<size_t>(length));

@@ -73,6 +73,12 @@ class CheckpointWriter {
   //         previous checkpoints and `latest` are untouched (the temp dir is removed).
   absl::StatusOr<std::string> Write(const CheckpointContents& contents);
 
+  // Creates the root if needed and writes, syncs and removes a probe file in it, so
+  // that a directory the job cannot write to is found before training rather than at
+  // the first checkpoint (whose epoch would be lost).
+  // Errors: PERMISSION_DENIED or INTERNAL naming the directory and errno's text.
+  absl::Status CheckWritable() const;
+
   const std::string& root() const { return root_; }
 
  private:

@@ -2,9 +2,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <fstream>
 #include <string>
 
+#include "common/unprivileged.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -155,6 +158,80 @@ TEST(CheckpointTest, TruncatedManifestFallsBack) {
   ExpectFallback("short_manifest", [](const std::string& dir) {
     fs::resize_file(dir + "/manifest.json", 40);
   }, "not valid JSON");
+}
+
+// Rewrites the first tensor entry of `dir`'s manifest with `edit`.
+void EditManifest(const std::string& dir, const std::function<void(nlohmann::json*)>& edit) {
+  std::ifstream in(dir + "/manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  edit(&manifest);
+  std::ofstream(dir + "/manifest.json", std::ios::trunc) << manifest.dump();
+}
+
+// offset + length past 2^63 - 1 overflowed to a negative sum that passed the size check,
+// and the CRC read far outside the file: train and the chief segfaulted at every start.
+TEST(CheckpointTest, OffsetPlusLengthPastInt64FallsBack) {
+  ExpectFallback("offset_overflow", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) {
+      (*m)["tensors"][0]["offset"] = std::numeric_limits<int64_t>::max() - 8;
+    });
+  }, "truncated");
+  ExpectFallback("offset_unsigned", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) {
+      (*m)["tensors"][0]["offset"] = std::numeric_limits<uint64_t>::max();
+    });
+  }, "malformed tensor entry");
+  ExpectFallback("length_huge", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) {
+      (*m)["tensors"][0]["shape"] = {int64_t{1} << 62, 4};
+      (*m)["tensors"][0]["length"] = 0;
+    });
+  }, "does not match shape");
+  ExpectFallback("crc_wide", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) { (*m)["tensors"][0]["crc32c"] = int64_t{1} << 40; });
+  }, "malformed tensor entry");
+}
+
+// An epoch of 2^40 was read as 0 (a narrowing get<int>); it is refused and the previous
+// good checkpoint used.
+TEST(CheckpointTest, EpochBeyondAnIntFallsBack) {
+  ExpectFallback("epoch_huge", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) { (*m)["epoch"] = int64_t{1} << 40; });
+  }, "epoch 1099511627776 is not a count of epochs");
+  ExpectFallback("step_unsigned", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) { (*m)["step"] = std::numeric_limits<uint64_t>::max(); });
+  }, "lacks step");
+}
+
+TEST(CheckpointTest, AnUnreadableManifestIsSaidToBeUnreadable) {
+  ExpectFallback("manifest_dir", [](const std::string& dir) {
+    fs::remove(dir + "/manifest.json");
+    fs::create_directories(dir + "/manifest.json");  // exists, but cannot be read as a file
+  }, "cannot read");
+}
+
+TEST(CheckpointTest, CheckWritableFindsADirectoryItCannotWriteAtOnce) {
+  const std::string root = FreshDir("writable");
+  EXPECT_TRUE(CheckpointWriter(root + "/a/b", {}).CheckWritable().ok());
+  EXPECT_TRUE(fs::is_directory(root + "/a/b"));
+  EXPECT_TRUE(fs::is_empty(root + "/a/b"));  // the probe is gone
+  // Under a regular file nothing can be made, whoever runs the test.
+  std::ofstream(root + "/file") << "x";
+  absl::Status under_file = CheckpointWriter(root + "/file/ckpt", {}).CheckWritable();
+  EXPECT_FALSE(under_file.ok());
+  EXPECT_NE(under_file.message().find(root + "/file/ckpt"), std::string::npos) << under_file;
+  // A read-only directory (without root's power to write anywhere).
+  fs::create_directories(root + "/ro");
+  fs::permissions(root + "/ro", fs::perms::owner_read | fs::perms::owner_exec);
+  const int code = RunUnprivileged([&] {
+    absl::Status read_only = CheckpointWriter(root + "/ro", {}).CheckWritable();
+    return read_only.code() == absl::StatusCode::kPermissionDenied &&
+                   read_only.message().find("is not writable") != std::string::npos
+               ? 0
+               : 1;
+  });
+  fs::permissions(root + "/ro", fs::perms::owner_all);
+  EXPECT_EQ(code, 0);
 }
 
 TEST(CheckpointTest, NothingVerifiesIsDataLoss) {
