@@ -42,6 +42,12 @@ absl::Status CheckData(const Dataset& d, const Model& model, const JobSpec& job,
         what, " has [N,", d.label_width(), "] targets but ", loss,
         " wants class ids; use categorical_crossentropy for one-hot targets"));
   }
+  // Now, in file order, rather than at the batch that holds it, in shuffled order.
+  if (sparse_loss && d.sparse_labels() && model.output_size() > 1) {
+    if (absl::Status ids = d.CheckClassIds(model.output_size()); !ids.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", ids.message()));
+    }
+  }
   if (!sparse_loss && model.output_size() > 1 && d.label_width() != model.output_size()) {
     if (d.sparse_labels()) {
       return absl::InvalidArgumentError(absl::StrCat(

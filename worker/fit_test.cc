@@ -158,6 +158,20 @@ TEST(FitTest, NonFiniteGradientsFailTheFitOrAreSkipped) {
   EXPECT_EQ(plain.nonfinite_skipped, 0);
 }
 
+// A label past the model's outputs was reported at a row of its shuffled batch.
+TEST(FitTest, ABadLabelIsNamedInFileOrderBeforeTraining) {
+  Dataset blobs = *Blobs(60, 3);
+  blobs.y.data()[41] = 5.0f;  // the model has 3 outputs
+  blobs.num_classes = 0;
+  FitData data{std::make_shared<const Dataset>(std::move(blobs)), nullptr};
+  DefaultStrategy strategy;
+  absl::StatusOr<FitResult> r = Fit(MakeJob(), data, &strategy, FitOptions());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "data.train: label 5 of example 41 (row 42 in file order) is not a class id in "
+            "[0, 3) for the model's 3 outputs");
+}
+
 TEST(FitTest, DeterministicForASeed) {
   JobSpec job = MakeJob();
   FitData data{Blobs(300, 2), Blobs(90, 3)};

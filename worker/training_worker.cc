@@ -25,6 +25,13 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
         "training data has ", train.num_features(), " features per example but the model takes ",
         model->input_size()));
   }
+  // A bad label is named in file order now, not at its batch in shuffled order.
+  if (job.loss.kind == LossConfig::Kind::kSparseCategoricalCrossentropy && train.sparse_labels() &&
+      model->output_size() > 1) {
+    if (absl::Status ids = train.CheckClassIds(model->output_size()); !ids.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("data.train: ", ids.message()));
+    }
+  }
   const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
   return std::unique_ptr<TrainingWorker>(new TrainingWorker(
       std::move(job), sync, worker_index, std::move(backend), std::move(model),

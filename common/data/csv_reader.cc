@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/data/input_file.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -21,25 +22,16 @@ absl::Status Problem(const std::string& path, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("CSV file ", path, ": ", message));
 }
 
+// The whole file, refused before reading when it is not a regular file (/dev/zero used
+// to be read for 2 GiB) or is larger than kMaxCsvBytes.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("CSV file ", path, ": cannot open: ", std::strerror(errno)));
+  PS_ASSIGN_OR_RETURN(InputFile input, OpenInputFile(path, "CSV file", kMaxCsvBytes));
+  std::string text(static_cast<size_t>(input.size), '\0');
+  const size_t got = std::fread(text.data(), 1, text.size(), input.file.get());
+  if (std::ferror(input.file.get()) != 0) {
+    return Problem(path, absl::StrCat("read error: ", std::strerror(errno)));
   }
-  std::string text;
-  char buffer[1 << 16];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    if (static_cast<int64_t>(text.size() + got) > kMaxCsvBytes) {
-      std::fclose(file);
-      return Problem(path, absl::StrCat("is larger than ", kMaxCsvBytes, " bytes"));
-    }
-    text.append(buffer, got);
-  }
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return Problem(path, "read error");
+  text.resize(got);  // shorter if the file shrank meanwhile
   return text;
 }
 
@@ -81,15 +73,20 @@ absl::StatusOr<Dataset> ReadCsvDataset(const std::string& path, const CsvOptions
     }
     for (int64_t c = 0; c < columns; ++c) {
       float value;
-      if (!absl::SimpleAtof(fields[c], &value)) {
-        std::string shown(fields[c].substr(0, 40));
+      const bool number = absl::SimpleAtof(fields[c], &value);
+      if (number && c != label_column) value *= options.scale;
+      // "nan", "inf" and numbers beyond a float parse, and a scale can overflow: a
+      // non-finite value poisons every weight it reaches, so it is refused here.
+      if (!number || !std::isfinite(value)) {
+        std::string shown(absl::StripAsciiWhitespace(fields[c].substr(0, 40)));
         return Problem(path, absl::StrCat("line ", line_number, " column ", c + 1, ": \"", shown,
-                                          "\" is not a number"));
+                                          number ? "\" is not a finite number"
+                                                 : "\" is not a number"));
       }
       if (c == label_column) {
         labels.push_back(value);
       } else {
-        features.push_back(value * options.scale);
+        features.push_back(value);
       }
     }
   }

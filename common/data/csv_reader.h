@@ -28,10 +28,13 @@ struct CsvOptions {
 // Largest file read (the whole file is held in memory while parsing).
 inline constexpr int64_t kMaxCsvBytes = int64_t{1} << 31;
 
-// x: [N, columns - 1], y: [N].
-// Errors: NotFound when the file cannot be opened; InvalidArgument (naming the file and
-// line) for a non-numeric field, a ragged line, a label column out of range, no data rows,
-// a file over kMaxCsvBytes, or labels that do not fit num_classes.
+// x: [N, columns - 1], y: [N]; examples in file order.
+// Errors: NotFound when the file does not exist; PermissionDenied when it cannot be read;
+// InvalidArgument (naming the file, and the line and column) for something other than a
+// regular file (a directory, a device such as /dev/zero: refused before reading), a file
+// over kMaxCsvBytes, a non-numeric or non-finite field ("nan", "inf", 1e39, or a value
+// that `scale` takes past a float), a ragged line, a label column out of range, no data
+// rows, or labels that do not fit num_classes (naming the example, in file order).
 absl::StatusOr<Dataset> ReadCsvDataset(const std::string& path, const CsvOptions& options);
 
 }  // namespace pstrain

@@ -71,5 +71,50 @@ TEST(CsvReaderTest, Errors) {
   EXPECT_EQ(ReadCsvDataset("/nonexistent/x.csv", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
+// NaN and Inf in a CSV trained to "loss: -nan": refused at load, naming the file, line
+// and column.
+TEST(CsvReaderTest, NonFiniteValuesAreRefusedNamingTheLine) {
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "Infinity", "1e39"}) {
+    const std::string path = Write("nonfinite.csv", std::string("a,b,y\n1,2,0\n3,") + bad + ",1\n");
+    absl::Status status = ReadCsvDataset(path, {}).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(path));
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr(std::string("line 3 column 2: \"") + bad + "\" is not a finite number"));
+  }
+  // A bad label too, in its own column.
+  EXPECT_THAT(std::string(ReadCsvDataset(Write("nanlabel.csv", "a,y\n1,0\n2,1\n3,nan\n"), {})
+                              .status()
+                              .message()),
+              HasSubstr("line 4 column 2"));
+  // A finite value that the scale takes past a float.
+  CsvOptions scaled;
+  scaled.scale = 1e30f;
+  EXPECT_THAT(
+      std::string(ReadCsvDataset(Write("scaled.csv", "a,y\n1e20,0\n"), scaled).status().message()),
+      HasSubstr("line 2 column 1"));
+}
+
+// /dev/zero was read for 2 GiB before being refused.
+TEST(CsvReaderTest, NotARegularFileIsRefusedBeforeReading) {
+  absl::Status status = ReadCsvDataset("/dev/zero", {}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("/dev/zero is not a regular file"));
+  EXPECT_THAT(std::string(ReadCsvDataset(::testing::TempDir(), {}).status().message()),
+              HasSubstr("a directory"));
+}
+
+// A label the data's own class count allows but the model's outputs do not is named
+// with its example in file order (it used to be found at its batch, shuffled).
+TEST(CsvReaderTest, ExamplesStayInFileOrderForLabelChecks) {
+  absl::StatusOr<Dataset> data =
+      ReadCsvDataset(Write("labels.csv", "a,y\n1,0\n2,1\n3,12\n4,2\n"), {});
+  ASSERT_TRUE(data.ok()) << data.status();
+  absl::Status status = data->CheckClassIds(10);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("label 12 of example 2 (row 3 in file order) is not a class id in [0, 10)"));
+  EXPECT_TRUE(data->CheckClassIds(13).ok());
+}
+
 }  // namespace
 }  // namespace pstrain

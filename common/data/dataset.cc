@@ -76,6 +76,25 @@ absl::Status Dataset::Validate() const {
   return absl::OkStatus();
 }
 
+absl::Status Dataset::CheckClassIds(int64_t classes) const {
+  if (!sparse_labels()) {
+    if (label_width() == classes) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels are ", y.ShapeString(), " but the model has ", classes, " outputs"));
+  }
+  const float* labels = y.data();
+  for (int64_t i = 0; i < y.num_elements(); ++i) {
+    const float v = labels[i];
+    if (!(v >= 0.0f && v < static_cast<float>(classes)) || std::floor(v) != v) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label ", v, " of example ", i, " (row ", i + 1,
+          " in file order) is not a class id in [0, ", classes, ") for the model's ", classes,
+          " outputs"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Dataset> Dataset::Shard(int64_t num_shards, int64_t index) const {
   if (num_shards < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shard count must be >= 1, got ", num_shards));

@@ -35,6 +35,12 @@ struct Dataset {
   // Errors: InvalidArgument naming the first problem (and the example for a bad label).
   absl::Status Validate() const;
 
+  // OK when every label is a class id below `classes` (a model's output count): for
+  // sparse labels an integer in [0, classes); [N, K] labels need K == classes.
+  // Errors: InvalidArgument naming the first bad label and its example, counted in the
+  // order the data was read (file order), before any shuffling.
+  absl::Status CheckClassIds(int64_t classes) const;
+
   // The examples index, index + num_shards, index + 2 * num_shards, ... (TF's
   // Dataset.shard semantics, so each worker reads a disjoint part). Copies those rows.
   // Errors: InvalidArgument when num_shards < 1 or index is not in [0, num_shards).

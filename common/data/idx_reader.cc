@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/data/input_file.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -29,21 +31,19 @@ absl::Status Problem(const std::string& path, absl::string_view message) {
 class IdxInput {
  public:
   static absl::StatusOr<std::unique_ptr<IdxInput>> Open(const std::string& path) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-      return absl::NotFoundError(
-          absl::StrCat("IDX file ", path, ": cannot open: ", std::strerror(errno)));
-    }
-    if (!S_ISREG(st.st_mode)) return Problem(path, "is not a regular file");
+    // Missing, unreadable and not-a-regular-file are told apart before zlib opens it.
+    int64_t size = 0;
+    PS_RETURN_IF_ERROR(
+        CheckInputFile(path, "IDX file", std::numeric_limits<int64_t>::max(), &size));
     gzFile file = gzopen(path.c_str(), "rb");
     if (file == nullptr) {
-      return absl::NotFoundError(absl::StrCat("IDX file ", path, ": cannot open"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("IDX file ", path, " is unreadable: ", std::strerror(errno)));
     }
     gzbuffer(file, 256 * 1024);
     // gzdirect looks at the first bytes: 1f 8b means gzip, anything else is read raw.
     const bool raw = gzdirect(file) == 1;
-    return std::unique_ptr<IdxInput>(
-        new IdxInput(path, file, raw ? static_cast<int64_t>(st.st_size) : -1));
+    return std::unique_ptr<IdxInput>(new IdxInput(path, file, raw ? size : -1));
   }
 
   ~IdxInput() { gzclose(file_); }

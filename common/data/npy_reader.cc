@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/data/input_file.h"
+#include "common/finite.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -24,10 +27,6 @@ namespace {
 absl::Status Problem(const std::string& path, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("NPY file ", path, ": ", message));
 }
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
 
 bool ReadExact(std::FILE* file, void* buffer, size_t n) {
   return std::fread(buffer, 1, n, file) == n;
@@ -66,17 +65,33 @@ void Convert(const char* bytes, int64_t n, float* out) {
   }
 }
 
+// Index of the first float64 that is not a finite float (NaN, an infinity, or beyond
+// FLT_MAX, whose conversion would be undefined), or -1.
+int64_t FirstNonFiniteDouble(const char* bytes, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    std::memcpy(&v, bytes + i * sizeof(double), sizeof(double));
+    if (!(std::fabs(v) <= static_cast<double>(FLT_MAX))) return i;
+  }
+  return -1;
+}
+
+// "element 17 (row 2, in file order)" for flat index `i` of an array of `shape`.
+std::string ElementName(int64_t i, const std::vector<int64_t>& shape) {
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t per_row = rows > 0 ? NumElements(shape) / rows : 1;
+  return absl::StrCat("element ", i, " (row ", i / std::max<int64_t>(per_row, 1),
+                      ", in file order)");
+}
+
 // The values as float32 and the shape; ReadNpyDataset reshapes without a second copy.
 absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
                                                  std::vector<int64_t>* shape_out) {
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (file == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("NPY file ", path, ": cannot open: ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (fstat(fileno(file.get()), &st) != 0) return Problem(path, "cannot stat");
-  const int64_t file_size = st.st_size;
+  // The largest file a header within the limits describes (float64 values).
+  constexpr int64_t kMaxFileBytes = 12 + (int64_t{1} << 20) + kMaxNpyValues * 8;
+  PS_ASSIGN_OR_RETURN(InputFile input, OpenInputFile(path, "NPY file", kMaxFileBytes));
+  const UniqueFile& file = input.file;
+  const int64_t file_size = input.size;
 
   unsigned char preamble[8];
   if (!ReadExact(file.get(), preamble, 8) || std::memcmp(preamble, "\x93NUMPY", 6) != 0) {
@@ -157,11 +172,21 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
   if (item_size == 4) {
     // float32 on a little-endian host: read straight into place.
     if (!ReadExact(file.get(), out.data(), total * 4)) return Problem(path, "truncated data");
+    if (const int64_t bad = FirstNonFinite(out); bad >= 0) {
+      return Problem(path, absl::StrCat(ElementName(bad, shape), " is ", DescribeFloat(out[bad]),
+                                        ": every value must be finite"));
+    }
     return out;
   }
   std::vector<char> bytes(total * item_size);
   if (!ReadExact(file.get(), bytes.data(), bytes.size())) return Problem(path, "truncated data");
   if (descr == "<f8") {
+    if (const int64_t bad = FirstNonFiniteDouble(bytes.data(), total); bad >= 0) {
+      double v;
+      std::memcpy(&v, bytes.data() + bad * 8, 8);
+      return Problem(path, absl::StrCat(ElementName(bad, shape), " is ", v,
+                                        ": every value must be a finite float32"));
+    }
     Convert<double>(bytes.data(), total, out.data());
   } else if (descr == "<i8") {
     Convert<int64_t>(bytes.data(), total, out.data());
@@ -196,6 +221,10 @@ absl::StatusOr<Dataset> ReadNpyDataset(const std::string& x_path, const std::str
   for (size_t d = 1; d < x_shape.size(); ++d) features *= x_shape[d];
   if (scale != 1.0f) {
     for (float& v : values) v *= scale;
+    if (const int64_t bad = FirstNonFinite(values); bad >= 0) {
+      return Problem(x_path, absl::StrCat(ElementName(bad, x_shape), " times scale ", scale,
+                                          " is not a finite float"));
+    }
   }
   if (num_classes == 0) {
     if (y.shape().size() == 2) {

@@ -20,8 +20,11 @@ namespace pstrain {
 inline constexpr int64_t kMaxNpyValues = int64_t{1} << 28;
 
 // The array as float32 with its shape (a 0-d array becomes shape [1]).
-// Errors: NotFound when the file cannot be opened; InvalidArgument naming the file for a
-// bad magic or header, an unsupported dtype or order, or a size mismatch.
+// Errors: NotFound when the file does not exist; PermissionDenied when it cannot be read;
+// InvalidArgument naming the file for something other than a regular file, a bad magic
+// or header, an unsupported dtype or order, a size mismatch, or a value that is not a
+// finite float32 (NaN, an infinity, a float64 beyond FLT_MAX: naming the element and its
+// row, in file order).
 absl::StatusOr<Tensor> ReadNpy(const std::string& path);
 
 // x from x_path flattened to [N, F]; y from y_path as [N] (class ids) or [N, K];

@@ -1,5 +1,6 @@
 #include "common/data/npy_reader.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,38 @@ TEST(NpyReaderTest, Rejects) {
               HasSubstr("too large"));
   EXPECT_THAT(message(Write("magic.npy", "not numpy at all")), HasSubstr("bad magic"));
   EXPECT_EQ(ReadNpy("/nonexistent.npy").status().code(), absl::StatusCode::kNotFound);
+}
+
+// NaN and Inf in NPY data trained to "loss: -nan": refused at load, naming the element
+// and its row in file order.
+TEST(NpyReaderTest, NonFiniteValuesAreRefusedNamingTheRow) {
+  const float f4[] = {1, 2, 3, 4, NAN, 6};
+  absl::Status status = ReadNpy(Write("nan4.npy", Npy("<f4", "(3, 2)", f4, sizeof(f4)))).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("element 4 (row 2, in file order) is nan"));
+  const double f8[] = {1, -INFINITY};
+  EXPECT_THAT(std::string(ReadNpy(Write("inf8.npy", Npy("<f8", "(2,)", f8, sizeof(f8))))
+                              .status()
+                              .message()),
+              HasSubstr("element 1 (row 1, in file order)"));
+  // A float64 beyond a float: its conversion would be undefined.
+  const double big[] = {1e300};
+  EXPECT_EQ(ReadNpy(Write("big8.npy", Npy("<f8", "(1,)", big, sizeof(big)))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A NaN label (y file) is refused the same way.
+  const uint8_t x[] = {1, 2};
+  const float y[] = {0, NAN};
+  absl::Status label = ReadNpyDataset(Write("xl.npy", Npy("|u1", "(2, 1)", x, sizeof(x))),
+                                      Write("yl.npy", Npy("<f4", "(2,)", y, sizeof(y))))
+                           .status();
+  EXPECT_THAT(std::string(label.message()), HasSubstr("yl.npy"));
+  EXPECT_THAT(std::string(label.message()), HasSubstr("row 1"));
+}
+
+TEST(NpyReaderTest, NotARegularFileIsRefused) {
+  absl::Status status = ReadNpy("/dev/zero").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("not a regular file"));
 }
 
 }  // namespace
