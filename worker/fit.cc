@@ -463,6 +463,8 @@ class FitRun {
   // (`rows` rows). With one replica its gradient is that already; otherwise each replica's
   // gradient (of its slice's mean loss) is weighted by its slice's share, the local ones
   // summed with Strategy::Reduce and, multi-worker, every worker's with one CrossWorkerSum.
+  // A gradient holding a NaN or an infinity fails the step, or skips it (nothing applied)
+  // under "nonfinite": "skip".
   absl::Status ApplyGradients(int64_t rows) {
     const size_t num_vars = result_.weights.size();
     const NonFinitePolicy policy = job_.optimizer.nonfinite();
