@@ -15,6 +15,7 @@
 #include "chief/rpc/chief_service.h"
 #include "common/data/data_spec.h"
 #include "common/logging.h"
+#include "nlohmann/json.hpp"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
 #include "common/parallel.h"
@@ -252,8 +253,20 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
           // The observers first: the progress bar clears its line for the epoch line.
           (*monitoring)->observer()->OnEpoch(summary);
           out << FormatEpochLine(summary) << std::endl;
-          LogInfo(absl::StrCat("epoch ", summary.epoch, ": ", summary.samples, " samples in ",
-                               absl::FormatDuration(summary.elapsed)));
+          nlohmann::json fields = {{"epoch", summary.epoch},
+                                   {"steps", summary.steps},
+                                   {"samples", summary.samples},
+                                   {"seconds", absl::ToDoubleSeconds(summary.elapsed)},
+                                   {"loss", summary.loss},
+                                   {"accuracy", summary.accuracy}};
+          if (summary.has_validation) {
+            fields["val_loss"] = summary.val_loss;
+            fields["val_accuracy"] = summary.val_accuracy;
+          }
+          LogWithFields('I',
+                        absl::StrCat("epoch ", summary.epoch, ": ", summary.samples,
+                                     " samples in ", absl::FormatDuration(summary.elapsed)),
+                        fields);
         },
         restore.get());
   }

@@ -103,7 +103,7 @@ TEST(ObservabilityTest, TrainEventFilesReadBackByAnIndependentReaderMatchTheEpoc
   ASSERT_TRUE(group
                   .Start({"train", "worker/train",
                           {"--job=tests/testdata/tiny_synthetic.json", "--epochs=3",
-                           "--logdir=" + logdir, "--log_every_steps=5"},
+                           "--logdir=" + logdir, "--log_every_steps=5", "--log_format=json"},
                           {}})
                   .ok());
   ProcessRun run = CollectRun(group, absl::Minutes(2), absl::Seconds(5));
@@ -111,6 +111,20 @@ TEST(ObservabilityTest, TrainEventFilesReadBackByAnIndependentReaderMatchTheEpoc
   ASSERT_EQ(run.exits[0].exit_code, 0) << run.stderr_of["train"];
   const std::vector<std::map<std::string, double>> epochs = EpochFigures(run.stdout_of["train"]);
   ASSERT_EQ(epochs.size(), 3u) << run.stdout_of["train"];
+  // --log_format=json: every log record is one JSON object with a dated time.
+  int records = 0;
+  for (const std::string& line : std::vector<std::string>(
+           absl::StrSplit(run.stderr_of["train"], '\n', absl::SkipEmpty()))) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(record.is_object()) << line;
+    EXPECT_TRUE(std::regex_match(record.value("time", ""),
+                                 std::regex("20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T.*")))
+        << line;
+    EXPECT_TRUE(record.contains("task") && record.contains("message")) << line;
+    EXPECT_EQ(record.value("level", ""), "info") << line;
+    ++records;
+  }
+  EXPECT_GE(records, 1);
 
   const nlohmann::json events = ReadEvents(logdir);
   ASSERT_TRUE(events.is_object());
@@ -242,6 +256,10 @@ TEST(ObservabilityTest, PrometheusScrapesEveryTaskAndTheDashboardShowsTheRun) {
   }
   const std::vector<std::map<std::string, double>> epochs = EpochFigures(chief_out);
   ASSERT_EQ(epochs.size(), 3u) << chief_out;
+  // The chief's log records each epoch with its figures as structured fields.
+  EXPECT_NE(logs["chief"].find("epoch 3: 60000 samples in"), std::string::npos) << logs["chief"];
+  EXPECT_NE(logs["chief"].find(" epoch=3 "), std::string::npos) << logs["chief"];
+  EXPECT_NE(logs["chief"].find(" steps=938 "), std::string::npos) << logs["chief"];
 
   // The dashboard drew every chart and filled its tables, with nothing from elsewhere.
   ASSERT_EQ(dashboard_exit, 0) << dashboard_out;
