@@ -442,6 +442,61 @@ absl::Status Coordinator::CheckpointAfterChunk(const RunStepsRequest& base, Shar
   return written;
 }
 
+RunStepsRequest Coordinator::EpochRequest(int epoch) const {
+  RunStepsRequest base;
+  base.set_epoch(epoch);
+  base.set_batch_size(job_->batch_size);
+  base.set_num_shards(static_cast<int>(workers_.size()));
+  for (const VariablePlacementEntry& e : variables_.placement()) *base.add_placement() = e;
+  for (const std::string& address : options_.ps_addresses) base.add_ps_addresses(address);
+  return base;
+}
+
+absl::StatusOr<Coordinator::Segment> Coordinator::RunSegment(const RunStepsRequest& base,
+                                                             ShardQueue* queue,
+                                                             RunStepsResponse* epoch_figures) {
+  const int num_workers = static_cast<int>(workers_.size());
+  std::vector<RunStepsResponse> totals(num_workers);
+  // Not std::vector<bool>: each thread writes its own element.
+  std::vector<char> lost_now(num_workers, 0);
+  std::vector<char> ps_failed_now(num_workers, 0);
+  std::vector<std::function<absl::Status()>> runs;
+  for (int w = 0; w < num_workers; ++w) {
+    if (lost_[w]) continue;
+    runs.push_back([this, w, &base, queue, &totals, &lost_now, &ps_failed_now]() {
+      bool lost = false;
+      bool ps_failed = false;
+      absl::Status status = RunChunks(w, base, queue, &totals[w], &lost, &ps_failed);
+      lost_now[w] = lost ? 1 : 0;
+      ps_failed_now[w] = ps_failed ? 1 : 0;
+      // A failed epoch stops the other workers' threads after their current chunk.
+      if (!status.ok()) queue->Close();
+      return status;
+    });
+  }
+  segment_start_figures_ = epoch_figures;
+  {
+    absl::MutexLock lock(&mu_);
+    running_queue_ = queue;
+    // A request that came between segments pauses this one at its first chunk.
+    if (options_.consistent_checkpoints && checkpointer_.Requested()) queue->Close();
+  }
+  const absl::Status status = RunConcurrently(runs);
+  {
+    absl::MutexLock lock(&mu_);
+    running_queue_ = nullptr;
+  }
+  Segment segment;
+  for (int w = 0; w < num_workers; ++w) {
+    if (lost_now[w]) lost_[w] = true;
+    if (ps_failed_now[w]) segment.ps_failed = true;
+    AddFigures(totals[w], epoch_figures);
+    segment.steps += totals[w].steps();
+  }
+  PS_RETURN_IF_ERROR(status);
+  return segment;
+}
+
 absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
                                    const nlohmann::json* resume) {
   const int num_workers = static_cast<int>(workers_.size());
@@ -463,18 +518,13 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
                            fits.message(), "); epoch ", epoch + 1, " starts from its beginning"));
     }
   }
-  RunStepsRequest base;
-  base.set_epoch(epoch);
-  base.set_batch_size(job_->batch_size);
-  base.set_num_shards(num_workers);
-  for (const VariablePlacementEntry& e : variables_.placement()) *base.add_placement() = e;
+  RunStepsRequest base = EpochRequest(epoch);
   {
     absl::MutexLock lock(&mu_);
     epoch_start_ = absl::Now();
     epoch_progress_ = epoch_figures;
     if (job_->steps_per_epoch > 0) expected_epoch_steps_ = job_->steps_per_epoch;
   }
-  for (const std::string& address : options_.ps_addresses) base.add_ps_addresses(address);
 
   // The epoch runs in segments: all live workers take chunks until the queue is done or
   // paused (a checkpoint is due, or a ps failed); between segments the chief writes the
@@ -483,45 +533,9 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   while (true) {
     RejoinLostWorkers(epoch);
     base.set_ps_generation(ps_generation_);
-    std::vector<RunStepsResponse> totals(num_workers);
-    // Not std::vector<bool>: each thread writes its own element.
-    std::vector<char> lost_now(num_workers, 0);
-    std::vector<char> ps_failed_now(num_workers, 0);
-    std::vector<std::function<absl::Status()>> runs;
-    for (int w = 0; w < num_workers; ++w) {
-      if (lost_[w]) continue;
-      runs.push_back([this, w, &base, &queue, &totals, &lost_now, &ps_failed_now]() {
-        bool lost = false;
-        bool ps_failed = false;
-        absl::Status status = RunChunks(w, base, &queue, &totals[w], &lost, &ps_failed);
-        lost_now[w] = lost ? 1 : 0;
-        ps_failed_now[w] = ps_failed ? 1 : 0;
-        // A failed epoch stops the other workers' threads after their current chunk.
-        if (!status.ok()) queue.Close();
-        return status;
-      });
-    }
-    segment_start_figures_ = &epoch_figures;
-    {
-      absl::MutexLock lock(&mu_);
-      running_queue_ = &queue;
-      // A request that came between segments pauses this one at its first chunk.
-      if (options_.consistent_checkpoints && checkpointer_.Requested()) queue.Close();
-    }
-    const absl::Status status = RunConcurrently(runs);
-    {
-      absl::MutexLock lock(&mu_);
-      running_queue_ = nullptr;
-    }
-    int64_t steps_this_segment = 0;
-    for (int w = 0; w < num_workers; ++w) {
-      if (lost_now[w]) lost_[w] = true;
-      AddFigures(totals[w], &epoch_figures);
-      steps_this_segment += totals[w].steps();
-    }
-    PS_RETURN_IF_ERROR(status);
-    if (std::any_of(ps_failed_now.begin(), ps_failed_now.end(), [](char f) { return f != 0; })) {
-      recoveries_without_progress = steps_this_segment > 0 ? 1 : recoveries_without_progress + 1;
+    PS_ASSIGN_OR_RETURN(const Segment segment, RunSegment(base, &queue, &epoch_figures));
+    if (segment.ps_failed) {
+      recoveries_without_progress = segment.steps > 0 ? 1 : recoveries_without_progress + 1;
       if (recoveries_without_progress > 3) {
         return absl::UnavailableError(
             "a ps keeps failing: 3 recoveries in a row without a step of progress");

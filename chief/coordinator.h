@@ -150,6 +150,18 @@ class Coordinator {
   absl::StatusOr<int> RestoreCheckpoint(const nlohmann::json** resume);
   // Runs epoch `epoch` (0-based), from `resume`'s data positions when not null.
   absl::Status RunEpoch(int epoch, EpochSummary* summary, const nlohmann::json* resume);
+  // What every RunSteps of epoch `epoch` carries (shard, steps and generation aside).
+  RunStepsRequest EpochRequest(int epoch) const;
+  // One segment of an epoch: every live worker takes chunks of `queue` until it is done
+  // or paused; their figures are added to `epoch_figures` and the workers found lost
+  // marked in lost_. Errors: the first worker's failure that is neither a lost worker nor
+  // a failed ps.
+  struct Segment {
+    int64_t steps = 0;       // steps the segment ran
+    bool ps_failed = false;  // a worker reported a failed ps: recover it before going on
+  };
+  absl::StatusOr<Segment> RunSegment(const RunStepsRequest& base, ShardQueue* queue,
+                                     RunStepsResponse* epoch_figures);
   // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty or closed,
   // runs each with `base` and adds their figures to `total`. Sets `*lost` (and returns
   // OK) when the worker cannot be reached, `*ps_failed` (and pauses the queue) when it
