@@ -1,39 +1,82 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (the CUDA configuration too when nvcc
 # exists, so GPU code always compiles), runs every test, and ends with one line
-# "N passed, N failed". Exits non-zero on any failure.
+# "N passed, N failed, N skipped". Exits non-zero on any failure.
+#
+# Counts are of test targets. A target whose every test case skipped itself (GTEST_SKIP,
+# e.g. a GPU test where no GPU answers) counts as skipped, not passed; so does a target
+# bazel did not run in a configuration (the CUDA-only tests without nvcc). Every skipped
+# target and test case is named above the last line, with its reason.
+#
+# With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
+# also test what a CUDA build changes) run in the CUDA build too; the GPU ones skip at
+# run time when no GPU answers.
 set -uo pipefail
 cd "$(dirname "$0")"
 
 if ! ./tools/install_deps.sh || ! ./tools/install_test_deps.sh; then
-  echo "0 passed, 1 failed"
+  echo "0 passed, 1 failed, 0 skipped"
   exit 1
 fi
 
 log=$(mktemp /tmp/pstrain-test-XXXXXX.log)
 trap 'rm -f "$log"' EXIT
-build_failures=0
+passed=0
+failed=0
+skipped=0
 
+# Adds up one test run's results from $log (tests/test_summary.py reads bazel's status
+# lines and each target's test.xml); its arguments go to the summary script.
+summarize() {
+  local testlogs report counts
+  testlogs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
+  report=$(/usr/bin/python3 tests/test_summary.py --log "$log" --testlogs "$testlogs" "$@")
+  counts=$(tail -n 1 <<<"$report")
+  sed '$d' <<<"$report"
+  read -r _ p f s <<<"$counts"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  skipped=$((skipped + s))
+}
+
+# A build or test command that failed without any test reporting: show why, count it.
+count_build_failure() {
+  grep -E "^ERROR" "$log" | head -20 || tail -30 "$log"
+  echo "$1 FAILED"
+  failed=$((failed + 1))
+}
+
+cuda_targets=()
 if [ -x /usr/local/cuda/bin/nvcc ]; then
+  config=(--config=cuda)
   echo "== bazel build --config=cuda //... (nvcc found)"
-  if ! bazel build --config=cuda //... >"$log" 2>&1; then
-    grep -E "^ERROR" "$log" | head -20 || tail -30 "$log"
-    echo "CUDA build FAILED"
-    build_failures=1
+  if bazel build "${config[@]}" //... >"$log" 2>&1; then
+    echo "== bazel test --config=cuda (tests tagged gpu or cuda_config)"
+    bazel test "${config[@]}" --test_summary=short --build_tests_only \
+      --test_tag_filters=gpu,cuda_config //... >"$log" 2>&1
+    status=$?
+    before=$((passed + failed + skipped))
+    summarize --label cuda
+    if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then count_build_failure "CUDA tests"; fi
+    [ $((passed + failed + skipped)) -gt "$before" ] || count_build_failure "CUDA tests (none ran)"
+    # Their results are in; the plain run below reports the gpu ones as not built.
+    mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+  else
+    count_build_failure "CUDA build"
   fi
 fi
 
+config=()
 echo "== bazel test //..."
 bazel test --test_summary=short //... >"$log" 2>&1
 status=$?
-grep -E "^//" "$log"
-passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$log")
-failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log")
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+failed_before=$failed
+ignore=()
+for t in "${cuda_targets[@]}"; do ignore+=(--ignore "$t"); done
+summarize "${ignore[@]}" --not-run-reason "needs --config=cuda, and nvcc was not found"
+if [ "$status" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
   # The build itself failed (no test could report): show why and count it.
-  grep -E "^ERROR" "$log" | head -20 || tail -30 "$log"
-  failed=1
+  count_build_failure "build"
 fi
-failed=$((failed + build_failures))
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

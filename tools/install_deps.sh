@@ -11,6 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
+  python3 python3-numpy
 )
 
 missing=()

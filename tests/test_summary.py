@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Reads one `bazel test --test_summary=short` run and says what passed, failed and skipped.
+
+A test target bazel reports PASSED counts as passed unless every test case in its test.xml
+was skipped (gtest's GTEST_SKIP, e.g. a GPU test on a machine with no GPU): then it counts
+as skipped. Targets bazel itself skipped (incompatible with the configuration, such as the
+CUDA-only tests without --config=cuda) count as skipped too. Every skipped test case and
+target is named with its reason, so a skip is never mistaken for a pass.
+
+  test_summary.py --log LOG --testlogs DIR [--label TEXT] [--not-run-reason TEXT]
+                  [--ignore TARGET ...]
+
+Prints the report, then a last line "counts P F S" that test.sh adds up.
+"""
+
+import argparse
+import os
+import re
+import sys
+import xml.etree.ElementTree as ElementTree
+
+STATUS_LINE = re.compile(r"^(//\S+)\s+(?:\(cached\) )?([A-Z][A-Z ]*[A-Z])\b")
+FAILED = {"FAILED", "TIMEOUT", "NO STATUS", "FLAKY", "INCOMPLETE", "FAILED TO BUILD"}
+
+
+def skipped_cases(xml_path):
+    """(cases run, [(case name, reason)] skipped) from a gtest XML file; None if unreadable."""
+    try:
+        root = ElementTree.parse(xml_path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    cases = 0
+    skipped = []
+    for case in root.iter("testcase"):
+        cases += 1
+        marker = case.find("skipped")
+        if marker is None and case.get("result") != "skipped":
+            continue
+        reason = ""
+        if marker is not None:
+            reason = (marker.get("message") or marker.text or "").strip()
+        # gtest writes "file:line\nmessage": keep the message.
+        reason = reason.splitlines()[-1].strip() if reason else "no reason given"
+        name = "%s.%s" % (case.get("classname", "?"), case.get("name", "?"))
+        skipped.append((name, reason))
+    return cases, skipped
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--testlogs", required=True)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--not-run-reason", default="not built in this configuration")
+    parser.add_argument("--ignore", action="append", default=[])
+    args = parser.parse_args()
+    ignored = set(args.ignore)
+    label = " [%s]" % args.label if args.label else ""
+
+    passed = failed = skipped = 0
+    with open(args.log, errors="replace") as log:
+        lines = log.read().splitlines()
+    for line in lines:
+        match = STATUS_LINE.match(line)
+        if not match:
+            continue
+        target, status = match.group(1), match.group(2)
+        if target in ignored:
+            continue
+        if status in FAILED:
+            failed += 1
+            print("%s%s %s" % (target, label, status))
+            continue
+        if status == "SKIPPED":
+            skipped += 1
+            print("%s%s SKIPPED: %s" % (target, label, args.not_run_reason))
+            continue
+        if status != "PASSED":
+            continue
+        package, name = target[2:].split(":", 1)
+        found = skipped_cases(os.path.join(args.testlogs, package, name, "test.xml"))
+        cases, skips = found if found is not None else (0, [])
+        if cases > 0 and len(skips) == cases:
+            skipped += 1
+            print("%s%s SKIPPED (all %d test cases): %s" % (target, label, cases, skips[0][1]))
+            for case, reason in skips[1:]:
+                if reason != skips[0][1]:
+                    print("  %s skipped: %s" % (case, reason))
+            continue
+        passed += 1
+        print("%s%s PASSED%s" % (target, label,
+                                 " (%d of %d test cases skipped)" % (len(skips), cases)
+                                 if skips else ""))
+        for case, reason in skips:
+            print("  %s skipped: %s" % (case, reason))
+    print("counts %d %d %d" % (passed, failed, skipped))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
