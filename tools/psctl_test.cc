@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "chief/membership.h"
@@ -220,7 +222,34 @@ TEST_F(PsctlTest, LayoutPrintsOneRowPerShard) {
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel  dense/kernel/part_1  1   3-4/5  [2,3]"))
       << r.out;
-  EXPECT_EQ(r.out, FormatLayoutTable(placement_));
+  // Read back as a user's script would: every row's rows column and shape agree, and each
+  // variable's shards cover its rows exactly once, in order.
+  std::map<std::string, int64_t> next_row;
+  std::map<std::string, int64_t> total_rows;
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_EQ(fields.size(), 5u) << line;
+    if (fields[0] == "variable") continue;  // the header
+    ++rows;
+    int64_t first = 0, last = 0, total = 0, shape_rows = 0;
+    const std::vector<std::string> span = absl::StrSplit(fields[3], absl::ByAnyChar("-/"));
+    ASSERT_EQ(span.size(), 3u) << line;
+    ASSERT_TRUE(absl::SimpleAtoi(span[0], &first) && absl::SimpleAtoi(span[1], &last) &&
+                absl::SimpleAtoi(span[2], &total))
+        << line;
+    ASSERT_TRUE(absl::SimpleAtoi(fields[4].substr(1, fields[4].find_first_of(",]") - 1),
+                                 &shape_rows))
+        << line;
+    EXPECT_EQ(shape_rows, last - first + 1) << line;
+    EXPECT_EQ(first, next_row[fields[0]]) << line;
+    EXPECT_TRUE(absl::StartsWith(fields[1], fields[0] + "/part_")) << line;
+    next_row[fields[0]] = last + 1;
+    total_rows[fields[0]] = total;
+  }
+  EXPECT_EQ(rows, 4);
+  EXPECT_EQ(next_row, total_rows);
+  EXPECT_EQ(total_rows, (std::map<std::string, int64_t>{{"dense/bias", 3}, {"dense/kernel", 5}}));
 }
 
 TEST_F(PsctlTest, PsListsTheShardsItHolds) {
@@ -240,10 +269,28 @@ TEST(PsctlFormatTest, PsStatusShowsConsistencyWaitsOutsideAsync) {
   status.set_consistency_mode(CONSISTENCY_SYNC);
   status.set_consistency_timeouts(3);
   status.set_stale_gradients(7);
+  status.set_sync_full_updates(40);
+  status.set_sync_partial_updates(2);
+  status.set_sync_aggregated_gradients(81);
+  WorkerPushes* pusher = status.add_workers();
+  pusher->set_worker("worker 1");
+  pusher->set_pushes(21);
+  pusher->set_epoch(2);
+  pusher->set_step(6);
   const std::string text = FormatPsStatus("h:1", status);
   EXPECT_TRUE(absl::StrContains(
       text, "consistency sync: 3 waits ended at the timeout, 7 stale gradients dropped\n"))
       << text;
+  EXPECT_TRUE(absl::StrContains(text, "sync updates: 40 full, 2 partial, averaging 81 gradients\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "  worker 1   21      3             6\n")) << text;
+  status.set_consistency_mode("bounded_staleness");
+  status.set_staleness_waits(5);
+  status.set_max_staleness_applied(2);
+  const std::string bounded = FormatPsStatus("h:1", status);
+  EXPECT_TRUE(absl::StrContains(
+      bounded, "bounded staleness: 5 pushes waited, largest lead applied 2 steps\n"))
+      << bounded;
 }
 
 TEST(PsctlFormatTest, PsStatusShowsRefusedInputOnlyWhenThereWasSome) {

@@ -310,21 +310,37 @@ TEST(FitTest, RejectsBadInputs) {
   EXPECT_NE(r.status().message().find("3 features"), std::string::npos) << r.status();
 }
 
-TEST(FitTest, ScaleLearningRateChangesTwoReplicaTraining) {
-  JobSpec plain = MakeJob({}, false);
-  JobSpec scaled = MakeJob({{"scale_learning_rate", true}}, false);
+// scale_learning_rate multiplies the rate by the replicas in sync: on two replicas it
+// trains exactly as twice the rate does (powers of two, so the products are exact), and on
+// one replica exactly as the plain rate.
+TEST(FitTest, ScaleLearningRateMultipliesTheRateByTheReplicas) {
+  auto job_with = [](double learning_rate, bool scale) {
+    return MakeJob({{"compile",
+                     {{"optimizer",
+                       {{"class_name", "Adam"}, {"config", {{"learning_rate", learning_rate}}}}},
+                      {"loss", "sparse_categorical_crossentropy"},
+                      {"metrics", {"accuracy"}}}},
+                    {"scale_learning_rate", scale}},
+                   false);
+  };
   FitData data{Blobs(64, 3), nullptr};
   FitOptions options;
   options.epochs = 1;
   TwoReplicaStrategy two;
   DefaultStrategy one;
-  absl::StatusOr<FitResult> a = Fit(plain, data, &two, options);
-  absl::StatusOr<FitResult> b = Fit(scaled, data, &two, options);
-  absl::StatusOr<FitResult> c = Fit(scaled, data, &one, options);  // 1 replica: no change
-  absl::StatusOr<FitResult> d = Fit(plain, data, &one, options);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
-  EXPECT_NE(a->weights[0].values(), b->weights[0].values());
-  EXPECT_EQ(c->weights[0].values(), d->weights[0].values());
+  absl::StatusOr<FitResult> scaled_two = Fit(job_with(0.0078125, true), data, &two, options);
+  absl::StatusOr<FitResult> doubled_two = Fit(job_with(0.015625, false), data, &two, options);
+  absl::StatusOr<FitResult> plain_two = Fit(job_with(0.0078125, false), data, &two, options);
+  absl::StatusOr<FitResult> scaled_one = Fit(job_with(0.0078125, true), data, &one, options);
+  absl::StatusOr<FitResult> plain_one = Fit(job_with(0.0078125, false), data, &one, options);
+  ASSERT_TRUE(scaled_two.ok() && doubled_two.ok() && plain_two.ok() && scaled_one.ok() &&
+              plain_one.ok());
+  ASSERT_EQ(scaled_two->weights.size(), doubled_two->weights.size());
+  for (size_t i = 0; i < scaled_two->weights.size(); ++i) {
+    EXPECT_EQ(scaled_two->weights[i].values(), doubled_two->weights[i].values()) << i;
+    EXPECT_EQ(scaled_one->weights[i].values(), plain_one->weights[i].values()) << i;
+  }
+  EXPECT_NE(scaled_two->weights[0].values(), plain_two->weights[0].values());
 }
 
 }  // namespace

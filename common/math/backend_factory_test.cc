@@ -88,11 +88,20 @@ TEST(BackendFactoryTest, MalformedDeviceIsInvalidArgument) {
   }
 }
 
-TEST(BackendFactoryTest, DeviceCountIsZeroWithoutCuda) {
-  if (!BuiltWithCuda()) {
-    EXPECT_EQ(CudaDeviceCount(), 0);
+// The count is what CreateBackend acts on: every ordinal below it opens, the first one at
+// it does not (0 devices without CUDA, or on the build machines' CUDA build with no GPU).
+TEST(BackendFactoryTest, DeviceCountBoundsTheOrdinalsThatOpen) {
+  const int count = CudaDeviceCount();
+  if (!BuiltWithCuda()) EXPECT_EQ(count, 0);
+  for (int i = 0; i < count; ++i) {
+    auto backend = CreateBackend("cuda:" + std::to_string(i), nullptr);
+    EXPECT_TRUE(backend.ok()) << i << ": " << backend.status();
   }
-  EXPECT_GE(CudaDeviceCount(), 0);
+  auto beyond = CreateBackend("cuda:" + std::to_string(count), nullptr);
+  ASSERT_FALSE(beyond.ok()) << "cuda:" << count << " of " << count << " devices opened";
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition) << beyond.status();
+  // "cuda" alone is device 0: it opens exactly when there is one.
+  EXPECT_EQ(CreateBackend("cuda", nullptr).ok(), count > 0);
 }
 
 }  // namespace
