@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chief/task_runtime.h"
+#include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
 #include "common/metrics/daemon_metrics.h"
 #include "ps_server/ps_metrics.h"
@@ -9,6 +10,22 @@
 #include "ps_server/variable_store.h"
 
 namespace pstrain {
+namespace {
+
+// What GetStatus would answer now, as one line of protobuf's JSON: once the task is gone
+// its counters and versions stay readable in the log (an operator's post-mortem, and the
+// cluster tests' check of the consistency rules against the ps's own counts).
+void LogFinalStatus(int task_index, const VariableStore& store) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(DescribeStore(store), &json, print).ok()) {
+    return;
+  }
+  LogInfo(absl::StrCat("ps task ", task_index, " final status: ", json));
+}
+
+}  // namespace
 
 int RunPsTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
   absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
@@ -34,6 +51,7 @@ int RunPsTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
   const int exit_code = (*runtime)->WaitAndStop();
   LogWithFields('I', "served the job",
                 {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
+  LogFinalStatus(options.config.task.index, store);
   (*metrics)->Linger();
   return exit_code;
 }

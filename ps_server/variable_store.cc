@@ -212,6 +212,7 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
     }
     PushSync(found, gradients, context.versions, optimizer, rules,
              LiveReplicasToAggregate(context, rules));
+    CountPush(context);
     ++pushes_;
     return absl::OkStatus();
   }
@@ -223,8 +224,31 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
     optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
     ++v->version;
   }
+  CountPush(context);
   ++pushes_;
   return absl::OkStatus();
+}
+
+void VariableStore::CountPush(const PushContext& context) {
+  absl::MutexLock lock(&pushers_mu_);
+  WorkerPushes& entry = pushers_[context.worker];
+  ++entry.pushes;
+  entry.epoch = context.epoch;
+  entry.step = context.step;
+}
+
+std::vector<VariableStore::WorkerPushes> VariableStore::pushes_by_worker() const {
+  std::vector<WorkerPushes> result;
+  {
+    absl::MutexLock lock(&pushers_mu_);
+    for (const auto& [worker, entry] : pushers_) {
+      result.push_back(entry);
+      result.back().worker = worker;
+    }
+  }
+  std::sort(result.begin(), result.end(),
+            [](const WorkerPushes& a, const WorkerPushes& b) { return a.worker < b.worker; });
+  return result;
 }
 
 absl::StatusOr<std::vector<VariableStore::Snapshot>> VariableStore::ReadState(
@@ -349,16 +373,17 @@ void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules
   progress_[context.worker] = {context.epoch, context.step, now};
   auto may_proceed = [this, &context, &rules, now]()
                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
-    for (const auto& [worker, progress] : progress_) {
-      if (worker == context.worker || progress.epoch != context.epoch) continue;
-      if (now - progress.last_push >= rules.timeout) continue;  // not live
-      if (context.step - progress.step > rules.staleness) return false;
-    }
-    return true;
+    return LeadOverSlowest(context, rules, now) <= rules.staleness;
   };
-  if (may_proceed()) return;
-  ++consistency_waits_;
-  if (progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout)) return;
+  const bool must_wait = !may_proceed();
+  if (must_wait) ++consistency_waits_;
+  const bool caught_up =
+      !must_wait || progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout);
+  // The lead this push is applied with, over the workers the wait counted as live, so the
+  // status shows whether the bound held (a timed-out wait shows here as a larger lead).
+  const int64_t lead = LeadOverSlowest(context, rules, now);
+  if (lead > max_lead_.load()) max_lead_ = lead;
+  if (caught_up) return;
   ++consistency_timeouts_;
   if (!logged_staleness_timeout_.exchange(true)) {
     LogInfo(absl::StrCat("bounded staleness: ", context.worker, " at epoch ", context.epoch,
@@ -368,7 +393,20 @@ void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules
   }
 }
 
-void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer) {
+int64_t VariableStore::LeadOverSlowest(const PushContext& context, const Rules& rules,
+                                       absl::Time now) const {
+  int64_t lead = 0;
+  for (const auto& [worker, progress] : progress_) {
+    if (worker == context.worker || progress.epoch != context.epoch) continue;
+    if (now - progress.last_push >= rules.timeout) continue;  // not live
+    lead = std::max(lead, context.step - progress.step);
+  }
+  return lead;
+}
+
+void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer, const Rules& rules) {
+  ++(v->pending_count == rules.replicas_to_aggregate ? sync_full_ : sync_partial_);
+  sync_aggregated_ += v->pending_count;
   if (v->pending_count > 1) {
     const float scale = 1.0f / static_cast<float>(v->pending_count);
     for (float& x : v->pending_sum) x *= scale;
@@ -418,7 +456,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
     for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
     if (++v->pending_count >= replicas_to_aggregate) {
-      ApplyPending(v, optimizer);
+      ApplyPending(v, optimizer, rules);
     } else {
       joined.push_back(i);
     }
@@ -436,7 +474,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     if (!timed_out) ++consistency_timeouts_;  // once per push, not per variable
     timed_out = true;
     // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
-    if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer);
+    if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer, rules);
     if (!logged_sync_timeout_.exchange(true)) {
       LogInfo(absl::StrCat("sync: ", gradients[i].name, " waited ",
                            absl::FormatDuration(rules.timeout), " for ",
@@ -465,6 +503,10 @@ int64_t VariableStore::num_pulls() const { return pulls_.load(); }
 int64_t VariableStore::stale_gradients() const { return stale_.load(); }
 int64_t VariableStore::consistency_timeouts() const { return consistency_timeouts_.load(); }
 int64_t VariableStore::consistency_waits() const { return consistency_waits_.load(); }
+int64_t VariableStore::sync_full_updates() const { return sync_full_.load(); }
+int64_t VariableStore::sync_partial_updates() const { return sync_partial_.load(); }
+int64_t VariableStore::sync_aggregated_gradients() const { return sync_aggregated_.load(); }
+int64_t VariableStore::max_staleness_applied() const { return max_lead_.load(); }
 
 ConsistencyMode VariableStore::consistency_mode() const {
   absl::ReaderMutexLock lock(&mu_);
@@ -498,6 +540,18 @@ PsStatusResponse DescribeStore(const VariableStore& store) {
   response.set_nonfinite_refused(store.nonfinite_refused());
   response.set_nonfinite_skipped(store.nonfinite_skipped());
   response.set_duplicate_pushes(store.duplicate_pushes());
+  response.set_sync_full_updates(store.sync_full_updates());
+  response.set_sync_partial_updates(store.sync_partial_updates());
+  response.set_sync_aggregated_gradients(store.sync_aggregated_gradients());
+  response.set_consistency_waits(store.consistency_waits());
+  response.set_max_staleness_applied(store.max_staleness_applied());
+  for (const VariableStore::WorkerPushes& w : store.pushes_by_worker()) {
+    WorkerPushes* out = response.add_workers();
+    out->set_worker(w.worker);
+    out->set_pushes(w.pushes);
+    out->set_epoch(w.epoch);
+    out->set_step(w.step);
+  }
   return response;
 }
 

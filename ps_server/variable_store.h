@@ -126,6 +126,22 @@ class VariableStore {
   int64_t nonfinite_skipped() const { return nonfinite_skipped_.load(); }
   // Pushes answered without applying because their request id had been applied.
   int64_t duplicate_pushes() const { return duplicate_pushes_.load(); }
+  // Sync mode, per variable: updates of exactly replicas_to_aggregate gradients, of
+  // fewer, and the gradients they averaged.
+  int64_t sync_full_updates() const;
+  int64_t sync_partial_updates() const;
+  int64_t sync_aggregated_gradients() const;
+  // Bounded staleness: the largest lead (in steps, over the slowest live worker of the
+  // same epoch) any push was applied with.
+  int64_t max_staleness_applied() const;
+  // Pushes so far by the name each push carries, with the (epoch, step) of its latest.
+  struct WorkerPushes {
+    std::string worker;
+    int64_t pushes = 0;
+    int32_t epoch = 0;
+    int64_t step = 0;
+  };
+  std::vector<WorkerPushes> pushes_by_worker() const ABSL_LOCKS_EXCLUDED(pushers_mu_);
   std::string optimizer_name() const;
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
@@ -182,9 +198,18 @@ class VariableStore {
   int LiveReplicasToAggregate(const PushContext& context, const Rules& rules)
       ABSL_LOCKS_EXCLUDED(progress_mu_);
 
-  // Applies the mean of v's pending gradients and bumps its version.
-  static void ApplyPending(Variable* v, const Optimizer* optimizer)
+  // Applies the mean of v's pending gradients and bumps its version; counts the update as
+  // full when it averaged rules.replicas_to_aggregate gradients.
+  void ApplyPending(Variable* v, const Optimizer* optimizer, const Rules& rules)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu);
+
+  // The largest lead of `context` over the live workers of its epoch other than itself
+  // (0 when there is none); a worker that has not pushed for rules.timeout is not live.
+  int64_t LeadOverSlowest(const PushContext& context, const Rules& rules, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_);
+
+  // Records an applied push under its worker's name, for pushes_by_worker().
+  void CountPush(const PushContext& context) ABSL_LOCKS_EXCLUDED(pushers_mu_);
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -209,6 +234,11 @@ class VariableStore {
   absl::Mutex progress_mu_;
   absl::flat_hash_map<std::string, WorkerProgress> progress_ ABSL_GUARDED_BY(progress_mu_);
 
+  // Every pusher's count and latest position (any mode). A small lock of its own, held
+  // only to bump one entry.
+  mutable absl::Mutex pushers_mu_;
+  absl::flat_hash_map<std::string, WorkerPushes> pushers_ ABSL_GUARDED_BY(pushers_mu_);
+
   // Counters for status pages; atomics so that counting never serialises requests.
   std::atomic<int64_t> pushes_{0};
   mutable std::atomic<int64_t> pulls_{0};
@@ -221,6 +251,11 @@ class VariableStore {
   std::atomic<bool> logged_nonfinite_{false};
 
   RequestLog requests_;
+  std::atomic<int64_t> sync_full_{0};
+  std::atomic<int64_t> sync_partial_{0};
+  std::atomic<int64_t> sync_aggregated_{0};
+  // Written under progress_mu_; atomic so the status page reads it without the lock.
+  std::atomic<int64_t> max_lead_{0};
   // A timed-out wait is logged once per store, not once per push.
   std::atomic<bool> logged_staleness_timeout_{false};
   std::atomic<bool> logged_sync_shrink_{false};

@@ -178,6 +178,18 @@ TEST(VariableStoreSyncTest, AppliesTheMeanOfReplicasOnceAndDropsStale) {
   EXPECT_EQ(store.stale_gradients(), 1);
   EXPECT_EQ(DescribeStore(store).stale_gradients(), 1);
   EXPECT_EQ(DescribeStore(store).consistency_mode(), CONSISTENCY_SYNC);
+  // One update, of both gradients; every push counted under its worker's name.
+  const PsStatusResponse status = DescribeStore(store);
+  EXPECT_EQ(status.sync_full_updates(), 1);
+  EXPECT_EQ(status.sync_partial_updates(), 0);
+  EXPECT_EQ(status.sync_aggregated_gradients(), 2);
+  ASSERT_EQ(status.workers_size(), 2);
+  EXPECT_EQ(status.workers(0).worker(), "a");
+  EXPECT_EQ(status.workers(0).pushes(), 2);
+  EXPECT_EQ(status.workers(0).step(), 1);
+  EXPECT_EQ(status.workers(1).worker(), "b");
+  EXPECT_EQ(status.workers(1).pushes(), 1);
+  EXPECT_EQ(status.workers(1).step(), 0);
 }
 
 TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
@@ -191,6 +203,10 @@ TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
   auto values = store.Pull({"w"}, &versions);
   EXPECT_EQ(Values((*values)[0]), (std::vector<float>{2}));
   EXPECT_EQ(versions[0], 1);
+  // An update of 1 gradient where 2 were asked for: partial.
+  EXPECT_EQ(store.sync_full_updates(), 0);
+  EXPECT_EQ(store.sync_partial_updates(), 1);
+  EXPECT_EQ(store.sync_aggregated_gradients(), 1);
 }
 
 // A worker that pushed before and then fell silent for the timeout (killed) no longer
@@ -255,6 +271,9 @@ TEST(VariableStoreStalenessTest, AWorkerTooFarAheadWaitsForTheSlowOne) {
   fast.join();
   EXPECT_TRUE(done.load());
   EXPECT_EQ(store.num_pushes(), 4);
+  // One push waited; none was applied more than 2 steps ahead of "slow".
+  EXPECT_EQ(store.consistency_waits(), 1);
+  EXPECT_EQ(store.max_staleness_applied(), 2);
 
   // A worker in a later epoch is done with this one and holds nobody back.
   PushContext next_epoch = At("slow", 0);
@@ -286,6 +305,9 @@ TEST(VariableStoreStalenessTest, ProceedsAfterTheTimeoutWhenTheSlowWorkerNeverPu
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
   EXPECT_EQ(store.consistency_timeouts(), 1);
   EXPECT_EQ(DescribeStore(store).consistency_timeouts(), 1);
+  // It went ahead 3 steps ahead of the (still live) slow worker, and the status says so.
+  EXPECT_EQ(DescribeStore(store).consistency_waits(), 1);
+  EXPECT_EQ(DescribeStore(store).max_staleness_applied(), 3);
   std::vector<int64_t> versions;
   ASSERT_TRUE(store.Pull({"w"}, &versions).ok());
   EXPECT_EQ(versions[0], 2);

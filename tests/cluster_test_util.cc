@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -87,6 +88,53 @@ std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
                     .ok());
   }
   return addresses;
+}
+
+std::map<int, PsStatusResponse> FinalPsStatuses(const std::string& log) {
+  std::map<int, PsStatusResponse> statuses;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at = line.find("ps task ");
+    const size_t json = line.find(" final status: ");
+    if (at == absl::string_view::npos || json == absl::string_view::npos || json < at) continue;
+    int index = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(line.substr(at + 8, json - at - 8), &index)) << line;
+    PsStatusResponse status;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        std::string(line.substr(json + 15)), &status);
+    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << ": " << line;
+    statuses[index] = status;
+  }
+  return statuses;
+}
+
+absl::StatusOr<absl::Time> LogLineTime(absl::string_view line, absl::Time near) {
+  // "L HH:MM:SS.mmm tag] message"
+  const std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+  int h = 0, m = 0, s = 0, ms = 0;
+  if (fields.size() < 3 || fields[1].size() != 12 ||
+      !absl::SimpleAtoi(fields[1].substr(0, 2), &h) ||
+      !absl::SimpleAtoi(fields[1].substr(3, 2), &m) ||
+      !absl::SimpleAtoi(fields[1].substr(6, 2), &s) ||
+      !absl::SimpleAtoi(fields[1].substr(9, 3), &ms)) {
+    return absl::InvalidArgumentError(absl::StrCat("no log time in \"", line, "\""));
+  }
+  const absl::TimeZone zone = absl::LocalTimeZone();
+  const absl::CivilDay today = absl::ToCivilDay(near, zone);
+  absl::Time best = absl::InfinitePast();
+  for (int day = -1; day <= 1; ++day) {
+    const absl::Time t =
+        absl::FromCivil(absl::CivilSecond(today + day) + (h * 3600 + m * 60 + s), zone) +
+        absl::Milliseconds(ms);
+    if (absl::AbsDuration(t - near) < absl::AbsDuration(best - near)) best = t;
+  }
+  return best;
+}
+
+std::string FirstLineWith(const std::string& log, absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, text)) return std::string(line);
+  }
+  return "";
 }
 
 DaemonOptions FastDaemonOptions(const std::string& tf_config) {

@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/daemon_options.h"
 #include "deploy/local/process_group.h"
+#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -57,6 +60,20 @@ std::string FreshTestDir(const std::string& name);
 // BLAS thread. Returns their addresses.
 std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
                                               const std::vector<std::string>& args);
+
+// The status each ps task logged as it exited ("ps task N final status: {json}", the
+// GetStatus answer in protobuf's JSON), by task index; a line that does not parse fails
+// the test. Its counters and versions are the ps's own account of the whole run.
+std::map<int, PsStatusResponse> FinalPsStatuses(const std::string& log);
+
+// When the log line `line` ("I 19:30:01.123 worker0] ...") was written: the clock time in
+// it on the day that puts it nearest to `near` (the test's own clock). The time of an
+// event as the process that saw it recorded it, not when the harness read the line.
+// Errors: INVALID_ARGUMENT a line without such a time.
+absl::StatusOr<absl::Time> LogLineTime(absl::string_view line, absl::Time near);
+
+// The first line of `log` that contains `text`, or "" when none does.
+std::string FirstLineWith(const std::string& log, absl::string_view text);
 
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
 // for tests (a lost chief is noticed in 10 s, not the default 30 s).

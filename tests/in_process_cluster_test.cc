@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -93,12 +95,34 @@ std::string WriteJobWith(const std::string& name,
 TEST(InProcessClusterTest, TrainsWithPartitionedVariables) {
   const std::string train =
       R"("train": {"type": "synthetic", "samples": 400, "features": 784, "classes": 10, "seed": 5})";
+  testing::internal::CaptureStderr();
   const std::string out = RunTinyCluster(WriteJobWith(
       "partitioned.json",
       {{"\"seed\": 3", R"("placement": {"strategy": "size_balanced", "num_shards": 2}, "seed": 3)"},
        {train, train + R"(, "validation": {"type": "synthetic", "samples": 100, "features": 784,
                                            "classes": 10, "seed": 6})"}}));
+  const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(out.find("val_loss: "), std::string::npos) << out;
+  // What each ps itself held at the end: every variable in two parts, one on each ps,
+  // whose rows add up to the variable's, and every part trained (pushed to).
+  const std::map<int, PsStatusResponse> ps = FinalPsStatuses(log);
+  ASSERT_EQ(ps.size(), 2u) << log;
+  std::map<std::string, std::set<int>> holders;
+  std::map<std::string, int64_t> rows;
+  for (const auto& [index, status] : ps) {
+    for (const VariableInfo& v : status.variables()) {
+      const size_t part = v.name().rfind("/part_");
+      ASSERT_NE(part, std::string::npos) << v.name() << " is not a part";
+      holders[v.name().substr(0, part)].insert(index);
+      rows[v.name().substr(0, part)] += v.shape(0);
+      EXPECT_EQ(v.version(), status.pushes()) << v.name() << " on ps " << index;
+    }
+    EXPECT_GT(status.pushes(), 0) << index;
+  }
+  const std::map<std::string, int64_t> full_rows = {
+      {"dense/kernel", 784}, {"dense/bias", 64}, {"dense_1/kernel", 64}, {"dense_1/bias", 10}};
+  EXPECT_EQ(rows, full_rows);
+  for (const auto& [name, on] : holders) EXPECT_EQ(on, (std::set<int>{0, 1})) << name;
 }
 
 TEST(InProcessClusterTest, BadPlacementInTheJobFailsTheChiefAtStart) {
@@ -123,9 +147,15 @@ TEST(InProcessClusterTest, ChiefNamesTasksThatNeverRegister) {
   chief.job_path = "tests/testdata/tiny_synthetic.json";
   ShutdownSignal signal;
   std::ostringstream out;
-  // Nothing else runs: the chief must give up, not wait forever.
+  // Nothing else runs: the chief must give up, not wait forever, and its error names both
+  // tasks with their addresses.
+  testing::internal::CaptureStderr();
   EXPECT_EQ(RunChiefTask(chief, &signal, out), 1);
+  const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_EQ(out.str(), "");
+  EXPECT_NE(log.find("never registered"), std::string::npos) << log;
+  EXPECT_NE(log.find("ps 0 (" + cluster[1].second[0] + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("worker 0 (" + cluster[2].second[0] + ")"), std::string::npos) << log;
 }
 
 TEST(InProcessClusterTest, WorkerWithoutChiefGivesUpAndNamesIt) {

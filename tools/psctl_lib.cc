@@ -206,6 +206,15 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
       absl::StrAppend(&text, ", ", status.stale_gradients(), " stale gradients dropped");
     }
     absl::StrAppend(&text, "\n");
+    if (status.consistency_mode() == CONSISTENCY_SYNC) {
+      absl::StrAppend(&text, "sync updates: ", status.sync_full_updates(), " full, ",
+                      status.sync_partial_updates(), " partial, averaging ",
+                      status.sync_aggregated_gradients(), " gradients\n");
+    } else {
+      absl::StrAppend(&text, "bounded staleness: ", status.consistency_waits(),
+                      " pushes waited, largest lead applied ", status.max_staleness_applied(),
+                      " steps\n");
+    }
   }
   // Refused or dropped input shows only when there was some.
   if (status.nonfinite_refused() + status.nonfinite_skipped() + status.duplicate_pushes() +
@@ -226,6 +235,15 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
     rows.push_back({v->name(), ShapeToString(ToVector(v->shape())), absl::StrCat(v->version())});
   }
   absl::StrAppend(&text, Table(rows, "  "));
+  if (status.workers_size() > 0) {
+    std::vector<std::vector<std::string>> pushers = {{"pushed by", "pushes", "latest epoch",
+                                                      "latest step"}};
+    for (const WorkerPushes& w : status.workers()) {
+      pushers.push_back({w.worker().empty() ? "(unnamed)" : w.worker(), absl::StrCat(w.pushes()),
+                         absl::StrCat(w.epoch() + 1), absl::StrCat(w.step())});
+    }
+    absl::StrAppend(&text, Table(pushers, "  "));
+  }
   return text;
 }
 

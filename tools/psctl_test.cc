@@ -284,8 +284,8 @@ TEST(PsctlFormatTest, PsStatusShowsConsistencyWaitsOutsideAsync) {
   EXPECT_TRUE(absl::StrContains(text, "sync updates: 40 full, 2 partial, averaging 81 gradients\n"))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "  worker 1   21      3             6\n")) << text;
-  status.set_consistency_mode("bounded_staleness");
-  status.set_staleness_waits(5);
+  status.set_consistency_mode(CONSISTENCY_BOUNDED_STALENESS);
+  status.set_consistency_waits(5);
   status.set_max_staleness_applied(2);
   const std::string bounded = FormatPsStatus("h:1", status);
   EXPECT_TRUE(absl::StrContains(

@@ -14,6 +14,8 @@
 
 ABSL_FLAG(std::string, device, "auto",
           "Where to compute: cpu, auto (a CUDA GPU when one answers, else the CPU), cuda, cuda:N");
+ABSL_FLAG(absl::Duration, testing_step_delay, absl::ZeroDuration(),
+          "Fault injection for tests: sleep this long after every training step (a straggler)");
 
 int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(argc, argv,
@@ -29,5 +31,6 @@ int main(int argc, char** argv) {
   pstrain::SetLogTag(absl::StrCat("worker", options->config.task.index));
   pstrain::ShutdownSignal shutdown;
   pstrain::ShutdownSignal::InstallHandlers(&shutdown);
-  return pstrain::RunWorkerTask(*options, absl::GetFlag(FLAGS_device), &shutdown);
+  return pstrain::RunWorkerTask(*options, absl::GetFlag(FLAGS_device), &shutdown,
+                                absl::GetFlag(FLAGS_testing_step_delay));
 }

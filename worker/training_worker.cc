@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/data/data_spec.h"
 #include "common/status_macros.h"
 
@@ -184,6 +185,7 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
       response.set_samples(response.samples() + step->samples);
       response.set_steps(response.steps() + 1);
       ++steps_done_;
+      if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     }
     return response;
   }();

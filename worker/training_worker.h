@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/data/batcher.h"
 #include "common/data/dataset.h"
 #include "common/math/backend.h"
@@ -50,6 +51,10 @@ class TrainingWorker {
   // Where steps are timed and counted (not owned; null: nowhere). Call before RunSteps.
   void set_metrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
+  // Fault injection for tests: sleeps this long after every step's push, making this
+  // worker a straggler (the consistency tests slow one worker down). Call before RunSteps.
+  void SetStepDelayForTesting(absl::Duration delay) { step_delay_ = delay; }
+
  private:
   TrainingWorker(JobSpec job, bool sync, int worker_index, std::unique_ptr<Backend> backend,
                  std::unique_ptr<Model> model, std::shared_ptr<const Dataset> train,
@@ -67,6 +72,7 @@ class TrainingWorker {
   const int worker_index_;
   std::unique_ptr<Backend> backend_;
   const PsClientFactory make_ps_client_;
+  absl::Duration step_delay_ = absl::ZeroDuration();
   std::atomic<int64_t> steps_done_{0};
   WorkerMetrics* metrics_ = nullptr;  // Not owned; may be null.
   std::atomic<bool> busy_{false};

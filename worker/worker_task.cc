@@ -13,7 +13,7 @@
 namespace pstrain {
 
 int RunWorkerTask(const DaemonOptions& options, const std::string& device,
-                  ShutdownSignal* shutdown) {
+                  ShutdownSignal* shutdown, absl::Duration step_delay) {
   // The device is checked before joining the cluster: a worker that cannot compute where
   // it was told to should fail at once, not after the chief has counted on it.
   std::string note;
@@ -50,6 +50,7 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
     if (worker.ok()) {
       LogInfo(absl::StrCat("job received; computing on ", (*worker)->GetStatus().backend()));
       (*worker)->set_metrics(&worker_metrics);
+      (*worker)->SetStepDelayForTesting(step_delay);
       service.SetWorker(*std::move(worker));
       (*runtime)->StartHeartbeats();
     } else {

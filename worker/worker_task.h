@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "common/daemon_options.h"
 #include "common/shutdown_signal.h"
 
@@ -16,8 +17,9 @@ namespace pstrain {
 // `shutdown` is not owned; requesting it stops the task.
 // `device` chooses where gradients are computed: "cpu", "auto", "cuda" or "cuda:N"
 // (common/math/backend_factory.h); a device that cannot be used is exit code 2.
+// `step_delay` (tests only) makes the worker sleep after every step: a straggler.
 int RunWorkerTask(const DaemonOptions& options, const std::string& device,
-                  ShutdownSignal* shutdown);
+                  ShutdownSignal* shutdown, absl::Duration step_delay = absl::ZeroDuration());
 
 }  // namespace pstrain
 
