@@ -154,6 +154,18 @@ void ProcessGroup::Drain(int index, bool is_stderr, const LineCallback& on_line,
   }
 }
 
+bool ProcessGroup::Respawn(int index, const LineCallback& on_line) {
+  Child& c = children_[index];
+  absl::StatusOr<Child> again = Spawn(c.spec);
+  if (!again.ok()) return false;
+  on_line(index, c.spec.name, true,
+          absl::StrCat("launcher: ", c.spec.name, " ", DescribeExit(c.exit), "; restarted (restart ",
+                       c.exit.restarts + 1, ")"));
+  again->exit.restarts = c.exit.restarts + 1;
+  c = *std::move(again);
+  return true;
+}
+
 std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl::Duration grace,
                                                    const LineCallback& on_line,
                                                    const std::function<bool()>& interrupted) {
@@ -182,7 +194,7 @@ std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl:
       }
     }
     bool any_running = false;
-    for (const Child& c : children_) any_running |= c.running;
+    for (const Child& c : children_) any_running |= c.running || c.restart_pending;
     if (fds.empty() && !any_running) break;
     // Every child has exited but something it started still holds its output open:
     // stop it, read what is left, and stop waiting.
@@ -235,17 +247,21 @@ std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl:
       if (!term_sent && should_restart_ && should_restart_(c.exit)) {
         kill(-c.pid, SIGKILL);  // whatever it started goes with it
         DrainToEnd(index, on_line);
-        absl::StatusOr<Child> again = Spawn(c.spec);
-        if (again.ok()) {
-          on_line(index, c.spec.name, true,
-                  absl::StrCat("launcher: ", c.spec.name, " ", DescribeExit(c.exit),
-                               "; restarted (restart ", c.exit.restarts + 1, ")"));
-          again->exit.restarts = c.exit.restarts + 1;
-          c = *std::move(again);
+        if (restart_delay_ > absl::ZeroDuration()) {
+          c.restart_pending = true;
+          c.restart_at = absl::Now() + restart_delay_;
           continue;
         }
+        if (Respawn(index, on_line)) continue;
       }
       schedule_stop(absl::Now() + grace);
+    }
+    for (size_t i = 0; i < children_.size(); ++i) {
+      Child& c = children_[i];
+      if (!c.restart_pending || (!term_sent && absl::Now() < c.restart_at)) continue;
+      c.restart_pending = false;
+      // Stopping the group cancels a restart still to come.
+      if (term_sent || !Respawn(static_cast<int>(i), on_line)) schedule_stop(absl::Now() + grace);
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) schedule_stop(now);

@@ -55,9 +55,13 @@ class ProcessGroup {
 
   // As an orchestrator restarts a failed pod: a child that exits with a failure and for
   // which `should_restart` returns true is started again with the same spec (its output
-  // keeps its name) instead of stopping the group. Set before Wait().
-  void SetRestartPolicy(std::function<bool(const Exit&)> should_restart) {
+  // keeps its name) instead of stopping the group, `delay` after it died (Kubernetes backs
+  // off 10 s before restarting a crashed container; zero restarts at once). Set before
+  // Wait().
+  void SetRestartPolicy(std::function<bool(const Exit&)> should_restart,
+                        absl::Duration delay = absl::ZeroDuration()) {
     should_restart_ = std::move(should_restart);
+    restart_delay_ = delay;
   }
 
   // Sends `signal` to the child named `name` if it still runs. Errors: NOT_FOUND.
@@ -72,6 +76,9 @@ class ProcessGroup {
     std::string out_buffer;
     std::string err_buffer;
     bool running = true;
+    // Dead and due to be started again at restart_at (SetRestartPolicy's delay).
+    bool restart_pending = false;
+    absl::Time restart_at;
     Exit exit;
   };
   // Forks and execs `spec`, its stdout and stderr on pipes. Errors: INTERNAL.
@@ -80,9 +87,12 @@ class ProcessGroup {
   void Drain(int index, bool is_stderr, const LineCallback& on_line, bool flush);
   // Reads what an exited child left in its pipes, then closes them.
   void DrainToEnd(int index, const LineCallback& on_line);
+  // Starts child `index` again with its spec (a restart); false when it cannot be started.
+  bool Respawn(int index, const LineCallback& on_line);
 
   std::vector<Child> children_;
   std::function<bool(const Exit&)> should_restart_;
+  absl::Duration restart_delay_ = absl::ZeroDuration();
 };
 
 // "exited with code 1", "killed by signal 9".

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -84,6 +85,35 @@ TEST(ProcessGroupTest, RestartPolicyStartsAFailedChildAgain) {
   EXPECT_EQ(exits[0].exit_code, 0);
   EXPECT_EQ(exits[0].restarts, 1);
   EXPECT_NE(std::find(lines.begin(), lines.end(), "second"), lines.end());
+}
+
+// With a delay, the dead child is started again only once the delay has passed, and the
+// group keeps waiting for it meanwhile.
+TEST(ProcessGroupTest, ADelayedRestartComesAfterTheDelay) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string marker = std::string(tmp != nullptr ? tmp : "/tmp") + "/delayed-marker";
+  std::remove(marker.c_str());
+  ProcessGroup group;
+  group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 3; },
+                         absl::Milliseconds(800));
+  // Prints the time (ms since the epoch) it starts at; fails the first time.
+  ASSERT_TRUE(group.Start({"flaky", "/bin/sh",
+                           {"-c", "date +%s%3N; if [ -e \"$M\" ]; then exit 0; fi; "
+                                  "touch \"$M\"; exit 1"},
+                           {{"M", marker}}}).ok());
+  std::vector<int64_t> starts;
+  auto exits = group.Wait(absl::Seconds(30), absl::Seconds(5),
+                          [&](int, const std::string&, bool is_stderr, const std::string& line) {
+                            int64_t ms = 0;
+                            if (!is_stderr && absl::SimpleAtoi(line, &ms)) starts.push_back(ms);
+                          },
+                          nullptr);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 0);
+  EXPECT_EQ(exits[0].restarts, 1);
+  ASSERT_EQ(starts.size(), 2u);
+  // Both times are the children's own clock readings; the delay is a lower bound.
+  EXPECT_GE(starts[1] - starts[0], 800);
 }
 
 TEST(ProcessGroupTest, RestartsAreBoundedByThePolicy) {
