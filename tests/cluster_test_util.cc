@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,54 @@ std::string FirstLineWith(const std::string& log, absl::string_view text) {
     if (absl::StrContains(line, text)) return std::string(line);
   }
   return "";
+}
+
+std::string WriteTinyJob(const std::string& name, const nlohmann::json& patch) {
+  std::ifstream in("tests/testdata/tiny_synthetic.json");
+  nlohmann::json job = nlohmann::json::parse(in, nullptr, false);
+  EXPECT_FALSE(job.is_discarded());
+  job.merge_patch(patch);
+  const std::string path = FreshTestDir(name) + "/job.json";
+  std::ofstream(path) << job.dump(1);
+  return path;
+}
+
+TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
+                             const std::vector<std::string>& task_flags,
+                             const std::vector<std::string>& chief_flags,
+                             const std::map<int, std::vector<std::string>>& worker_flags) {
+  TestCluster cluster;
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(1 + num_ps + num_workers);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  if (!ports.ok()) return cluster;
+  auto address = [&](int i) { return absl::StrCat("localhost:", (*ports)[i]); };
+  cluster.chief = address(0);
+  for (int i = 0; i < num_ps; ++i) cluster.ps.push_back(address(1 + i));
+  for (int i = 0; i < num_workers; ++i) cluster.workers.push_back(address(1 + num_ps + i));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> spec = {
+      {"chief", {cluster.chief}}, {"ps", cluster.ps}, {"worker", cluster.workers}};
+  for (int i = 0; i < num_ps; ++i) {
+    EXPECT_TRUE(group.Start({absl::StrCat("ps", i), "ps_server/ps_server", task_flags,
+                             {{"TF_CONFIG", MakeTfConfig(spec, "ps", i)}}})
+                    .ok());
+  }
+  for (int i = 0; i < num_workers; ++i) {
+    std::vector<std::string> flags = task_flags;
+    flags.push_back("--device=cpu");
+    if (auto it = worker_flags.find(i); it != worker_flags.end()) {
+      flags.insert(flags.end(), it->second.begin(), it->second.end());
+    }
+    EXPECT_TRUE(group.Start({absl::StrCat("worker", i), "worker/worker", flags,
+                             {{"TF_CONFIG", MakeTfConfig(spec, "worker", i)},
+                              {"OPENBLAS_NUM_THREADS", "1"}}})
+                    .ok());
+  }
+  std::vector<std::string> flags = task_flags;
+  flags.insert(flags.end(), chief_flags.begin(), chief_flags.end());
+  EXPECT_TRUE(group.Start({"chief", "chief/chief", flags,
+                           {{"TF_CONFIG", MakeTfConfig(spec, "chief", 0)}}})
+                  .ok());
+  return cluster;
 }
 
 DaemonOptions FastDaemonOptions(const std::string& tf_config) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/daemon_options.h"
 #include "deploy/local/process_group.h"
+#include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -74,6 +75,27 @@ absl::StatusOr<absl::Time> LogLineTime(absl::string_view line, absl::Time near);
 
 // The first line of `log` that contains `text`, or "" when none does.
 std::string FirstLineWith(const std::string& log, absl::string_view text);
+
+// The tiny job (tests/testdata/tiny_synthetic.json) with `patch` merged in (RFC 7386: an
+// object merges key by key, anything else replaces), written to a fresh folder `name`
+// under the test's temp dir. Returns its path.
+std::string WriteTinyJob(const std::string& name, const nlohmann::json& patch);
+
+// Where the tasks of a cluster started by StartTestCluster listen.
+struct TestCluster {
+  std::string chief;
+  std::vector<std::string> ps;
+  std::vector<std::string> workers;
+};
+
+// Starts the real binaries of a parameter-server cluster in `group` on free loopback
+// ports: "ps0".., "worker0".. and then "chief", each configured only by its TF_CONFIG and
+// given `task_flags`; the chief also `chief_flags`, worker i also `worker_flags[i]` (a
+// straggler's delay, say). Workers compute on the CPU with one BLAS thread.
+TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
+                             const std::vector<std::string>& task_flags,
+                             const std::vector<std::string>& chief_flags,
+                             const std::map<int, std::vector<std::string>>& worker_flags = {});
 
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
 // for tests (a lost chief is noticed in 10 s, not the default 30 s).

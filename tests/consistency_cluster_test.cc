@@ -5,13 +5,11 @@
 // worker that sent none would fail each of these tests.
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
@@ -25,17 +23,6 @@ namespace {
 // epoch; 4 variables (2 Dense layers), whole, spread over the 2 ps.
 constexpr int kStepsPerShard = 7;
 
-// The tiny job with `consistency`, written to a temp file.
-std::string WriteJob(const std::string& name, const nlohmann::json& consistency) {
-  std::ifstream in("tests/testdata/tiny_synthetic.json");
-  nlohmann::json job = nlohmann::json::parse(in, nullptr, false);
-  EXPECT_FALSE(job.is_discarded());
-  job["consistency"] = consistency;
-  const std::string path = FreshTestDir(name) + "/job.json";
-  std::ofstream(path) << job.dump(1);
-  return path;
-}
-
 struct ClusterRun {
   ProcessRun processes;
   std::map<int, PsStatusResponse> ps;  // each ps's final status, by task index
@@ -44,40 +31,14 @@ struct ClusterRun {
 // Trains `job` for `epochs` on 1 chief, 2 ps and 2 workers as processes; worker 1 sleeps
 // `worker1_delay` after every step (a straggler). Every process must exit 0.
 ClusterRun RunTinyCluster(const std::string& job, int epochs, absl::Duration worker1_delay) {
-  absl::StatusOr<std::vector<int>> ports = PickFreePorts(5);
-  EXPECT_TRUE(ports.ok()) << ports.status();
   ClusterRun result;
-  if (!ports.ok()) return result;
-  auto address = [&](int i) { return absl::StrCat("localhost:", (*ports)[i]); };
-  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
-      {"chief", {address(0)}}, {"ps", {address(1), address(2)}},
-      {"worker", {address(3), address(4)}}};
   // The consistency waits (20 s) fit inside the RPC deadline, as the chief requires; no
   // wait should come near either.
-  const std::vector<std::string> task_flags = {"--heartbeat_interval=200ms",
-                                               "--chief_timeout=20s", "--rpc_timeout=60s"};
   ProcessGroup group;
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(group.Start({absl::StrCat("ps", i), "ps_server/ps_server", task_flags,
-                             {{"TF_CONFIG", MakeTfConfig(cluster, "ps", i)}}})
-                    .ok());
-  }
-  for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> flags = task_flags;
-    flags.push_back("--device=cpu");
-    if (i == 1) flags.push_back(absl::StrCat("--testing_step_delay=", absl::FormatDuration(worker1_delay)));
-    EXPECT_TRUE(group.Start({absl::StrCat("worker", i), "worker/worker", flags,
-                             {{"TF_CONFIG", MakeTfConfig(cluster, "worker", i)},
-                              {"OPENBLAS_NUM_THREADS", "1"}}})
-                    .ok());
-  }
-  std::vector<std::string> chief_flags = task_flags;
-  chief_flags.push_back("--job=" + job);
-  chief_flags.push_back(absl::StrCat("--epochs=", epochs));
-  chief_flags.push_back("--steps_per_call=2");
-  EXPECT_TRUE(group.Start({"chief", "chief/chief", chief_flags,
-                           {{"TF_CONFIG", MakeTfConfig(cluster, "chief", 0)}}})
-                  .ok());
+  StartTestCluster(group, 2, 2,
+                   {"--heartbeat_interval=200ms", "--chief_timeout=20s", "--rpc_timeout=60s"},
+                   {"--job=" + job, absl::StrCat("--epochs=", epochs), "--steps_per_call=2"},
+                   {{1, {"--testing_step_delay=" + absl::FormatDuration(worker1_delay)}}});
   result.processes = CollectRun(group, absl::Minutes(4), absl::Seconds(10));
   for (const auto& exit : result.processes.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
@@ -119,7 +80,9 @@ void ExpectPushesNamedByWorker(const PsStatusResponse& ps, int epochs) {
 TEST(ConsistencyClusterTest, SyncAppliesTheMeanOfExactlyRGradientsOfOneVersion) {
   const int epochs = 3;
   ClusterRun run = RunTinyCluster(
-      WriteJob("sync", {{"mode", "sync"}, {"replicas_to_aggregate", 2}, {"timeout_ms", 20000}}),
+      WriteTinyJob("sync", {{"consistency",
+                             {{"mode", "sync"}, {"replicas_to_aggregate", 2},
+                              {"timeout_ms", 20000}}}}),
       epochs, absl::ZeroDuration());
   ASSERT_EQ(run.ps.size(), 2u);
   int64_t variables = 0;
@@ -151,8 +114,9 @@ TEST(ConsistencyClusterTest, SyncAppliesTheMeanOfExactlyRGradientsOfOneVersion) 
 TEST(ConsistencyClusterTest, SyncDropsAndCountsStaleGradients) {
   const int epochs = 3;
   ClusterRun run = RunTinyCluster(
-      WriteJob("sync_stale",
-               {{"mode", "sync"}, {"replicas_to_aggregate", 1}, {"timeout_ms", 20000}}),
+      WriteTinyJob("sync_stale", {{"consistency",
+                                   {{"mode", "sync"}, {"replicas_to_aggregate", 1},
+                                    {"timeout_ms", 20000}}}}),
       epochs, absl::Milliseconds(100));
   ASSERT_EQ(run.ps.size(), 2u);
   for (const auto& [index, ps] : run.ps) {
@@ -176,8 +140,9 @@ TEST(ConsistencyClusterTest, SyncDropsAndCountsStaleGradients) {
 TEST(ConsistencyClusterTest, BoundedStalenessHoldsTheFastWorkerWithinKSteps) {
   const int epochs = 3;
   ClusterRun run = RunTinyCluster(
-      WriteJob("bounded",
-               {{"mode", "bounded_staleness"}, {"staleness", 1}, {"timeout_ms", 20000}}),
+      WriteTinyJob("bounded", {{"consistency",
+                                {{"mode", "bounded_staleness"}, {"staleness", 1},
+                                 {"timeout_ms", 20000}}}}),
       epochs, absl::Milliseconds(100));
   ASSERT_EQ(run.ps.size(), 2u);
   for (const auto& [index, ps] : run.ps) {
