@@ -95,8 +95,10 @@ ABSL_FLAG(int64_t, allreduce_chunk_bytes, pstrain::RingAllReduceOptions().chunk_
 namespace pstrain {
 namespace {
 
+// One error record ("E 19:30:01.123 worker0] train: ..."): its time is when the failure
+// was seen, which a deadline's check reads back.
 int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "train: %s\n", message.c_str());
+  LogError(absl::StrCat("train: ", message));
   return code;
 }
 
