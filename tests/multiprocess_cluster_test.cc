@@ -3,10 +3,18 @@
 
 #include <signal.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
@@ -21,14 +29,138 @@ namespace {
 const std::vector<std::string> kQuickTimeouts = {"--heartbeat_interval=200ms",
                                                  "--chief_timeout=10s"};
 
+// psctl's output read back as a user's script would: one row of whitespace-separated
+// fields per line.
+struct PsctlRun {
+  int exit_code = -1;
+  std::string out;
+  std::vector<std::vector<std::string>> rows;
+};
+
+PsctlRun RunPsctl(const std::string& args) {
+  PsctlRun run;
+  FILE* pipe = ::popen(("tools/psctl " + args + " --timeout=10s 2>&1").c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n', absl::SkipEmpty())) {
+    run.rows.push_back(absl::StrSplit(line, ' ', absl::SkipEmpty()));
+  }
+  return run;
+}
+
+// The number after "`label`: " on a line of `text` (-1 when missing).
+int64_t NumberAfter(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label + ": ");
+  int64_t n = -1;
+  if (at == std::string::npos) return n;
+  const size_t begin = at + label.size() + 2;
+  if (!absl::SimpleAtoi(text.substr(begin, text.find('\n', begin) - begin), &n)) return -1;
+  return n;
+}
+
+// The tiny job's variables (a 784-64-10 network) and their shapes as psctl prints them.
+const std::map<std::string, std::string> kTinyVariables = {{"dense/kernel", "[784,64]"},
+                                                           {"dense/bias", "[64]"},
+                                                           {"dense_1/kernel", "[64,10]"},
+                                                           {"dense_1/bias", "[10]"}};
+
+// What psctl shows of the job while it trains (read at the end of epoch 1, with slowed
+// workers so the job is still running): the chief's status and layout, then each ps that
+// the status names, whose variables must be those the layout puts on it.
+void CheckPsctlAgainstTheRunningJob(const std::string& chief, std::string* report) {
+  PsctlRun status = RunPsctl("status --chief=" + chief);
+  ASSERT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_NE(status.out.find("phase: training\n"), std::string::npos) << status.out;
+  const int64_t epoch = NumberAfter(status.out, "epoch");
+  EXPECT_GE(epoch, 1) << status.out;
+  EXPECT_LE(epoch, 4) << status.out;
+  EXPECT_GE(NumberAfter(status.out, "global step"), 14) << status.out;  // epoch 1 is done
+  std::map<int, std::string> ps_address;
+  int workers = 0;
+  for (const auto& row : status.rows) {
+    if (row.size() < 4 || (row[0] != "ps" && row[0] != "worker")) continue;
+    EXPECT_EQ(row[3], "yes") << "not registered: " << absl::StrJoin(row, " ");
+    EXPECT_TRUE(absl::StartsWith(row[2], "localhost:")) << absl::StrJoin(row, " ");
+    int index = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(row[1], &index)) << absl::StrJoin(row, " ");
+    if (row[0] == "ps") ps_address[index] = row[2];
+    if (row[0] == "worker") ++workers;
+  }
+  EXPECT_EQ(workers, 2) << status.out;
+  ASSERT_EQ(ps_address.size(), 2u) << status.out;
+
+  // layout: variable, shard, ps, rows, shape; whole variables here (each < 256 KiB).
+  PsctlRun layout = RunPsctl("layout --chief=" + chief);
+  ASSERT_EQ(layout.exit_code, 0) << layout.out;
+  std::map<int, std::set<std::string>> placed;
+  std::map<std::string, std::string> shapes;
+  for (const auto& row : layout.rows) {
+    ASSERT_EQ(row.size(), 5u) << layout.out;
+    if (row[0] == "variable") continue;
+    EXPECT_EQ(row[1], row[0]) << "split: " << layout.out;
+    int on = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(row[2], &on)) << layout.out;
+    placed[on].insert(row[0]);
+    shapes[row[0]] = row[4];
+  }
+  EXPECT_EQ(shapes, kTinyVariables) << layout.out;
+  EXPECT_EQ(placed.size(), 2u) << "both ps hold variables: " << layout.out;
+
+  // ps, at each address the status gave: the variables the layout put there, trained.
+  for (const auto& [index, address] : ps_address) {
+    PsctlRun ps = RunPsctl("ps --address=" + address);
+    ASSERT_EQ(ps.exit_code, 0) << ps.out;
+    ASSERT_FALSE(ps.rows.empty());
+    // "ps ADDRESS: optimizer adam, P pushes, Q pulls, V variables"
+    EXPECT_EQ(absl::StrJoin(ps.rows[0], " ").rfind("ps " + address + ": optimizer adam, ", 0), 0u)
+        << ps.out;
+    std::set<std::string> held;
+    for (const auto& row : ps.rows) {
+      if (row.size() != 3 || !kTinyVariables.count(row[0])) continue;
+      held.insert(row[0]);
+      EXPECT_EQ(row[1], kTinyVariables.at(row[0])) << ps.out;
+      int64_t version = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(row[2], &version)) << ps.out;
+      EXPECT_GE(version, 14) << "every step of epoch 1 pushed to it: " << ps.out;
+    }
+    EXPECT_EQ(held, placed[index]) << ps.out << layout.out;
+  }
+  *report = status.out + layout.out;
+}
+
 TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   LocalClusterOptions options;
   options.bin_dir = ".";
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--steps_per_call=4"};
   options.task_args = kQuickTimeouts;
+  // 0.1 s a step: the job runs for seconds, long enough for psctl to look at it.
+  options.worker_args = {"--testing_step_delay=100ms"};
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
-  ProcessRun run = CollectRun(group, absl::Minutes(3), absl::Seconds(10));
+  std::string chief_port, psctl_report;
+  bool looked = false;
+  ProcessRun run;
+  run.exits = group.Wait(
+      absl::Minutes(3), absl::Seconds(10),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
+        if (name != "chief") return;
+        if (is_stderr && chief_port.empty() && absl::StrContains(line, "serving on port ")) {
+          const size_t at = line.find("serving on port ") + 16;
+          chief_port = line.substr(at, line.find_first_not_of("0123456789", at) - at);
+        }
+        if (!is_stderr && !looked && absl::StartsWith(line, "Epoch 1/")) {
+          looked = true;
+          CheckPsctlAgainstTheRunningJob("localhost:" + chief_port, &psctl_report);
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(looked);
   ASSERT_EQ(run.exits.size(), 5u);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
@@ -37,8 +169,26 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   const std::vector<double> losses = ParseEpochLosses(run.stdout_of["chief"]);
   ASSERT_EQ(losses.size(), 4u) << run.stdout_of["chief"];
   EXPECT_LT(losses.back(), losses.front()) << run.stdout_of["chief"];
-  // Both ps tasks held variables and both workers trained.
-  EXPECT_NE(run.stderr_of["chief"].find("on ps 1"), std::string::npos) << run.stderr_of["chief"];
+  // Asynchronous training, by each ps's own final account: every push was applied at
+  // once, one version per push of every variable it holds; 2 shards of 7 steps in each
+  // of 4 epochs; each worker's pushes named, the latest at epoch 4's last step.
+  for (int i = 0; i < 2; ++i) {
+    const std::string& log = run.stderr_of[absl::StrCat("ps", i)];
+    const std::map<int, PsStatusResponse> final_status = FinalPsStatuses(log);
+    ASSERT_EQ(final_status.count(i), 1u) << log;
+    const PsStatusResponse& ps = final_status.at(i);
+    EXPECT_EQ(ps.consistency_mode(), CONSISTENCY_ASYNC);
+    EXPECT_EQ(ps.pushes(), 4 * 2 * 7) << ps.DebugString();
+    EXPECT_GT(ps.variables_size(), 0);
+    for (const VariableInfo& v : ps.variables()) EXPECT_EQ(v.version(), ps.pushes()) << v.name();
+    ASSERT_EQ(ps.workers_size(), 2) << ps.DebugString();
+    EXPECT_EQ(ps.workers(0).worker(), "worker 0");
+    EXPECT_EQ(ps.workers(1).worker(), "worker 1");
+    EXPECT_EQ(ps.workers(0).pushes() + ps.workers(1).pushes(), ps.pushes());
+    EXPECT_EQ(std::max(ps.workers(0).step(), ps.workers(1).step()), 6) << ps.DebugString();
+    EXPECT_EQ(ps.workers(0).epoch(), 3);
+    EXPECT_EQ(ps.workers(1).epoch(), 3);
+  }
 }
 
 TEST(MultiprocessClusterTest, MalformedTfConfigIsOneLineAndExitCode2) {
