@@ -270,6 +270,9 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
         },
         restore.get());
   }
+  // fit.batch_size is each worker's batch, as in Keras's ParameterServerStrategy.
+  out << "pstrain: parameter_server strategy, "
+      << DescribePerWorkerBatch(job->batch_size, cluster.num_tasks("worker")) << std::endl;
   const absl::Status result = coordinator->Run();
   int exit_code = 0;
   if (result.ok()) {

@@ -31,8 +31,13 @@ TEST(MirroredMultiprocessTest, TwoWorkersTrainFashionMnistInSync) {
                                  << run.stderr_of[exit.name];
   }
   const std::string& out = run.stdout_of["worker0"];
-  EXPECT_NE(out.find("num_replicas_in_sync=2"), std::string::npos) << out;
-  EXPECT_NE(out.find("Epoch 3/3"), std::string::npos) << out;
+  // fit.batch_size (64) is the global batch, split across the 2 workers' replicas, so an
+  // epoch has the 938 steps of one replica with batch 64.
+  EXPECT_NE(out.find("num_replicas_in_sync=2 (worker 0, worker 1), global batch 64 (32 per "
+                     "replica x 2)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Epoch 3/3 - 938/938 "), std::string::npos) << out;
   EXPECT_GE(LastValAccuracy(out), 0.85) << out;
   // Only worker 0 reports.
   EXPECT_EQ(run.stdout_of["worker1"].find("Epoch"), std::string::npos);
@@ -50,7 +55,11 @@ TEST(MirroredMultiprocessTest, TwoLocalReplicasTrainFashionMnist) {
   ASSERT_EQ(run.exits.size(), 1u);
   EXPECT_EQ(run.exits[0].exit_code, 0) << run.stderr_of["train"];
   const std::string& out = run.stdout_of["train"];
-  EXPECT_NE(out.find("num_replicas_in_sync=2"), std::string::npos) << out;
+  EXPECT_NE(out.find("num_replicas_in_sync=2 (cpu:0, cpu:1), global batch 64 (32 per replica x "
+                     "2)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Epoch 3/3 - 938/938 "), std::string::npos) << out;
   EXPECT_GE(LastValAccuracy(out), 0.85) << out;
 }
 

@@ -169,9 +169,16 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   const std::vector<double> losses = ParseEpochLosses(run.stdout_of["chief"]);
   ASSERT_EQ(losses.size(), 4u) << run.stdout_of["chief"];
   EXPECT_LT(losses.back(), losses.front()) << run.stdout_of["chief"];
+  // fit.batch_size (32) is each worker's batch here, said at start.
+  EXPECT_EQ(run.stdout_of["chief"].rfind(
+                "pstrain: parameter_server strategy, batch 32 per worker (64 per round of 2 "
+                "workers)\n",
+                0),
+            0u)
+      << run.stdout_of["chief"];
   // Asynchronous training, by each ps's own final account: every push was applied at
   // once, one version per push of every variable it holds; 2 shards of 7 steps in each
-  // of 4 epochs; each worker's pushes named, the latest at epoch 4's last step.
+  // of 4 epochs (200 examples a shard in per-worker batches of 32, not 16); each worker's pushes named, the latest at epoch 4's last step.
   for (int i = 0; i < 2; ++i) {
     const std::string& log = run.stderr_of[absl::StrCat("ps", i)];
     const std::map<int, PsStatusResponse> final_status = FinalPsStatuses(log);

@@ -154,6 +154,8 @@ int Main() {
   bool prints = true;  // only rank 0 of a multi-worker job writes epoch lines
   if (strategy_name == "default") {
     strategy = CreateDefaultStrategy();
+    std::cout << "pstrain: default strategy, " << DescribeGlobalBatch(job->batch_size, 1)
+              << std::endl;
   } else if (strategy_name == "mirrored") {
     absl::StatusOr<std::unique_ptr<MirroredStrategy>> mirrored =
         CreateMirroredStrategy(absl::GetFlag(FLAGS_devices));
@@ -161,8 +163,11 @@ int Main() {
     for (const std::string& d : (*mirrored)->devices()) {
       replica_devices.push_back(BackendDeviceFor(d));
     }
+    // fit.batch_size is the global batch, as in Keras's fit under MirroredStrategy.
     std::cout << "pstrain: mirrored strategy, num_replicas_in_sync=" << replica_devices.size()
-              << " (" << absl::StrJoin((*mirrored)->devices(), ", ") << ")" << std::endl;
+              << " (" << absl::StrJoin((*mirrored)->devices(), ", ") << "), "
+              << DescribeGlobalBatch(job->batch_size, static_cast<int>(replica_devices.size()))
+              << std::endl;
     strategy = *std::move(mirrored);
   } else if (strategy_name == "multi_worker_mirrored") {
     absl::StatusOr<TfConfig> config = TfConfigFromEnvironment();
@@ -234,7 +239,8 @@ int Main() {
     strategy = std::move(mw);
     if (prints) {
       std::cout << "pstrain: multi_worker_mirrored strategy, num_replicas_in_sync=" << n << " ("
-                << absl::StrJoin(ring.names, ", ") << ")" << std::endl;
+                << absl::StrJoin(ring.names, ", ") << "), "
+                << DescribeGlobalBatch(job->batch_size, n) << std::endl;
     }
   } else {
     return Fail(2, absl::StrCat("--strategy=", strategy_name,

@@ -227,4 +227,20 @@ std::string SerializeJobSpec(const JobSpec& spec) {
   return out.dump();
 }
 
+std::string DescribeGlobalBatch(int batch_size, int replicas) {
+  // Replica r takes rows [b*r/R, b*(r+1)/R) of each global batch (worker/fit.cc).
+  const int smallest = batch_size / replicas;
+  const int largest = (batch_size + replicas - 1) / replicas;
+  return absl::StrCat("global batch ", batch_size, " (",
+                      smallest == largest ? absl::StrCat(smallest)
+                                          : absl::StrCat(smallest, "-", largest),
+                      " per replica x ", replicas, ")");
+}
+
+std::string DescribePerWorkerBatch(int batch_size, int workers) {
+  return absl::StrCat("batch ", batch_size, " per worker (",
+                      static_cast<int64_t>(batch_size) * workers, " per round of ", workers,
+                      workers == 1 ? " worker)" : " workers)");
+}
+
 }  // namespace pstrain

@@ -77,6 +77,15 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
 // optimizer and loss as Keras config dicts), so a chief can send a worker its job.
 std::string SerializeJobSpec(const JobSpec& spec);
 
+// fit.batch_size as Keras's fit reads it under each strategy, for the line every run prints
+// at start. The synchronous strategies (default, mirrored, multi_worker_mirrored) take it
+// as the global batch, split across the replicas in sync: "global batch 64 (32 per
+// replica x 2)", or "(21-22 per replica x 3)" when it does not divide. The
+// parameter-server strategy gives it to each worker: "batch 64 per worker (128 per round
+// of 2 workers)". `replicas`, `workers` >= 1.
+std::string DescribeGlobalBatch(int batch_size, int replicas);
+std::string DescribePerWorkerBatch(int batch_size, int workers);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_MODEL_JOB_SPEC_H_

@@ -193,5 +193,16 @@ TEST(JobSpecTest, ConsistencyAndPlacementAreTyped) {
                 "placement.strategy");
 }
 
+// The global batch is split across the replicas (as worker/fit.cc slices it); the
+// parameter-server batch is each worker's.
+TEST(JobSpecTest, BatchDescriptionsFollowKeras) {
+  EXPECT_EQ(DescribeGlobalBatch(64, 1), "global batch 64 (64 per replica x 1)");
+  EXPECT_EQ(DescribeGlobalBatch(64, 2), "global batch 64 (32 per replica x 2)");
+  EXPECT_EQ(DescribeGlobalBatch(64, 3), "global batch 64 (21-22 per replica x 3)");
+  EXPECT_EQ(DescribeGlobalBatch(2, 4), "global batch 2 (0-1 per replica x 4)");
+  EXPECT_EQ(DescribePerWorkerBatch(32, 2), "batch 32 per worker (64 per round of 2 workers)");
+  EXPECT_EQ(DescribePerWorkerBatch(32, 1), "batch 32 per worker (32 per round of 1 worker)");
+}
+
 }  // namespace
 }  // namespace pstrain
