@@ -8,6 +8,8 @@
 # bazel did not run in a configuration (the CUDA-only tests without nvcc). Every skipped
 # target and test case is named above the last line, with its reason.
 #
+# After the bazel tests, ./demo.sh --epochs=1 runs once per strategy and counts as a test.
+#
 # With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
 # also test what a CUDA build changes) run in the CUDA build too; the GPU ones skip at
 # run time when no GPU answers.
@@ -77,6 +79,30 @@ summarize "${ignore[@]}" --not-run-reason "needs --config=cuda, and nvcc was not
 if [ "$status" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
   # The build itself failed (no test could report): show why and count it.
   count_build_failure "build"
+fi
+# The README's first command, one epoch with each strategy, as a user runs it (everything
+# is built by now, so its build step finds nothing to do): each must exit 0 and print the
+# epoch line. Logs and checkpoints go to a temp folder removed afterwards.
+if [ "$failed" -eq "$failed_before" ]; then
+  echo "== ./demo.sh --epochs=1, each strategy"
+  demo_dir=$(mktemp -d /tmp/pstrain-demo-XXXXXX)
+  trap 'rm -f "$log"; rm -rf "$demo_dir"' EXIT
+  for strategy in "--strategy=parameter_server" "--strategy=default" \
+                  "--strategy=mirrored --devices=cpu:0,cpu:1" \
+                  "--strategy=multi_worker_mirrored --workers=2"; do
+    run_dir=$(mktemp -d "$demo_dir/run-XXXXXX")
+    # shellcheck disable=SC2086  # the strategy's flags are separate words
+    if timeout 600 ./demo.sh $strategy --epochs=1 --log_dir="$run_dir/logs" \
+         --checkpoint_dir="$run_dir/checkpoints" >"$log" 2>&1 &&
+       grep -qE "^Epoch 1/1 - .*loss: [0-9.]+ - accuracy: " "$log"; then
+      echo "./demo.sh $strategy --epochs=1 PASSED"
+      passed=$((passed + 1))
+    else
+      echo "./demo.sh $strategy --epochs=1 FAILED"
+      tail -20 "$log"
+      failed=$((failed + 1))
+    fi
+  done
 fi
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
