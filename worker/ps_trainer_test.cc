@@ -6,6 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/math/cpu_backend.h"
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/test_placement.h"
@@ -107,6 +110,88 @@ TEST_F(PsTrainerTest, StepsPushToEveryPsAndLowerTheLoss) {
   for (int p = 0; p < 2; ++p) {
     for (const auto& info : stores_[p].List()) EXPECT_EQ(info.version, 200) << info.name;
   }
+}
+
+// A reusable barrier for PushPull calls across clients: each call waits (up to 5 s) until
+// `expected` calls have arrived, then all go on together.
+struct PushBarrier {
+  explicit PushBarrier(int expected) : expected(expected) {}
+  const int expected;
+  absl::Mutex mu;
+  int arrived ABSL_GUARDED_BY(mu) = 0;
+  int64_t rounds ABSL_GUARDED_BY(mu) = 0;  // times `expected` calls met
+};
+
+// Forwards every call to `inner`; PushPull meets the others at `barrier` first and fails
+// (DEADLINE_EXCEEDED) when they never come. Not owned: inner, barrier.
+class BarrierPsClient : public PsClient {
+ public:
+  BarrierPsClient(PsClient* inner, PushBarrier* barrier) : inner_(inner), barrier_(barrier) {}
+  std::string name() const override { return inner_->name(); }
+  absl::Status CreateVariables(std::vector<NamedTensor> variables, const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
+    return inner_->CreateVariables(std::move(variables), optimizer, consistency);
+  }
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
+                                           std::vector<int64_t>* versions) override {
+    return inner_->Pull(names, versions);
+  }
+  absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t step) override {
+    return inner_->Push(gradients, step);
+  }
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               const PushContext& context,
+                                               std::vector<int64_t>* versions) override {
+    {
+      absl::MutexLock lock(&barrier_->mu);
+      const int64_t round = barrier_->rounds;
+      if (++barrier_->arrived == barrier_->expected) {
+        barrier_->arrived = 0;
+        ++barrier_->rounds;
+      } else {
+        auto met = [this, round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(barrier_->mu) {
+          return barrier_->rounds != round;
+        };
+        if (!barrier_->mu.AwaitWithTimeout(absl::Condition(&met), absl::Seconds(5))) {
+          --barrier_->arrived;
+          return absl::DeadlineExceededError(
+              absl::StrCat(name(), ": pushed alone; the other ps's push never started"));
+        }
+      }
+    }
+    return inner_->PushPull(gradients, context, versions);
+  }
+  absl::StatusOr<PsStatusResponse> GetStatus() override { return inner_->GetStatus(); }
+  absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
+      absl::Span<const std::string> names) override {
+    return inner_->ReadState(names);
+  }
+  absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) override {
+    return inner_->RestoreState(snapshots);
+  }
+  absl::Status Shutdown(const std::string& reason) override { return inner_->Shutdown(reason); }
+
+ private:
+  PsClient* const inner_;
+  PushBarrier* const barrier_;
+};
+
+// The README's "one RPC per ps, all in flight at once": each step's push to one ps waits
+// at a barrier for the push to the other, so a trainer that pushed to the ps one after
+// the other would fail every step (the first push waiting out the barrier alone).
+TEST_F(PsTrainerTest, PushesToEveryPsAreInFlightAtOnce) {
+  PushBarrier barrier(2);
+  BarrierPsClient ps0(clients_[0].get(), &barrier), ps1(clients_[1].get(), &barrier);
+  auto trainer = PsTrainer::Create(model_.get(), {&ps0, &ps1}, placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  Tensor x, y;
+  MakeBatch(16, 3, &x, &y);
+  for (int step = 0; step < 3; ++step) {
+    absl::StatusOr<StepResult> result = (*trainer)->Step(x, y);
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+  absl::MutexLock lock(&barrier.mu);
+  EXPECT_EQ(barrier.rounds, 3);
 }
 
 TEST_F(PsTrainerTest, PlacementThatDoesNotFitTheModelIsRejected) {
