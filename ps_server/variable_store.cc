@@ -230,20 +230,35 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
 }
 
 void VariableStore::CountPush(const PushContext& context) {
-  absl::MutexLock lock(&pushers_mu_);
-  WorkerPushes& entry = pushers_[context.worker];
-  ++entry.pushes;
-  entry.epoch = context.epoch;
-  entry.step = context.step;
+  PusherCounts* counts = nullptr;
+  {
+    absl::ReaderMutexLock lock(&pushers_mu_);
+    auto it = pushers_.find(context.worker);
+    if (it != pushers_.end()) counts = it->second.get();
+  }
+  if (counts == nullptr) {
+    absl::MutexLock lock(&pushers_mu_);
+    const std::string& name =
+        pushers_.size() < kMaxTrackedPushers || pushers_.contains(context.worker)
+            ? context.worker
+            : std::string("(other workers)");
+    std::unique_ptr<PusherCounts>& entry = pushers_[name];
+    if (entry == nullptr) entry = std::make_unique<PusherCounts>();
+    counts = entry.get();
+  }
+  counts->pushes.fetch_add(1, std::memory_order_relaxed);
+  counts->epoch.store(context.epoch, std::memory_order_relaxed);
+  counts->step.store(context.step, std::memory_order_relaxed);
 }
 
 std::vector<VariableStore::WorkerPushes> VariableStore::pushes_by_worker() const {
   std::vector<WorkerPushes> result;
   {
-    absl::MutexLock lock(&pushers_mu_);
+    absl::ReaderMutexLock lock(&pushers_mu_);
     for (const auto& [worker, entry] : pushers_) {
-      result.push_back(entry);
-      result.back().worker = worker;
+      result.push_back({worker, entry->pushes.load(std::memory_order_relaxed),
+                        entry->epoch.load(std::memory_order_relaxed),
+                        entry->step.load(std::memory_order_relaxed)});
     }
   }
   std::sort(result.begin(), result.end(),

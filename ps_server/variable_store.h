@@ -134,7 +134,8 @@ class VariableStore {
   // Bounded staleness: the largest lead (in steps, over the slowest live worker of the
   // same epoch) any push was applied with.
   int64_t max_staleness_applied() const;
-  // Pushes so far by the name each push carries, with the (epoch, step) of its latest.
+  // Pushes so far by the name each push carries, with the (epoch, step) of its latest;
+  // after 1024 names, further ones are counted together as "(other workers)".
   struct WorkerPushes {
     std::string worker;
     int64_t pushes = 0;
@@ -234,10 +235,20 @@ class VariableStore {
   absl::Mutex progress_mu_;
   absl::flat_hash_map<std::string, WorkerProgress> progress_ ABSL_GUARDED_BY(progress_mu_);
 
-  // Every pusher's count and latest position (any mode). A small lock of its own, held
-  // only to bump one entry.
+  // Every pusher's count and latest position (any mode), by the name its pushes carry.
+  // A push takes pushers_mu_ shared, only to find its entry, and bumps atomics; only a
+  // new name takes it exclusively. Entries are never removed (pointers stay valid), and
+  // past kMaxTrackedPushers names the rest share one entry, so a peer inventing a name per
+  // push cannot grow the map without bound.
+  struct PusherCounts {
+    std::atomic<int64_t> pushes{0};
+    std::atomic<int32_t> epoch{0};
+    std::atomic<int64_t> step{0};
+  };
+  static constexpr size_t kMaxTrackedPushers = 1024;
   mutable absl::Mutex pushers_mu_;
-  absl::flat_hash_map<std::string, WorkerPushes> pushers_ ABSL_GUARDED_BY(pushers_mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<PusherCounts>> pushers_
+      ABSL_GUARDED_BY(pushers_mu_);
 
   // Counters for status pages; atomics so that counting never serialises requests.
   std::atomic<int64_t> pushes_{0};

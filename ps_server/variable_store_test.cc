@@ -192,6 +192,29 @@ TEST(VariableStoreSyncTest, AppliesTheMeanOfReplicasOnceAndDropsStale) {
   EXPECT_EQ(status.workers(1).step(), 0);
 }
 
+// A peer that names every push differently cannot grow the per-worker table without
+// bound: past 1024 names the rest are counted together.
+TEST(VariableStoreTest, PushesByWorkerKeepAtMost1024NamesAndCountTheRest) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {0})}}, Sgd(1)).ok());
+  for (int i = 0; i < 1030; ++i) {
+    ASSERT_TRUE(store.Push({{"w", Tensor({1}, {0})}}, At("w" + std::to_string(i), i)).ok());
+  }
+  ASSERT_TRUE(store.Push({{"w", Tensor({1}, {0})}}, At("w7", 5000)).ok());
+  const PsStatusResponse status = DescribeStore(store);
+  ASSERT_EQ(status.workers_size(), 1025);
+  int64_t total = 0;
+  for (const WorkerPushes& w : status.workers()) {
+    total += w.pushes();
+    if (w.worker() == "(other workers)") EXPECT_EQ(w.pushes(), 6);
+    if (w.worker() == "w7") {
+      EXPECT_EQ(w.pushes(), 2);
+      EXPECT_EQ(w.step(), 5000);
+    }
+  }
+  EXPECT_EQ(total, 1031);
+}
+
 TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());
