@@ -1,5 +1,6 @@
 #include "tests/cluster_test_util.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,14 @@ std::vector<double> ParseEpochLosses(const std::string& output) {
 double LastValAccuracy(const std::string& output) {
   const std::vector<double> values = NumbersAfter(output, " - val_accuracy: ");
   return values.empty() ? -1 : values.back();
+}
+
+void ExpectReachesValAccuracy(const std::string& output, double target) {
+  const std::vector<double> values = NumbersAfter(output, " - val_accuracy: ");
+  ASSERT_FALSE(values.empty()) << output;
+  const double best = *std::max_element(values.begin(), values.end());
+  EXPECT_GE(best, target) << output;
+  EXPECT_GE(values.back(), best - 0.02) << output;
 }
 
 ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace,

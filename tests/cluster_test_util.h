@@ -25,6 +25,11 @@ std::vector<double> ParseEpochLosses(const std::string& output);
 // The last val_accuracy printed in Keras-style epoch lines; -1 when there is none.
 double LastValAccuracy(const std::string& output);
 
+// Asynchronous (parameter-server) training ends a few tenths of a percent either side of
+// where it got to, run to run. EXPECTs that it reached `target`: the best epoch's
+// val_accuracy is at least `target` and the last one within 0.02 of the best (no collapse).
+void ExpectReachesValAccuracy(const std::string& output, double target);
+
 // A fault injected once while a group runs: `signal` goes to `victim` when `reporter`
 // first writes a stdout line starting with `trigger` (e.g. "Epoch 2/").
 struct SignalOnLine {

@@ -1,8 +1,9 @@
 // Fault injection against the real binaries, as ./demo.sh runs them: 1 chief, 2 ps and
 // 2 workers as processes on loopback, the demo's Fashion-MNIST job, the launcher's
 // orchestrator restart policy. Each test kills a process at a chosen moment (or corrupts
-// a checkpoint file) and asserts that the job still ends with every process exiting 0 and
-// at least 0.85 validation accuracy (after 4 epochs: 3 reach it only just), and that the
+// a checkpoint file) and asserts that the job still ends with every process exiting 0,
+// reaching 0.85 validation accuracy (after 4 epochs: 3 reach it only just; see
+// ExpectReachesValAccuracy), and that the
 // checkpoint it continued from is the newest one written before the fault (no progress
 // before it is lost).
 
@@ -122,7 +123,7 @@ TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
   EXPECT_EQ(ParseEpochLosses(out).size(), 4u) << out;
   // Every sample of each epoch was trained, the killed worker's shard included.
   EXPECT_EQ(CountOf(log, ": 60000 samples in "), 4) << log;
-  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  ExpectReachesValAccuracy(out, 0.85);
 }
 
 // The same under bounded staleness and sync: the dead worker's last push is soon more
@@ -140,7 +141,7 @@ void KillAWorkerMidEpoch(const std::string& name, const std::vector<std::string>
   ExpectCleanExits(run, "worker1");
   const std::string& out = run.stdout_of["chief"];
   EXPECT_EQ(ParseEpochLosses(out).size(), 4u) << out;
-  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  ExpectReachesValAccuracy(out, 0.85);
 }
 
 TEST(FaultToleranceTest, AKilledWorkerDoesNotStallBoundedStaleness) {
@@ -175,7 +176,7 @@ void KillPs1(const std::string& name, const SignalOnLine& kill_ps1) {
               log.find("; recovering it") != std::string::npos)
       << log;
   EXPECT_EQ(ParseEpochLosses(run.stdout_of["chief"]).size(), 4u) << run.stdout_of["chief"];
-  EXPECT_GE(LastValAccuracy(run.stdout_of["chief"]), 0.85) << run.stdout_of["chief"];
+  ExpectReachesValAccuracy(run.stdout_of["chief"], 0.85);
 }
 
 TEST(FaultToleranceTest, APsKilledMidEpochIsRestoredFromTheLatestCheckpoint) {
@@ -220,7 +221,7 @@ TEST(FaultToleranceTest, AKilledChiefIsRestartedAndResumesFromTheLatestCheckpoin
   for (const char* epoch : {"Epoch 1/4", "Epoch 2/4", "Epoch 3/4", "Epoch 4/4"}) {
     EXPECT_EQ(CountOf(out, epoch), 1) << epoch << "\n" << out;
   }
-  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  ExpectReachesValAccuracy(out, 0.85);
   // The step count continued from the restored checkpoint's.
   absl::StatusOr<std::unique_ptr<CheckpointReader>> first = CheckpointReader::Open(restored);
   absl::StatusOr<std::unique_ptr<CheckpointReader>> last = CheckpointReader::Open(dir);
@@ -257,7 +258,7 @@ TEST(FaultToleranceTest, AChiefKilledWhileWritingACheckpointLeavesThePreviousOne
   EXPECT_NE(log.find("(epoch 1, step", restored_at), std::string::npos) << log;
   const std::string& out = run.stdout_of["chief"];
   EXPECT_EQ(CountOf(out, "Epoch 4/4"), 1) << out;
-  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  ExpectReachesValAccuracy(out, 0.85);
   // The interrupted write left no half checkpoint behind once a later one succeeded.
   for (const auto& entry : fs::directory_iterator(dir)) {
     EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), ".tmp-")) << entry.path();
@@ -300,7 +301,7 @@ TEST(FaultToleranceTest, ACorruptedTensorFileFallsBackToThePreviousCheckpoint) {
   for (const char* epoch : {"Epoch 2/4", "Epoch 3/4", "Epoch 4/4"}) {
     EXPECT_EQ(CountOf(out, epoch), 1) << epoch << "\n" << out;
   }
-  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  ExpectReachesValAccuracy(out, 0.85);
 }
 
 // `psctl checkpoint` against the running chief writes a checkpoint on demand and prints
