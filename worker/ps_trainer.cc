@@ -69,10 +69,34 @@ absl::Status PsTrainer::PullAll() {
 }
 
 absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
+  PS_ASSIGN_OR_RETURN(StepResult result, ComputeGradients(x, y));
+  PS_RETURN_IF_ERROR(PushGradients());
+  return result;
+}
+
+absl::StatusOr<StepResult> PsTrainer::ComputeGradients(const Tensor& x, const Tensor& y) {
   if (!have_weights_) PS_RETURN_IF_ERROR(PullAll());
-  const int64_t compute_start = absl::GetCurrentTimeNanos();
+  compute_start_ = absl::GetCurrentTimeNanos();
   PS_ASSIGN_OR_RETURN(StepResult result,
                       model_->TrainStep(weights_, x, y, dropout_seed_ + steps_done_, &gradients_));
+  compute_end_ = absl::GetCurrentTimeNanos();
+  computed_samples_ = result.samples;
+  return result;
+}
+
+absl::Status PsTrainer::PushGradients() {
+  if (gradients_.size() != layout_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("PushGradients: ", gradients_.size(),
+                                                   " gradients for ", layout_.size(),
+                                                   " variables (ComputeGradients first)"));
+  }
+  for (size_t v = 0; v < layout_.size(); ++v) {
+    if (gradients_[v].shape() != weights_[v].shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the gradient for \"", model_->variables()[v].name, "\" is ",
+          gradients_[v].ShapeString(), ", the variable ", weights_[v].ShapeString()));
+    }
+  }
   const int64_t exchange_start = absl::GetCurrentTimeNanos();
   const int64_t step = has_position_ ? position_ : steps_done_;
   std::vector<std::function<absl::Status()>> exchanges;
@@ -110,12 +134,12 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
     return exchanged;
   }
   if (metrics_ != nullptr) {
-    metrics_->RecordStep(result.samples, absl::Nanoseconds(exchange_start - compute_start),
+    metrics_->RecordStep(computed_samples_, absl::Nanoseconds(compute_end_ - compute_start_),
                          absl::Nanoseconds(absl::GetCurrentTimeNanos() - exchange_start));
   }
   ++steps_done_;
   ++position_;
-  return result;
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

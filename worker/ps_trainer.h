@@ -43,9 +43,20 @@ class PsTrainer {
   // Pulls every variable from its ps. Errors: those of PsClient::Pull.
   absl::Status PullAll();
 
-  // One training step on (x, y); pulls first if nothing was pulled yet.
+  // One training step on (x, y): ComputeGradients, then PushGradients.
   // Errors: INVALID_ARGUMENT shapes that do not fit the model; PsClient errors.
   absl::StatusOr<StepResult> Step(const Tensor& x, const Tensor& y);
+
+  // The two halves of a step, for a loop that looks at the gradients in between (the
+  // custom-loop API's ComputeGradients and ApplyGradients): the gradients of (x, y) with
+  // the weights as last pulled (pulling first if nothing was) go to gradients(); then
+  // PushGradients pushes gradients() to the ps tasks and takes the new weights back, and
+  // the step counts. Errors: ComputeGradients as Step; PushGradients INVALID_ARGUMENT
+  // gradients missing or of other shapes than the variables, PsClient errors (the next
+  // step then pulls afresh).
+  absl::StatusOr<StepResult> ComputeGradients(const Tensor& x, const Tensor& y);
+  std::vector<Tensor>& gradients() { return gradients_; }
+  absl::Status PushGradients();
 
   // The weights as last pulled, full tensors in variables() order.
   const std::vector<Tensor>& weights() const { return weights_; }
@@ -104,6 +115,10 @@ class PsTrainer {
   bool have_weights_ = false;
   uint64_t dropout_seed_;
   int64_t steps_done_ = 0;
+  // The last ComputeGradients' timing and samples, recorded when its push is done.
+  int64_t compute_start_ = 0;
+  int64_t compute_end_ = 0;
+  int64_t computed_samples_ = 0;
 };
 
 }  // namespace pstrain
