@@ -1,0 +1,89 @@
+#include "pstrain/cluster_coordinator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "pstrain/internal/closure_scheduler.h"
+#include "pstrain/internal/parameter_server_cluster.h"
+
+namespace pstrain::distribute {
+
+absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
+    Strategy* strategy) {
+  if (strategy == nullptr || strategy->parameter_server_cluster() == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClusterCoordinator works with the parameter_server strategy, not ",
+        strategy == nullptr ? std::string("none") : strategy->name()));
+  }
+  return std::unique_ptr<ClusterCoordinator>(
+      new ClusterCoordinator(strategy->parameter_server_cluster()));
+}
+
+absl::StatusOr<PerWorkerIterator> ClusterCoordinator::CreatePerWorkerIterator(
+    const IteratorFactory& make_iterator) {
+  std::unique_ptr<DistributedIterator> iterator;
+  if (cluster_->task_type() == "worker") {
+    PS_ASSIGN_OR_RETURN(iterator, make_iterator(cluster_->config().task.index));
+    if (iterator == nullptr) {
+      return absl::InvalidArgumentError("the per-worker iterator factory returned none");
+    }
+  }
+  PerWorkerIterator handle;
+  handle.index = cluster_->function_runner()->AddIterator(std::move(iterator));
+  return handle;
+}
+
+int ClusterCoordinator::RegisterFunction(
+    const std::string& name,
+    std::function<absl::StatusOr<std::vector<double>>(DistributedIterator&)> fn) {
+  return cluster_->function_runner()->RegisterFunction(name, std::move(fn));
+}
+
+std::shared_ptr<internal::ClosureState> ClusterCoordinator::ScheduleFunction(
+    int index, const std::string& name, int iterator) {
+  RunFunctionRequest request;
+  request.set_function_index(index);
+  request.set_function(name);
+  request.set_iterator_index(iterator);
+  if (cluster_->task_type() != "chief") {
+    auto refused = std::make_shared<internal::ClosureState>(std::move(request));
+    refused->Finish(absl::FailedPreconditionError(absl::StrCat(
+        "only the chief schedules functions; this is ", TaskIdToString(cluster_->config().task))));
+    return refused;
+  }
+  request.set_placement_fingerprint(cluster_->placement_fingerprint());
+  return cluster_->scheduler()->Schedule(std::move(request));
+}
+
+absl::Status ClusterCoordinator::Join() {
+  if (cluster_->task_type() != "chief") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "only the chief joins scheduled functions; this is ",
+        TaskIdToString(cluster_->config().task)));
+  }
+  return cluster_->scheduler()->Join();
+}
+
+absl::Status ClusterCoordinator::Serve() {
+  if (cluster_->task_type() != "worker") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "only workers serve scheduled functions; this is ",
+        TaskIdToString(cluster_->config().task)));
+  }
+  return cluster_->Serve();
+}
+
+std::vector<int64_t> ClusterCoordinator::functions_run_per_worker() const {
+  if (cluster_->task_type() != "chief") return {};
+  return cluster_->scheduler()->functions_run();
+}
+
+absl::StatusOr<std::vector<double>> ClusterCoordinator::WaitFor(
+    const internal::ClosureState& state) {
+  return state.Wait();
+}
+
+bool ClusterCoordinator::IsDone(const internal::ClosureState& state) { return state.done(); }
+
+}  // namespace pstrain::distribute

@@ -1,0 +1,16 @@
+#include "pstrain/distributed_model.h"
+
+namespace pstrain::distribute {
+
+ModelOptions ModelOptions::FromJobSpec(const JobSpec& job) {
+  ModelOptions options;
+  options.keras_model = job.model;
+  options.loss = job.loss;
+  options.optimizer = job.optimizer;
+  options.seed = job.seed;
+  options.scale_learning_rate = job.scale_learning_rate;
+  options.placement = job.placement;
+  return options;
+}
+
+}  // namespace pstrain::distribute

@@ -1,0 +1,230 @@
+#include "pstrain/internal/parameter_server_strategy.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chief/placement.h"
+#include "chief/sharded_variables.h"
+#include "common/logging.h"
+#include "common/math/backend_factory.h"
+#include "common/math/cpu_backend.h"
+#include "common/status_macros.h"
+#include "common/training/evaluator.h"
+#include "pstrain/internal/tf_config.h"
+#include "worker/ps_trainer.h"
+#include "worker/replicated_model.h"
+
+namespace pstrain::distribute::internal {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelOptions& options, Backend* backend) {
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                      Model::FromKerasJson(options.keras_model, backend));
+  PS_RETURN_IF_ERROR(model->SetLoss(options.loss));
+  return model;
+}
+
+std::vector<VariableShape> ShapesOf(const Model& model) {
+  std::vector<VariableShape> shapes;
+  for (const VariableSpec& spec : model.variables()) shapes.push_back({spec.name, spec.shape});
+  return shapes;
+}
+
+constexpr char kRunOnWorkers[] =
+    "on the parameter_server chief, steps run on the workers: schedule a function that "
+    "calls Strategy::Run with ClusterCoordinator::Schedule";
+
+// What the chief's and a worker's models share: a model of their own (its variables, and
+// the data it takes), evaluated on the weights GetWeights pulls.
+class PsModel : public DistributedModel {
+ public:
+  // `eval_model` may be null: evaluations then use `model` (a chief, which never trains).
+  PsModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model,
+          std::unique_ptr<Model> eval_model, LossConfig loss)
+      : backend_(std::move(backend)),
+        model_(std::move(model)),
+        eval_model_(std::move(eval_model)),
+        loss_(std::move(loss)) {}
+
+  const std::vector<VariableSpec>& variables() const override { return model_->variables(); }
+
+  absl::StatusOr<EvaluationResult> Evaluate(const Dataset& data, int64_t batch_size) override {
+    PS_RETURN_IF_ERROR(CheckData(data, "the evaluation data"));
+    PS_ASSIGN_OR_RETURN(std::vector<Tensor> weights, GetWeights());
+    return EvaluateOn(eval_model_ != nullptr ? eval_model_.get() : model_.get(), weights, data,
+                      batch_size);
+  }
+
+  absl::Status CheckData(const Dataset& data, const std::string& what) const override {
+    return CheckDataFitsModel(data, *model_, loss_, what);
+  }
+
+ protected:
+  Model* model() const { return model_.get(); }
+
+ private:
+  const std::unique_ptr<Backend> backend_;
+  const std::unique_ptr<Model> model_;
+  const std::unique_ptr<Model> eval_model_;
+  const LossConfig loss_;
+};
+
+// The chief's view: the variables on the ps tasks, pulled for evaluation.
+class ChiefModel : public PsModel {
+ public:
+  ChiefModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model, LossConfig loss)
+      : PsModel(std::move(backend), std::move(model), nullptr, std::move(loss)) {}
+
+  // Places the variables and creates them on the ps tasks with their initial values.
+  absl::Status CreateVariables(ParameterServerCluster* cluster, const ModelOptions& options) {
+    OptimizerConfig optimizer = options.optimizer;
+    if (options.scale_learning_rate) {
+      // Every worker pushes its own batch's gradient: the rate grows with the workers.
+      optimizer.set_learning_rate(optimizer.learning_rate() *
+                                  static_cast<float>(cluster->num_workers()));
+    }
+    PS_RETURN_IF_ERROR(cluster->WaitForPs());
+    sharded_ = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
+                                                  ConsistencyConfig());
+    PS_RETURN_IF_ERROR(sharded_->Create(options.placement, options.seed));
+    cluster->set_placement_fingerprint(PlacementFingerprint(sharded_->placement()));
+    LogInfo(absl::StrCat("created ", variables().size(), " variables on ",
+                         cluster->num_ps(), " ps tasks"));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Gradients> ComputeGradients(const ReplicaContext&, const ReplicaBatch&) override {
+    return absl::FailedPreconditionError(kRunOnWorkers);
+  }
+  absl::Status ApplyGradients(const ReplicaContext&, Gradients) override {
+    return absl::FailedPreconditionError(kRunOnWorkers);
+  }
+  absl::StatusOr<std::vector<Tensor>> GetWeights() override { return sharded_->Pull(); }
+
+ private:
+  std::unique_ptr<ShardedVariables> sharded_;
+};
+
+// A worker's view: its own model, the weights it last pulled, pushes to the ps.
+class WorkerModel : public PsModel {
+ public:
+  WorkerModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model,
+              std::unique_ptr<Model> eval_model, LossConfig loss)
+      : PsModel(std::move(backend), std::move(model), std::move(eval_model), std::move(loss)) {}
+
+  // Places the variables as the chief does (the same pure function of the model, the
+  // policy and the ps count) and makes the trainer that pulls and pushes them.
+  absl::Status Connect(ParameterServerCluster* cluster, const ModelOptions& options) {
+    const int worker = cluster->config().task.index;
+    PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
+                        PlaceVariables(ShapesOf(*model()), cluster->num_ps(), options.placement));
+    cluster->function_runner()->SetPlacementFingerprint(PlacementFingerprint(placement));
+    PS_ASSIGN_OR_RETURN(trainer_,
+                        PsTrainer::Create(model(), cluster->ps_clients(), placement,
+                                          ReplicaDropoutSeed(options.seed, 0, worker)));
+    trainer_->SetConsistency(absl::StrCat("worker ", worker), /*send_versions=*/false);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Gradients> ComputeGradients(const ReplicaContext& ctx,
+                                             const ReplicaBatch& batch) override {
+    if (ctx.replica_id_in_sync_group != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replica ", ctx.replica_id_in_sync_group, " does not run here (one per worker)"));
+    }
+    PS_ASSIGN_OR_RETURN(StepResult metrics, trainer_->ComputeGradients(batch.x, batch.y));
+    Gradients g;
+    g.values = std::move(trainer_->gradients());
+    g.metrics = metrics;
+    g.rows = batch.rows();
+    g.global_batch_size = batch.global_batch_size;
+    return g;
+  }
+
+  absl::Status ApplyGradients(const ReplicaContext& ctx, Gradients gradients) override {
+    if (ctx.replica_id_in_sync_group != 0 || gradients.replica != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("replica ", ctx.replica_id_in_sync_group,
+                                                     " was handed the gradients of replica ",
+                                                     gradients.replica));
+    }
+    // Back into the trainer's buffers (reused by the next step), then to the ps.
+    trainer_->gradients() = std::move(gradients.values);
+    return trainer_->PushGradients();
+  }
+
+  absl::StatusOr<std::vector<Tensor>> GetWeights() override {
+    PS_RETURN_IF_ERROR(trainer_->PullAll());
+    return trainer_->weights();
+  }
+
+ private:
+  std::unique_ptr<PsTrainer> trainer_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy::Create(
+    const StrategyOptions& options) {
+  PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
+  std::unique_ptr<ParameterServerStrategy> s(new ParameterServerStrategy());
+  s->device_ = options.device;
+  if (config.task.type == "worker") {
+    std::string note;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options.device, &note);
+    if (!backend.ok()) {
+      return absl::Status(backend.status().code(), absl::StrCat("device ", options.device, ": ",
+                                                                backend.status().message()));
+    }
+    if (!note.empty()) LogInfo(note);
+    s->first_backend_ = *std::move(backend);
+  }
+  PS_ASSIGN_OR_RETURN(s->cluster_, ParameterServerCluster::Start(options, std::move(config)));
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::CreateModel(
+    const ModelOptions& options) {
+  const std::string& type = cluster_->task_type();
+  if (type == "ps") {
+    return absl::FailedPreconditionError("a ps task holds variables and makes no model: call "
+                                         "Strategy::JoinServer");
+  }
+  if (has_model_) {
+    return absl::FailedPreconditionError(
+        "parameter_server: one model per job (its variables keep the model's names on the ps)");
+  }
+  // The chief only evaluates: the CPU is enough for it.
+  std::unique_ptr<Backend> backend =
+      type == "worker" ? std::move(first_backend_) : CreateCpuBackend();
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(options, backend.get()));
+  std::unique_ptr<DistributedModel> out;
+  if (type == "chief") {
+    auto chief = std::make_unique<ChiefModel>(std::move(backend), std::move(model), options.loss);
+    PS_RETURN_IF_ERROR(chief->CreateVariables(cluster_.get(), options));
+    out = std::move(chief);
+  } else {
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model, BuildModel(options, backend.get()));
+    auto worker = std::make_unique<WorkerModel>(std::move(backend), std::move(model),
+                                                std::move(eval_model), options.loss);
+    PS_RETURN_IF_ERROR(worker->Connect(cluster_.get(), options));
+    out = std::move(worker);
+  }
+  has_model_ = true;
+  return out;
+}
+
+absl::Status ParameterServerStrategy::JoinServer() {
+  if (cluster_->task_type() != "ps") return Strategy::JoinServer();
+  return cluster_->Serve();
+}
+
+absl::Status ParameterServerStrategy::RunReplicas(
+    const std::function<absl::Status(const ReplicaContext&)>& fn, const DistributedBatch& batch) {
+  if (cluster_->task_type() != "worker") {
+    return absl::FailedPreconditionError(kRunOnWorkers);
+  }
+  PS_RETURN_IF_ERROR(CheckBatch(batch));
+  return fn(ReplicaContext());
+}
+
+}  // namespace pstrain::distribute::internal

@@ -1,0 +1,251 @@
+#include "pstrain/internal/sync_strategy.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/math/backend_factory.h"
+#include "common/status_macros.h"
+#include "pstrain/internal/tf_config.h"
+#include "worker/allreduce/collective_selection.h"
+#include "worker/mirrored_strategy.h"
+#include "worker/multi_worker_mirrored_strategy.h"
+
+namespace pstrain::distribute::internal {
+namespace {
+
+// This worker's CUDA device ordinal when its backend is one, else -1.
+int CudaDeviceOf(const Backend& backend) {
+  const std::string name = backend.name();
+  int device = -1;
+  if (!absl::StartsWith(name, "cuda:") || !absl::SimpleAtoi(name.substr(5), &device)) return -1;
+  return device;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> BackendFor(const std::string& device) {
+  std::string note;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(device, &note);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat("device ", device, ": ", backend.status().message()));
+  }
+  // "auto" says in one line why it fell back to the CPU, as get_strategy()'s fallback does.
+  if (!note.empty()) LogInfo(note);
+  return backend;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SyncStrategy>> SyncStrategy::Create(
+    const StrategyOptions& options) {
+  std::unique_ptr<SyncStrategy> s(new SyncStrategy());
+  s->device_ = options.device;
+  if (options.strategy == "default") {
+    PS_ASSIGN_OR_RETURN(s->first_backend_, BackendFor(options.device));
+    s->core_ = CreateDefaultStrategy();
+  } else if (options.strategy == "mirrored") {
+    absl::StatusOr<std::unique_ptr<MirroredStrategy>> mirrored =
+        CreateMirroredStrategy(options.devices);
+    if (!mirrored.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("devices: ", mirrored.status().message()));
+    }
+    for (const std::string& d : (*mirrored)->devices()) {
+      s->replica_devices_.push_back(BackendDeviceFor(d));
+    }
+    PS_ASSIGN_OR_RETURN(s->first_backend_, BackendFor(s->replica_devices_[0]));
+    LogInfo(absl::StrCat("mirrored strategy, num_replicas_in_sync=", s->replica_devices_.size(),
+                         " (", absl::StrJoin((*mirrored)->devices(), ", "), ")"));
+    s->core_ = *std::move(mirrored);
+  } else if (options.strategy == "multi_worker_mirrored") {
+    PS_RETURN_IF_ERROR(s->SetUpMultiWorker(options));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("strategy \"", options.strategy,
+                                                   "\" is not one of default, mirrored, "
+                                                   "multi_worker_mirrored, parameter_server"));
+  }
+  return s;
+}
+
+// The ring from TF_CONFIG, serving on this task's port; then every worker agrees (one
+// small all-reduce) on the gRPC ring or NCCL.
+absl::Status SyncStrategy::SetUpMultiWorker(const StrategyOptions& options) {
+  PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
+  task_ = config.task;
+  PS_ASSIGN_OR_RETURN(first_backend_, BackendFor(options.device));
+  PS_ASSIGN_OR_RETURN(CollectiveKind kind, ParseCollectiveKind(options.collective));
+  PS_ASSIGN_OR_RETURN(ring_, MultiWorkerRing::Start(config));
+  MultiWorkerMirroredOptions mo;
+  mo.ring.timeout = options.collective_timeout;
+  mo.startup_timeout = options.startup_timeout;
+  auto mw = std::make_unique<MultiWorkerMirroredStrategy>(ring_->transport(), mo);
+  const int rank = ring_->options().rank;
+  const int n = static_cast<int>(ring_->options().addresses.size());
+  SetLogTag(absl::StrCat(config.task.type, config.task.index));
+  LogInfo(absl::StrCat("multi_worker_mirrored: rank ", rank, " of ", n, " (",
+                       absl::StrJoin(ring_->options().names, ", "), "), serving the all-reduce on ",
+                       ring_->listen_address()));
+  MultiWorkerMirroredStrategy* raw = mw.get();
+  PS_ASSIGN_OR_RETURN(
+      CollectiveSelection selection,
+      SelectCollective(
+          [raw](absl::Span<const absl::Span<float>> t) { return raw->RingSumAtStartup(t); }, rank,
+          n, kind, CudaDeviceOf(*first_backend_), options.collective_timeout));
+  LogInfo(selection.description);
+  if (selection.nccl != nullptr) mw->UseCollective(std::move(selection.nccl));
+  core_ = std::move(mw);
+  return absl::OkStatus();
+}
+
+SyncStrategy::~SyncStrategy() {
+  // Models outliving their strategy must not call back into it.
+  models_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> SyncStrategy::MakeBackend(int replica) {
+  if (replica == 0 && first_backend_ != nullptr) return std::move(first_backend_);
+  return BackendFor(replica_devices_.empty() ? device_ : replica_devices_[replica]);
+}
+
+absl::StatusOr<std::unique_ptr<DistributedModel>> SyncStrategy::CreateModel(
+    const ModelOptions& options) {
+  ReplicatedModelOptions ro;
+  ro.keras_model = options.keras_model;
+  ro.loss = options.loss;
+  ro.optimizer = options.optimizer;
+  ro.seed = options.seed;
+  ro.scale_learning_rate = options.scale_learning_rate;
+  ro.make_backend = [this](int replica) { return MakeBackend(replica); };
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<ReplicatedModel> replicated,
+                      ReplicatedModel::Create(core_.get(), ro));
+  // Every worker starts from the same weights (and the first collective is where the
+  // workers of a multi-worker job meet).
+  PS_RETURN_IF_ERROR(replicated->CheckInSync());
+  auto model = std::make_unique<SyncModel>(this, std::move(replicated), options.seed,
+                                           options.loss, first_local_replica(),
+                                           num_local_replicas());
+  models_.push_back(model.get());
+  return model;
+}
+
+void SyncStrategy::Unregister(SyncModel* model) {
+  models_.erase(std::remove(models_.begin(), models_.end(), model), models_.end());
+}
+
+absl::Status SyncStrategy::RunReplicas(
+    const std::function<absl::Status(const ReplicaContext&)>& fn, const DistributedBatch& batch) {
+  PS_RETURN_IF_ERROR(CheckBatch(batch));
+  const int first = first_local_replica();
+  const int replicas = num_replicas_in_sync();
+  const absl::Status ran = core_->Run([&](int replica) -> absl::Status {
+    ReplicaContext ctx;
+    ctx.replica_id_in_sync_group = replica;
+    ctx.num_replicas_in_sync = replicas;
+    ctx.local_index = replica - first;
+    return fn(ctx);
+  });
+  // Every model's update, in creation order (the same order in every worker process).
+  absl::Status finished = absl::OkStatus();
+  for (SyncModel* model : models_) {
+    absl::Status status = model->FinishStep(ran.ok());
+    if (finished.ok()) finished = status;
+  }
+  return ran.ok() ? finished : ran;
+}
+
+absl::Status SyncStrategy::SumAcrossWorkers(std::vector<double>* values) {
+  if (core_->num_local_replicas() == core_->num_replicas_in_sync()) return absl::OkStatus();
+  std::vector<float> floats(values->begin(), values->end());
+  PS_RETURN_IF_ERROR(core_->CrossWorkerSum({absl::MakeSpan(floats)}));
+  values->assign(floats.begin(), floats.end());
+  return absl::OkStatus();
+}
+
+SyncModel::SyncModel(SyncStrategy* strategy, std::unique_ptr<ReplicatedModel> model,
+                     uint64_t seed, LossConfig loss, int first_local, int num_local)
+    : strategy_(strategy),
+      model_(std::move(model)),
+      seed_(seed),
+      loss_(std::move(loss)),
+      first_local_(first_local),
+      applied_(num_local, 0),
+      rows_(num_local, 0),
+      global_rows_(num_local, 0) {}
+
+SyncModel::~SyncModel() { strategy_->Unregister(this); }
+
+absl::StatusOr<Gradients> SyncModel::ComputeGradients(const ReplicaContext& ctx,
+                                                      const ReplicaBatch& batch) {
+  const int replica = ctx.replica_id_in_sync_group;
+  PS_ASSIGN_OR_RETURN(
+      StepResult metrics,
+      model_->ComputeGradients(replica, batch.x, batch.y,
+                               ReplicaDropoutSeed(seed_, steps_, replica)));
+  Gradients g;
+  g.values = std::move(model_->gradients(replica));
+  g.metrics = metrics;
+  g.replica = replica;
+  g.rows = batch.rows();
+  g.global_batch_size = batch.global_batch_size;
+  return g;
+}
+
+absl::Status SyncModel::ApplyGradients(const ReplicaContext& ctx, Gradients gradients) {
+  const int replica = ctx.replica_id_in_sync_group;
+  const int local = replica - first_local_;
+  if (gradients.replica != replica || local < 0 || local >= static_cast<int>(applied_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("replica ", replica,
+                                                   " was handed the gradients of replica ",
+                                                   gradients.replica));
+  }
+  if (gradients.global_batch_size < gradients.rows || gradients.rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gradients of ", gradients.rows,
+                                                   " rows of a global batch of ",
+                                                   gradients.global_batch_size));
+  }
+  // Back into the replica's buffer (whose tensors TrainStep reuses next step).
+  model_->gradients(replica) = std::move(gradients.values);
+  rows_[local] = gradients.rows;
+  global_rows_[local] = gradients.global_batch_size;
+  applied_[local] = 1;
+  return absl::OkStatus();
+}
+
+absl::Status SyncModel::FinishStep(bool ran_ok) {
+  const size_t applied = std::count(applied_.begin(), applied_.end(), 1);
+  std::vector<int> missing;
+  for (size_t i = 0; i < applied_.size(); ++i) {
+    if (!applied_[i]) missing.push_back(first_local_ + static_cast<int>(i));
+  }
+  std::fill(applied_.begin(), applied_.end(), 0);
+  if (!ran_ok || applied == 0) return absl::OkStatus();
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replica ", absl::StrJoin(missing, ", "),
+        " did not apply gradients while the others did: every replica of a step calls "
+        "ApplyGradients"));
+  }
+  for (size_t i = 1; i < global_rows_.size(); ++i) {
+    if (global_rows_[i] != global_rows_[0]) {
+      return absl::InvalidArgumentError("the replicas' gradients are of different global batches");
+    }
+  }
+  PS_ASSIGN_OR_RETURN(const bool taken, model_->ApplyGradients(rows_, global_rows_[0], steps_));
+  (void)taken;  // a skipped non-finite step still counts: the next step's dropout differs
+  ++steps_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvaluationResult> SyncModel::Evaluate(const Dataset& data, int64_t batch_size) {
+  PS_RETURN_IF_ERROR(CheckData(data, "the evaluation data"));
+  return model_->Evaluate(data, batch_size);
+}
+
+absl::Status SyncModel::CheckData(const Dataset& data, const std::string& what) const {
+  return CheckDataFitsModel(data, model_->model(), loss_, what);
+}
+
+}  // namespace pstrain::distribute::internal

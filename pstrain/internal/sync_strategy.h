@@ -1,0 +1,110 @@
+#ifndef PSTRAIN_PSTRAIN_INTERNAL_SYNC_STRATEGY_H_
+#define PSTRAIN_PSTRAIN_INTERNAL_SYNC_STRATEGY_H_
+
+// The synchronous strategies behind the public Strategy (pstrain/strategy.h): default,
+// mirrored and multi_worker_mirrored, over the core strategies Fit uses
+// (worker/strategy.h, worker/mirrored_strategy.h, worker/multi_worker_mirrored_strategy.h)
+// and their models over worker/replicated_model.h, so a custom loop and Fit take the same
+// synchronous step.
+//
+// Thread-safety: as Strategy. SyncModel::ComputeGradients and ApplyGradients run on the
+// replicas' threads, each touching only its replica's slots.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/cluster_spec.h"
+#include "common/math/backend.h"
+#include "pstrain/distributed_model.h"
+#include "pstrain/internal/multi_worker_ring.h"
+#include "pstrain/strategy.h"
+#include "worker/replicated_model.h"
+#include "worker/strategy.h"
+
+namespace pstrain::distribute::internal {
+
+class SyncModel;
+
+class SyncStrategy : public Strategy {
+ public:
+  // options.strategy is "default", "mirrored" or "multi_worker_mirrored".
+  // Errors: as CreateStrategy.
+  static absl::StatusOr<std::unique_ptr<SyncStrategy>> Create(const StrategyOptions& options);
+  ~SyncStrategy() override;
+
+  std::string name() const override { return core_->name(); }
+  int num_replicas_in_sync() const override { return core_->num_replicas_in_sync(); }
+  const TaskId& task() const override { return task_; }
+  bool is_chief() const override { return core_->first_local_replica() == 0; }
+  absl::StatusOr<std::unique_ptr<DistributedModel>> CreateModel(
+      const ModelOptions& options) override;
+
+  // SyncModel's: the models whose updates Run takes when the replicas are done.
+  void Unregister(SyncModel* model);
+
+ protected:
+  int first_local_replica() const override { return core_->first_local_replica(); }
+  int num_local_replicas() const override { return core_->num_local_replicas(); }
+  absl::Status RunReplicas(const std::function<absl::Status(const ReplicaContext&)>& fn,
+                           const DistributedBatch& batch) override;
+  absl::Status SumAcrossWorkers(std::vector<double>* values) override;
+
+ private:
+  SyncStrategy() = default;
+  absl::Status SetUpMultiWorker(const StrategyOptions& options);
+  // The backend of local replica `replica` of the next model.
+  absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(int replica);
+
+  std::string device_;                       // --device, for all but mirrored
+  std::vector<std::string> replica_devices_;  // mirrored: CreateBackend's string per replica
+  // Made at creation so a bad device fails at once; the first model's replica 0 takes it.
+  std::unique_ptr<Backend> first_backend_;
+  std::unique_ptr<MultiWorkerRing> ring_;  // multi_worker_mirrored; outlives core_
+  std::unique_ptr<::pstrain::Strategy> core_;
+  TaskId task_;
+  std::vector<SyncModel*> models_;  // Not owned; each unregisters itself.
+};
+
+// A model of a synchronous strategy (see pstrain/distributed_model.h).
+class SyncModel : public DistributedModel {
+ public:
+  // `strategy` is not owned and must outlive the model.
+  SyncModel(SyncStrategy* strategy, std::unique_ptr<ReplicatedModel> model, uint64_t seed,
+            LossConfig loss, int first_local, int num_local);
+  ~SyncModel() override;
+
+  const std::vector<VariableSpec>& variables() const override { return model_->variables(); }
+  absl::StatusOr<Gradients> ComputeGradients(const ReplicaContext& ctx,
+                                             const ReplicaBatch& batch) override;
+  absl::Status ApplyGradients(const ReplicaContext& ctx, Gradients gradients) override;
+  absl::StatusOr<std::vector<Tensor>> GetWeights() override { return model_->weights(); }
+  absl::StatusOr<EvaluationResult> Evaluate(const Dataset& data, int64_t batch_size) override;
+  absl::Status CheckData(const Dataset& data, const std::string& what) const override;
+
+  // After every replica of a step ran (`ran_ok`: all of them succeeded): the one update
+  // from the gradients they applied, if they did; nothing when none did (a step that
+  // only evaluates). Clears the step's slots either way.
+  // Errors: FAILED_PRECONDITION some replicas applied and others did not (named);
+  // ReplicatedModel::ApplyGradients'.
+  absl::Status FinishStep(bool ran_ok);
+
+ private:
+  SyncStrategy* const strategy_;  // Not owned.
+  const std::unique_ptr<ReplicatedModel> model_;
+  const uint64_t seed_;
+  const LossConfig loss_;
+  const int first_local_;
+  // The step's slots, by local replica: whether it applied, its rows.
+  std::vector<char> applied_;
+  std::vector<int64_t> rows_;
+  std::vector<int64_t> global_rows_;
+  int64_t steps_ = 0;  // updates taken or skipped; seeds dropout
+};
+
+}  // namespace pstrain::distribute::internal
+
+#endif  // PSTRAIN_PSTRAIN_INTERNAL_SYNC_STRATEGY_H_
