@@ -1,0 +1,225 @@
+// TensorFlow's custom training loop, in C++ on pstrain's public API (pstrain/pstrain.h):
+// one step function, `TrainStep`, runs under every strategy. The synchronous strategies
+// iterate a distributed dataset and call strategy->Run themselves; under
+// parameter_server the chief schedules the same step on the workers through a
+// ClusterCoordinator. README.md shows this file next to the Python it mirrors.
+//
+//   custom_loop --strategy=default|mirrored|multi_worker_mirrored|parameter_server
+//               [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]
+//
+// multi_worker_mirrored and parameter_server read the cluster and this task from
+// TF_CONFIG; every task runs this same program. The task that reports (the one process,
+// rank 0, or the parameter_server chief) prints a Keras-style line per epoch, evaluated on
+// the job's validation data. Exit status: 0 trained; 2 bad flags or input; 1 a failure.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/time/clock.h"
+#include "pstrain/pstrain.h"
+
+ABSL_FLAG(std::string, strategy, "default",
+          "default, mirrored, multi_worker_mirrored or parameter_server.");
+ABSL_FLAG(std::string, job, "examples/fashion_mnist.json",
+          "Job spec: its model, compile settings, batch size, epochs, data and seed.");
+ABSL_FLAG(int, epochs, 0, "Overrides the job's fit.epochs when > 0.");
+ABSL_FLAG(std::string, devices, "", "mirrored: cpu:0,cpu:1 or cuda:0,cuda:1.");
+ABSL_FLAG(std::string, device, "cpu", "The other strategies: cpu, auto, cuda or cuda:N.");
+
+namespace dist = pstrain::distribute;
+
+namespace {
+
+// The step function: TensorFlow's
+//   def train_step(inputs):
+//     with tf.GradientTape() as tape: loss = ... model(x, training=True) ...
+//     grads = tape.gradient(loss, model.trainable_variables)
+//     optimizer.apply_gradients(zip(grads, model.trainable_variables))
+//     return loss
+// It returns the slice's loss sum, correct predictions and samples.
+absl::StatusOr<dist::StepResult> TrainStep(dist::DistributedModel& model,
+                                           const dist::ReplicaContext& ctx,
+                                           const dist::ReplicaBatch& batch) {
+  PS_ASSIGN_OR_RETURN(dist::Gradients grads, model.ComputeGradients(ctx, batch));
+  const dist::StepResult metrics = grads.metrics;
+  PS_RETURN_IF_ERROR(model.ApplyGradients(ctx, std::move(grads)));
+  return metrics;
+}
+
+struct Job {
+  dist::JobFile file;
+  dist::FitData data;
+  int epochs = 0;
+};
+
+// The epoch's line, as every pstrain trainer prints it, on the reporting task.
+absl::Status ReportEpoch(dist::DistributedModel& model, const Job& job, int epoch,
+                         const dist::StepResult& totals, int64_t steps, absl::Time start) {
+  dist::EpochSummary summary;
+  summary.epoch = epoch + 1;
+  summary.epochs = job.epochs;
+  summary.samples = totals.samples;
+  summary.steps = steps;
+  const double n = static_cast<double>(totals.samples > 0 ? totals.samples : 1);
+  summary.loss = totals.loss_sum / n;
+  summary.accuracy = static_cast<double>(totals.correct) / n;
+  if (job.data.validation != nullptr) {
+    PS_ASSIGN_OR_RETURN(dist::EvaluationResult val,
+                        model.Evaluate(*job.data.validation, job.file.spec.batch_size));
+    summary.has_validation = true;
+    summary.val_loss = val.loss;
+    summary.val_accuracy = val.accuracy;
+  }
+  summary.elapsed = absl::Now() - start;
+  std::printf("%s\n", dist::FormatEpochLine(summary).c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// default, mirrored, multi_worker_mirrored: TensorFlow's
+//   dist_dataset = strategy.experimental_distribute_dataset(dataset)
+//   for x in dist_dataset:
+//     per_replica_losses = strategy.run(train_step, args=(x,))
+//     total_loss += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
+absl::Status TrainInSync(dist::Strategy& strategy, dist::DistributedModel& model, const Job& job) {
+  dist::DistributedDatasetOptions options;
+  options.global_batch_size = job.file.spec.batch_size;  // split across the replicas
+  options.shuffle = job.file.spec.shuffle;
+  options.seed = job.file.spec.seed;
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::DistributedDataset> dataset,
+                      strategy.ExperimentalDistributeDataset(job.data.train, options));
+  auto step_fn = [&model](const dist::ReplicaContext& ctx, const dist::ReplicaBatch& batch) {
+    return TrainStep(model, ctx, batch);
+  };
+  for (int epoch = 0; epoch < job.epochs; ++epoch) {
+    const absl::Time start = absl::Now();
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::DistributedIterator> it,
+                        dataset->MakeIterator(epoch));
+    dist::StepResult totals;
+    int64_t steps = 0;
+    while (true) {
+      absl::StatusOr<dist::DistributedBatch> batch = it->Next();
+      if (absl::IsOutOfRange(batch.status())) break;  // the end of the epoch's data
+      PS_RETURN_IF_ERROR(batch.status());
+      PS_ASSIGN_OR_RETURN(dist::PerReplica<dist::StepResult> per_replica,
+                          strategy.Run(step_fn, *batch));
+      PS_ASSIGN_OR_RETURN(dist::StepResult step,
+                          strategy.Reduce(dist::ReduceOp::kSum, per_replica));
+      totals.loss_sum += step.loss_sum;
+      totals.correct += step.correct;
+      totals.samples += step.samples;
+      ++steps;
+    }
+    if (strategy.is_chief()) PS_RETURN_IF_ERROR(ReportEpoch(model, job, epoch, totals, steps, start));
+  }
+  return absl::OkStatus();
+}
+
+// parameter_server: TensorFlow's
+//   coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+//   per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+//   @tf.function
+//   def train_fn(iterator):
+//     return strategy.run(train_step, args=(next(iterator),))
+//   for epoch ...:
+//     for _ in range(steps_per_epoch):
+//       results.append(coordinator.schedule(train_fn, args=(per_worker_iterator,)))
+//     coordinator.join()
+// Every task runs it: a worker serves train_fn, the chief schedules it.
+absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedModel& model,
+                                  const Job& job) {
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::ClusterCoordinator> coordinator,
+                      dist::ClusterCoordinator::Create(&strategy));
+  // Each worker's own endless stream of batches of fit.batch_size, shuffled its own way.
+  PS_ASSIGN_OR_RETURN(
+      dist::PerWorkerIterator per_worker_iterator,
+      coordinator->CreatePerWorkerIterator(
+          [&](int worker) -> absl::StatusOr<std::unique_ptr<dist::DistributedIterator>> {
+            dist::DistributedDatasetOptions options;
+            options.global_batch_size = job.file.spec.batch_size;
+            options.seed = job.file.spec.seed + static_cast<uint64_t>(worker) + 1;
+            options.repeat = -1;
+            PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::DistributedDataset> dataset,
+                                strategy.ExperimentalDistributeDataset(job.data.train, options));
+            return dataset->MakeIterator(0);
+          }));
+  auto step_fn = [&model](const dist::ReplicaContext& ctx, const dist::ReplicaBatch& batch) {
+    return TrainStep(model, ctx, batch);
+  };
+  dist::RemoteFunction<dist::StepResult> train_fn = coordinator->Register(
+      "train_fn", [&](dist::DistributedIterator& iterator) -> absl::StatusOr<dist::StepResult> {
+        PS_ASSIGN_OR_RETURN(dist::DistributedBatch batch, iterator.Next());
+        PS_ASSIGN_OR_RETURN(dist::PerReplica<dist::StepResult> per_replica,
+                            strategy.Run(step_fn, batch));
+        return strategy.Reduce(dist::ReduceOp::kSum, per_replica);
+      });
+  if (strategy.task().type == "worker") return coordinator->Serve();
+
+  // An epoch is one pass over the data, spread over the workers.
+  const int64_t rows = job.data.train->num_examples();
+  const int64_t batch = job.file.spec.batch_size;
+  const int64_t steps_per_epoch = job.file.spec.steps_per_epoch > 0
+                                      ? job.file.spec.steps_per_epoch
+                                      : (rows + batch - 1) / batch;
+  for (int epoch = 0; epoch < job.epochs; ++epoch) {
+    const absl::Time start = absl::Now();
+    std::vector<dist::RemoteValue<dist::StepResult>> results;
+    for (int64_t step = 0; step < steps_per_epoch; ++step) {
+      results.push_back(coordinator->Schedule(train_fn, per_worker_iterator));
+    }
+    PS_RETURN_IF_ERROR(coordinator->Join());
+    dist::StepResult totals;
+    for (const dist::RemoteValue<dist::StepResult>& result : results) {
+      PS_ASSIGN_OR_RETURN(dist::StepResult step, result.Fetch());
+      totals.loss_sum += step.loss_sum;
+      totals.correct += step.correct;
+      totals.samples += step.samples;
+    }
+    PS_RETURN_IF_ERROR(ReportEpoch(model, job, epoch, totals, steps_per_epoch, start));
+  }
+  std::printf("functions run per worker:");
+  for (int64_t n : coordinator->functions_run_per_worker()) std::printf(" %lld", static_cast<long long>(n));
+  std::printf("\n");
+  return absl::OkStatus();
+}
+
+absl::Status Main() {
+  dist::StrategyOptions options;
+  options.strategy = absl::GetFlag(FLAGS_strategy);
+  options.devices = absl::GetFlag(FLAGS_devices);
+  options.device = absl::GetFlag(FLAGS_device);
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::Strategy> strategy, dist::CreateStrategy(options));
+  // TensorFlow: `if task_type == "ps": server.join()`.
+  if (strategy->task().type == "ps") return strategy->JoinServer();
+
+  Job job;
+  PS_ASSIGN_OR_RETURN(job.file, dist::ReadJobFile(absl::GetFlag(FLAGS_job)));
+  job.epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : job.file.spec.epochs;
+  PS_ASSIGN_OR_RETURN(job.data, dist::LoadJobData(job.file));
+  // TensorFlow: `with strategy.scope(): model = ...; optimizer = ...`.
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::DistributedModel> model,
+                      strategy->CreateModel(dist::ModelOptions::FromJobSpec(job.file.spec)));
+  PS_RETURN_IF_ERROR(model->CheckData(*job.data.train, "data.train"));
+  if (strategy->is_chief()) {
+    std::printf("pstrain custom loop: %s strategy, num_replicas_in_sync=%d\n",
+                strategy->name().c_str(), strategy->num_replicas_in_sync());
+    std::fflush(stdout);
+  }
+  if (strategy->name() == "parameter_server") return TrainWithCoordinator(*strategy, *model, job);
+  return TrainInSync(*strategy, *model, job);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status status = Main();
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "custom_loop: %s\n", std::string(status.message()).c_str());
+  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ? 2 : 1;
+}

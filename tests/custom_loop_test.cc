@@ -1,0 +1,239 @@
+// examples/custom_loop (TensorFlow's custom training loop on pstrain's public C++ API,
+// pstrain/pstrain.h) as real processes on the real Fashion-MNIST, under every strategy,
+// each configured only by flags and TF_CONFIG on free ports: the same step function
+// reaches 0.85 validation accuracy everywhere; under default it takes exactly Fit's
+// steps (worker/train prints the same figures), and mirrored and multi_worker_mirrored
+// take the same steps as each other; under parameter_server the chief's
+// ClusterCoordinator runs functions on every worker and a killed worker's functions run
+// on the others.
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "deploy/local/free_port.h"
+#include "deploy/local/local_cluster.h"
+#include "deploy/local/process_group.h"
+#include "gtest/gtest.h"
+#include "tests/cluster_test_util.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kCustomLoop[] = "examples/custom_loop";
+constexpr char kJob[] = "--job=examples/fashion_mnist.json";
+const std::map<std::string, std::string> kOneBlasThread = {{"OPENBLAS_NUM_THREADS", "1"}};
+
+bool HaveFashionMnist() {
+  struct stat st;
+  return stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) == 0;
+}
+
+// Each epoch line's figures, without its timing: "loss: 0.5982 - accuracy: ...".
+std::vector<std::string> EpochFigures(const std::string& output) {
+  std::vector<std::string> figures;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, "Epoch ")) continue;
+    const size_t at = line.find("loss: ");
+    if (at != absl::string_view::npos) figures.emplace_back(line.substr(at));
+  }
+  return figures;
+}
+
+// "functions run per worker: 470 468" -> {470, 468}.
+std::vector<int64_t> FunctionsPerWorker(const std::string& output) {
+  std::vector<int64_t> counts;
+  const size_t at = output.find("functions run per worker:");
+  if (at == std::string::npos) return counts;
+  const std::string rest = output.substr(at + 25, output.find('\n', at) - at - 25);
+  for (absl::string_view n : absl::StrSplit(rest, ' ', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(n, &v)) counts.push_back(v);
+  }
+  return counts;
+}
+
+void ExpectAllExitedCleanly(const ProcessRun& run) {
+  for (const auto& exit : run.exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of.at(exit.name);
+  }
+}
+
+// Starts custom_loop as every task of `cluster` (job name -> count) on free ports, named
+// "chief", "ps0", "worker1", ..., each with `args` and its TF_CONFIG.
+void StartCluster(ProcessGroup& group, const std::vector<std::pair<std::string, int>>& cluster,
+                  const std::vector<std::string>& args) {
+  int total = 0;
+  for (const auto& [job, n] : cluster) total += n;
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(total);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
+  int next = 0;
+  for (const auto& [job, n] : cluster) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < n; ++i) addresses.push_back(absl::StrCat("localhost:", (*ports)[next++]));
+    jobs.push_back({job, addresses});
+  }
+  for (const auto& [job, n] : cluster) {
+    for (int i = 0; i < n; ++i) {
+      std::map<std::string, std::string> env = kOneBlasThread;
+      env["TF_CONFIG"] = MakeTfConfig(jobs, job, i);
+      const std::string name = job == "chief" ? job : absl::StrCat(job, i);
+      ASSERT_TRUE(group.Start({name, kCustomLoop, args, env}).ok());
+    }
+  }
+}
+
+TEST(CustomLoopTest, DefaultStrategyTakesFitsStepsAndReachesRealAccuracy) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ProcessGroup group;
+  ASSERT_TRUE(group.Start({"loop", kCustomLoop, {kJob, "--epochs=3"}, kOneBlasThread}).ok());
+  ASSERT_TRUE(group.Start({"train", "worker/train", {kJob, "--epochs=3"}, kOneBlasThread}).ok());
+  ProcessRun run = CollectRun(group, absl::Minutes(5), absl::Seconds(30));
+  ExpectAllExitedCleanly(run);
+  const std::string& out = run.stdout_of["loop"];
+  EXPECT_NE(out.find("default strategy, num_replicas_in_sync=1"), std::string::npos) << out;
+  const std::vector<std::string> figures = EpochFigures(out);
+  ASSERT_EQ(figures.size(), 3u) << out;
+  // The same global batches, dropout masks and updates as Fit: the same figures, digit
+  // for digit.
+  EXPECT_EQ(figures, EpochFigures(run.stdout_of["train"])) << out << run.stdout_of["train"];
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+}
+
+TEST(CustomLoopTest, MirroredAndMultiWorkerMirroredTakeTheSameStepsToRealAccuracy) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ProcessGroup mirrored;
+  ASSERT_TRUE(mirrored
+                  .Start({"loop",
+                          kCustomLoop,
+                          {kJob, "--epochs=3", "--strategy=mirrored", "--devices=cpu:0,cpu:1"},
+                          kOneBlasThread})
+                  .ok());
+  ProcessRun one = CollectRun(mirrored, absl::Minutes(5), absl::Seconds(30));
+  ExpectAllExitedCleanly(one);
+  const std::string& local = one.stdout_of["loop"];
+  EXPECT_NE(local.find("mirrored strategy, num_replicas_in_sync=2"), std::string::npos) << local;
+  EXPECT_GE(LastValAccuracy(local), 0.85) << local;
+
+  ProcessGroup workers;
+  StartCluster(workers, {{"worker", 2}},
+               {kJob, "--epochs=3", "--strategy=multi_worker_mirrored"});
+  ProcessRun two = CollectRun(workers, absl::Minutes(5), absl::Seconds(30));
+  ExpectAllExitedCleanly(two);
+  const std::string& rank0 = two.stdout_of["worker0"];
+  EXPECT_NE(rank0.find("multi_worker_mirrored strategy, num_replicas_in_sync=2"),
+            std::string::npos)
+      << rank0;
+  // Each worker ran its slice of the same global batches as the two local replicas, and
+  // the all-reduce summed what the local Reduce summed.
+  EXPECT_EQ(EpochFigures(rank0), EpochFigures(local)) << rank0 << local;
+  EXPECT_EQ(EpochFigures(rank0).size(), 3u) << rank0;
+  // Only rank 0 reports.
+  EXPECT_TRUE(EpochFigures(two.stdout_of["worker1"]).empty()) << two.stdout_of["worker1"];
+}
+
+TEST(CustomLoopTest, ParameterServerChiefSchedulesTheStepOnEveryWorker) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ProcessGroup group;
+  // Asynchronous runs of three epochs land either side of 0.85: four.
+  StartCluster(group, {{"chief", 1}, {"ps", 2}, {"worker", 2}},
+               {kJob, "--epochs=4", "--strategy=parameter_server"});
+  ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Seconds(30));
+  ExpectAllExitedCleanly(run);
+  const std::string& out = run.stdout_of["chief"];
+  EXPECT_NE(out.find("parameter_server strategy, num_replicas_in_sync=1"), std::string::npos)
+      << out;
+  const std::vector<double> losses = ParseEpochLosses(out);
+  ASSERT_EQ(losses.size(), 4u) << out;
+  EXPECT_LT(losses.back(), losses.front()) << out;
+  EXPECT_GE(LastValAccuracy(out), 0.85) << out;
+  // 938 steps an epoch, every one answered once, and both workers took their share.
+  const std::vector<int64_t> per_worker = FunctionsPerWorker(out);
+  ASSERT_EQ(per_worker.size(), 2u) << out;
+  EXPECT_EQ(per_worker[0] + per_worker[1], 4 * 938) << out;
+  EXPECT_GT(per_worker[0], 938) << out;
+  EXPECT_GT(per_worker[1], 938) << out;
+  // The chief told every task the job was done.
+  for (const char* task : {"ps0", "ps1", "worker0", "worker1"}) {
+    EXPECT_TRUE(absl::StrContains(run.stderr_of[task], "Shutdown RPC: the job is done"))
+        << task << "\n" << run.stderr_of[task];
+  }
+}
+
+TEST(CustomLoopTest, AKilledWorkersFunctionsRunOnTheOtherWorker) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ProcessGroup group;
+  StartCluster(group, {{"chief", 1}, {"ps", 1}, {"worker", 2}},
+               {kJob, "--epochs=2", "--strategy=parameter_server"});
+  const SignalOnLine kill{"chief", "Epoch 1/", "worker1", SIGKILL};
+  // A long grace: the others must finish by themselves once worker1 is gone.
+  ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Minutes(5), &kill);
+  ASSERT_TRUE(run.signalled) << run.stderr_of["chief"];
+  for (const auto& exit : run.exits) {
+    if (exit.name == "worker1") {
+      EXPECT_EQ(exit.signal, SIGKILL);
+      continue;
+    }
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of[exit.name];
+  }
+  const std::string& out = run.stdout_of["chief"];
+  EXPECT_EQ(ParseEpochLosses(out).size(), 2u) << out;
+  // The chief named the worker it lost and ran its function again.
+  const std::string& log = run.stderr_of["chief"];
+  const size_t lost = log.find("worker task 1 (");
+  ASSERT_NE(lost, std::string::npos) << log;
+  const std::string line = log.substr(lost, log.find('\n', lost) - lost);
+  EXPECT_TRUE(absl::StrContains(line, " lost: ")) << log;
+  EXPECT_TRUE(absl::StrContains(line, "runs again on another worker")) << log;
+  // Every step of both epochs was answered, worker 0 took those worker 1 could not.
+  const std::vector<int64_t> per_worker = FunctionsPerWorker(out);
+  ASSERT_EQ(per_worker.size(), 2u) << out;
+  EXPECT_EQ(per_worker[0] + per_worker[1], 2 * 938) << out;
+  EXPECT_GE(per_worker[0], 938) << out;
+}
+
+TEST(CustomLoopTest, AStrategyOrTaskItCannotRunIsRefusedInOneLine) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string tf_config;
+    std::string says;
+  };
+  const std::string two_workers_and_ps =
+      R"({"cluster":{"worker":["localhost:1","localhost:2"],"ps":["localhost:3"]},)"
+      R"("task":{"type":"ps","index":0}})";
+  const std::vector<Case> cases = {
+      {{"--strategy=central_storage"}, "", "strategy \"central_storage\" is not one of"},
+      {{"--strategy=parameter_server"}, "", "parameter_server needs TF_CONFIG"},
+      {{"--strategy=multi_worker_mirrored"}, two_workers_and_ps,
+       "multi_worker_mirrored runs on chief and worker tasks, not ps:0"},
+      {{"--strategy=parameter_server"}, two_workers_and_ps, "the cluster has no chief"},
+      {{"--strategy=mirrored", "--devices=gpu:0"}, "", "is not cpu:N or cuda:N"},
+  };
+  for (const Case& c : cases) {
+    ProcessGroup group;
+    std::map<std::string, std::string> env = kOneBlasThread;
+    if (!c.tf_config.empty()) env["TF_CONFIG"] = c.tf_config;
+    ASSERT_TRUE(group.Start({"loop", kCustomLoop, c.args, env}).ok());
+    ProcessRun run = CollectRun(group, absl::Minutes(1), absl::Seconds(5));
+    ASSERT_EQ(run.exits.size(), 1u);
+    EXPECT_EQ(run.exits[0].exit_code, 2) << c.says << "\n" << run.stderr_of["loop"];
+    const std::string& err = run.stderr_of["loop"];
+    EXPECT_NE(err.find(c.says), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
