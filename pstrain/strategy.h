@@ -91,7 +91,8 @@ class Strategy {
   // A model in this strategy's scope (see pstrain/distributed_model.h). On the
   // parameter_server chief this creates the variables on the ps tasks (waiting up to
   // startup_timeout for them); every task of a job creates the same models in the same
-  // order. Errors: INVALID_ARGUMENT a model, loss or optimizer that does not parse (named);
+  // order. The strategy must outlive its models.
+  // Errors: INVALID_ARGUMENT a model, loss or optimizer that does not parse (named);
   // parameter_server: a second model, a ps that cannot be reached (named); the backend's.
   virtual absl::StatusOr<std::unique_ptr<DistributedModel>> CreateModel(
       const ModelOptions& options) = 0;
