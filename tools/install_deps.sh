@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
   python3 python3-numpy
+  libhdf5-dev libzip-dev
 )
 
 missing=()

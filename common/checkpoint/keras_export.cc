@@ -1,0 +1,142 @@
+#include "common/checkpoint/keras_export.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/checkpoint/keras_weights_h5.h"
+#include "common/checkpoint/zip_archive.h"
+#include "common/model/job_spec.h"
+#include "common/model/loss.h"
+#include "common/model/model.h"
+#include "common/model/optimizer.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+using nlohmann::json;
+
+// A {"class_name", "config"} object as serialize_keras_object writes it.
+json KerasObject(const std::string& module, json object) {
+  return {{"module", module},
+          {"class_name", object.value("class_name", "")},
+          {"config", object.value("config", json::object())},
+          {"registered_name", nullptr}};
+}
+
+// pstrain keeps hyperparameters as float, so 0.002 reaches JSON as 0.0020000000949949026.
+// Keras wrote 0.002: every number that is exactly a float becomes the shortest decimal
+// that reads back as that float.
+void ShortestFloats(json& value) {
+  if (value.is_structured()) {
+    for (json& child : value) ShortestFloats(child);
+    return;
+  }
+  if (!value.is_number_float()) return;
+  const double d = value.get<double>();
+  const float f = static_cast<float>(d);
+  if (!std::isfinite(d) || static_cast<double>(f) != d) return;
+  for (int digits = 1; digits <= 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.*g", digits, d);
+    const double shorter = std::strtod(text, nullptr);
+    if (static_cast<float>(shorter) == f) {
+      value = shorter;
+      return;
+    }
+  }
+}
+
+json CompileConfig(const JobSpec& spec) {
+  json optimizer = KerasObject("keras.optimizers", OptimizerConfigToKeras(spec.optimizer));
+  json& rate = optimizer["config"]["learning_rate"];
+  if (rate.is_object()) rate = KerasObject("keras.optimizers.schedules", rate);
+  return {{"optimizer", optimizer},
+          {"loss", KerasObject("keras.losses", LossConfigToKeras(spec.loss))},
+          {"loss_weights", nullptr},
+          {"metrics", spec.metrics},
+          {"weighted_metrics", nullptr},
+          {"run_eagerly", false},
+          {"steps_per_execution", 1},
+          {"jit_compile", false}};
+}
+
+struct ParsedCheckpoint {
+  JobSpec spec;
+  std::unique_ptr<Model> model;  // built without a backend: shapes and configs only
+};
+
+absl::StatusOr<ParsedCheckpoint> ParseCheckpointModel(const CheckpointReader& checkpoint) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(checkpoint.job_spec().dump(), ".");
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", checkpoint.path(), ": its job spec does not parse: ", spec.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(spec->model, nullptr);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", checkpoint.path(), ": its model does not parse: ", model.status().message()));
+  }
+  return ParsedCheckpoint{*std::move(spec), *std::move(model)};
+}
+
+// Every layer's variables from the checkpoint, at Keras's path for the layer.
+absl::StatusOr<std::vector<KerasSaveableWeights>> LayerWeights(const Model& model,
+                                                               const CheckpointReader& checkpoint) {
+  std::vector<KerasSaveableWeights> objects;
+  std::map<std::string, int> used;  // snake-case class name -> times seen
+  for (const auto& layer : model.layers()) {
+    std::string name = KerasSnakeCase(layer->class_name());
+    const int seen = used[name]++;
+    if (seen > 0) name = absl::StrCat(name, "_", seen);
+    objects.push_back({absl::StrCat("layers/", name), {}});
+  }
+  for (const VariableSpec& variable : model.variables()) {
+    PS_ASSIGN_OR_RETURN(const Tensor* tensor, checkpoint.Get(variable.name));
+    if (tensor->shape() != variable.shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", checkpoint.path(), ": ", variable.name, " has shape [",
+          absl::StrJoin(tensor->shape(), ","), "], the model's is [",
+          absl::StrJoin(variable.shape, ","), "]"));
+    }
+    objects.at(variable.layer).variables.push_back(tensor);
+  }
+  return objects;
+}
+
+}  // namespace
+
+absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& out_path,
+                         const KerasExportOptions& options) {
+  if (!absl::EndsWith(out_path, ".keras")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", out_path, "\" does not end in .keras (Keras loads only those)"));
+  }
+  PS_ASSIGN_OR_RETURN(ParsedCheckpoint parsed, ParseCheckpointModel(checkpoint));
+  json config = parsed.model->ToKerasJson();
+  config["compile_config"] = CompileConfig(parsed.spec);
+  ShortestFloats(config);
+  PS_ASSIGN_OR_RETURN(std::vector<KerasSaveableWeights> objects,
+                      LayerWeights(*parsed.model, checkpoint));
+  PS_ASSIGN_OR_RETURN(std::string weights, WriteKerasWeightsH5(objects));
+  const json metadata = {
+      {"keras_version", kKerasFormatVersion},
+      {"date_saved", absl::FormatTime("%Y-%m-%d@%H:%M:%S", options.date_saved,
+                                      absl::LocalTimeZone())},
+      // Keras reads neither key below; they say where the file came from.
+      {"exported_by", "pstrain"},
+      {"checkpoint_step", checkpoint.step()}};
+  return WriteZipArchive(out_path, {{"metadata.json", metadata.dump()},
+                                    {"config.json", config.dump()},
+                                    {"model.weights.h5", std::move(weights)}});
+}
+
+}  // namespace pstrain

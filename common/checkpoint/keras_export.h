@@ -1,0 +1,45 @@
+#ifndef PSTRAIN_COMMON_CHECKPOINT_KERAS_EXPORT_H_
+#define PSTRAIN_COMMON_CHECKPOINT_KERAS_EXPORT_H_
+
+// A checkpoint as a Keras 3 `.keras` file (what `model.save("model.keras")` writes, and
+// `keras.saving.load_model` reads): a zip archive holding
+//   metadata.json     {"keras_version": ..., "date_saved": "%Y-%m-%d@%H:%M:%S", ...}
+//   config.json       the model as Keras 3's serialize_keras_object writes it (module,
+//                     class_name, config with every layer's resolved config, registered_name,
+//                     build_config) with its compile_config (optimizer, loss, metrics)
+//   model.weights.h5  every layer's variables in the layer's order, at Keras's paths
+//                     (common/checkpoint/keras_weights_h5.h)
+// The model, compile settings and weights come from the checkpoint alone (its job spec
+// and tensors). The optimizer's slots and step count are not written (Keras then builds
+// a fresh optimizer, as it does for a model saved before training).
+//
+// Thread-safety: any thread.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/checkpoint/checkpoint.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+
+// The Keras version whose saving format (keras/src/saving/saving_lib.py) the files follow.
+inline constexpr char kKerasFormatVersion[] = "3.3.3";
+
+struct KerasExportOptions {
+  absl::Time date_saved = absl::Now();
+};
+
+// Writes `checkpoint` as a `.keras` file at `out_path` (atomically: temp file, fsync,
+// rename).
+// Errors: INVALID_ARGUMENT `out_path` does not end in ".keras", or the checkpoint's job
+//         spec or model does not parse; NOT_FOUND a model variable the checkpoint lacks
+//         (named); FAILED_PRECONDITION a checkpoint tensor whose shape is not the model's
+//         (both shapes named); INTERNAL HDF5, libzip or the file system failed.
+absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& out_path,
+                         const KerasExportOptions& options = {});
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_CHECKPOINT_KERAS_EXPORT_H_

@@ -1,0 +1,152 @@
+#include "common/checkpoint/zip_archive.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/durable_file.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+std::string ZipErrorText(int code) {
+  zip_error_t error;
+  zip_error_init_with_code(&error, code);
+  std::string text = zip_error_strerror(&error);
+  zip_error_fini(&error);
+  return text;
+}
+
+// The archive built in memory: libzip writes into a buffer source kept alive past
+// zip_close, whose bytes are then read back.
+absl::StatusOr<std::string> BuildInMemory(const std::vector<ZipMember>& members) {
+  zip_error_t error;
+  zip_error_init(&error);
+  zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &error);
+  if (buffer == nullptr) {
+    const std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    return absl::InternalError(absl::StrCat("libzip: cannot make a buffer: ", text));
+  }
+  zip_source_keep(buffer);  // zip_close would free it otherwise
+  zip_t* archive = zip_open_from_source(buffer, ZIP_TRUNCATE, &error);
+  if (archive == nullptr) {
+    const std::string text = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    zip_source_free(buffer);
+    return absl::InternalError(absl::StrCat("libzip: cannot open an archive: ", text));
+  }
+  zip_error_fini(&error);
+  auto fail = [&](const std::string& what) {
+    const std::string text = zip_strerror(archive);
+    zip_discard(archive);
+    zip_source_free(buffer);
+    return absl::InternalError(absl::StrCat("libzip: ", what, ": ", text));
+  };
+  for (const ZipMember& member : members) {
+    // libzip reads the bytes at zip_close; `members` outlives it.
+    zip_source_t* data = zip_source_buffer(archive, member.bytes.data(), member.bytes.size(), 0);
+    if (data == nullptr) return fail(absl::StrCat("cannot add ", member.name));
+    const zip_int64_t index =
+        zip_file_add(archive, member.name.c_str(), data, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(data);
+      return fail(absl::StrCat("cannot add ", member.name));
+    }
+    if (zip_set_file_compression(archive, static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) != 0) {
+      return fail(absl::StrCat("cannot store ", member.name));
+    }
+  }
+  if (zip_close(archive) != 0) return fail("cannot write the archive");
+
+  std::string bytes;
+  if (zip_source_open(buffer) != 0 || zip_source_seek(buffer, 0, SEEK_END) != 0) {
+    zip_source_free(buffer);
+    return absl::InternalError("libzip: cannot read the archive back");
+  }
+  const zip_int64_t size = zip_source_tell(buffer);
+  bytes.resize(size > 0 ? static_cast<size_t>(size) : 0);
+  const bool read = zip_source_seek(buffer, 0, SEEK_SET) == 0 &&
+                    zip_source_read(buffer, bytes.data(), bytes.size()) == size;
+  zip_source_close(buffer);
+  zip_source_free(buffer);
+  if (size <= 0 || !read) return absl::InternalError("libzip: cannot read the archive back");
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status WriteZipArchive(const std::string& path, const std::vector<ZipMember>& members) {
+  std::set<std::string> names;
+  for (const ZipMember& member : members) {
+    if (member.name.empty() || !names.insert(member.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zip member name \"", member.name, "\" is empty or repeated"));
+    }
+  }
+  PS_ASSIGN_OR_RETURN(const std::string bytes, BuildInMemory(members));
+  const std::string temp = absl::StrCat(path, ".tmp-", ::getpid());
+  absl::Status written = WriteFileDurably(temp, bytes);
+  if (written.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    written = ErrnoError("cannot rename to", path);
+  }
+  if (!written.ok()) {
+    ::unlink(temp.c_str());
+    return written;
+  }
+  const size_t slash = path.rfind('/');
+  return FsyncPath(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
+}
+
+absl::StatusOr<std::vector<ZipMember>> ReadZipArchive(const std::string& path,
+                                                      int64_t max_member_bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("no file ", path));
+  int code = 0;
+  zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
+  if (archive == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a zip archive: ", ZipErrorText(code)));
+  }
+  std::vector<ZipMember> members;
+  absl::Status status;
+  const zip_int64_t count = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < count && status.ok(); ++i) {
+    zip_stat_t info;
+    zip_stat_init(&info);
+    if (zip_stat_index(archive, i, 0, &info) != 0 || !(info.valid & ZIP_STAT_NAME) ||
+        !(info.valid & ZIP_STAT_SIZE)) {
+      status = absl::InvalidArgumentError(absl::StrCat(path, ": member ", i, " is unreadable"));
+      break;
+    }
+    if (info.size > static_cast<zip_uint64_t>(max_member_bytes)) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          path, ": member ", info.name, " has ", info.size, " bytes, over the limit of ",
+          max_member_bytes));
+      break;
+    }
+    ZipMember member{info.name, std::string(info.size, '\0')};
+    zip_file_t* file = zip_fopen_index(archive, i, 0);
+    const bool read = file != nullptr &&
+                      zip_fread(file, member.bytes.data(), info.size) ==
+                          static_cast<zip_int64_t>(info.size);
+    if (file != nullptr) zip_fclose(file);
+    if (!read) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(path, ": member ", info.name, " cannot be read: ", zip_strerror(archive)));
+      break;
+    }
+    members.push_back(std::move(member));
+  }
+  zip_discard(archive);
+  if (!status.ok()) return status;
+  return members;
+}
+
+}  // namespace pstrain
