@@ -98,7 +98,9 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       on_epoch_(std::move(on_epoch)),
       restore_(restore),
       variables_(model, ps_, PsOptimizerFor(*job, workers_.size()), options_.consistency),
-      checkpointer_(CheckpointerOptions(options_), job, &variables_) {}
+      checkpointer_(CheckpointerOptions(options_), job, &variables_) {
+  variables_.SetInitialValues(job->initial_weights);
+}
 
 void Coordinator::SetPhase(JobPhase phase) {
   absl::MutexLock lock(&mu_);

@@ -27,6 +27,10 @@ std::vector<VariableShape> ShardedVariables::Shapes() const {
   return shapes;
 }
 
+std::vector<Tensor> ShardedVariables::InitialValues(uint64_t seed) const {
+  return initial_values_ != nullptr ? *initial_values_ : model_->InitialValues(seed);
+}
+
 absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t seed) {
   const std::vector<VariableShape> shapes = Shapes();
   PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
@@ -34,7 +38,7 @@ absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t se
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
                       ResolveLayout(shapes, placement, num_ps()));
   PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> per_ps,
-                      ScatterValues(layout, num_ps(), model_->InitialValues(seed)));
+                      ScatterValues(layout, num_ps(), InitialValues(seed)));
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
     creates.push_back([this, p, &per_ps] {
@@ -114,7 +118,7 @@ absl::Status ShardedVariables::Recreate(int p, const TrainingState* state,
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
   if (state == nullptr) {
     PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> initial,
-                        ScatterValues(layout, num_ps(), model_->InitialValues(seed)));
+                        ScatterValues(layout, num_ps(), InitialValues(seed)));
     return ps_[p]->CreateVariables(std::move(initial[p]), optimizer_, consistency_);
   }
   PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> variables,

@@ -2,6 +2,7 @@
 #define PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
 
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -39,6 +40,13 @@ class ShardedVariables {
   // method but placement().
   // Errors: PlaceVariables' (a bad policy); the first failed CreateVariables (naming the ps).
   absl::Status Create(const PlacementPolicy& policy, uint64_t seed) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Values that Create and Recreate use instead of the model's initial values (a .keras
+  // model's weights, JobSpec::initial_weights), in the model's variables() order; null
+  // (the default) draws them from the seed. Call before Create.
+  void SetInitialValues(std::shared_ptr<const std::vector<Tensor>> values) {
+    initial_values_ = std::move(values);
+  }
 
   // One entry per shard (empty before Create), as the workers are sent it.
   std::vector<VariablePlacementEntry> placement() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -86,6 +94,10 @@ class ShardedVariables {
   const OptimizerConfig optimizer_;
   const ConsistencyConfig consistency_;
 
+  // The values shards are created from: initial_values_, or the model's for `seed`.
+  std::vector<Tensor> InitialValues(uint64_t seed) const;
+
+  std::shared_ptr<const std::vector<Tensor>> initial_values_;  // null: from the seed
   mutable absl::Mutex mu_;
   std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
 };

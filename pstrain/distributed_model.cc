@@ -8,6 +8,7 @@ ModelOptions ModelOptions::FromJobSpec(const JobSpec& job) {
   options.loss = job.loss;
   options.optimizer = job.optimizer;
   options.seed = job.seed;
+  options.initial_weights = job.initial_weights;
   options.scale_learning_rate = job.scale_learning_rate;
   options.placement = job.placement;
   return options;

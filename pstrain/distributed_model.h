@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +43,9 @@ struct ModelOptions {
   LossConfig loss;
   OptimizerConfig optimizer;
   uint64_t seed = 0;  // initial values and dropout masks
+  // The weights to start from (a .keras model's, JobSpec::initial_weights), in the model's
+  // variables() order; null: drawn from the seed.
+  std::shared_ptr<const std::vector<Tensor>> initial_weights;
   // Multiply the learning rate by num_replicas_in_sync (synchronous strategies).
   bool scale_learning_rate = false;
   // parameter_server: how the variables are split and spread over the ps tasks.

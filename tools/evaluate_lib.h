@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/model/job_spec.h"
 #include "common/training/evaluator.h"
 
 namespace pstrain {
@@ -19,6 +20,14 @@ namespace pstrain {
 //         loader's errors.
 absl::StatusOr<EvaluationResult> EvaluateCheckpoint(const CheckpointReader& checkpoint,
                                                     const std::string& data);
+
+// As EvaluateCheckpoint, for the weights a job's .keras model holds (JobSpec::
+// initial_weights), on the job's data (relative paths against `job_dir`): what
+// `keras.saving.load_model(path).evaluate(...)` reports.
+// Errors: INVALID_ARGUMENT an unknown `data`, a job whose model is not a .keras file;
+//         NOT_FOUND the job has no such data source; the data loader's errors.
+absl::StatusOr<EvaluationResult> EvaluateKerasJob(const JobSpec& job, const std::string& job_dir,
+                                                  const std::string& data);
 
 }  // namespace pstrain
 

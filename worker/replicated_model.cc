@@ -243,7 +243,20 @@ absl::Status ReplicatedModel::BuildOptimizer(const ReplicatedModelOptions& optio
     scaled.set_learning_rate(scaled.learning_rate() * static_cast<float>(replicas_));
     PS_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(scaled));
   }
-  weights_ = models_[0]->InitialValues(options.seed);
+  if (options.initial_weights != nullptr) {
+    const std::vector<VariableSpec>& variables = models_[0]->variables();
+    const std::vector<Tensor>& initial = *options.initial_weights;
+    for (size_t i = 0; i < std::max(variables.size(), initial.size()); ++i) {
+      if (i >= variables.size() || i >= initial.size() || initial[i].shape() != variables[i].shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the initial weights do not fit the model at variable ", i, " (",
+            initial.size(), " weights for ", variables.size(), " variables)"));
+      }
+    }
+    weights_ = initial;
+  } else {
+    weights_ = models_[0]->InitialValues(options.seed);
+  }
   for (const Tensor& w : weights_) states_.push_back(optimizer_->NewState(w.num_elements()));
   grads_.resize(replicas_);
   reduced_.resize(weights_.size());

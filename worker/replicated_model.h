@@ -46,6 +46,9 @@ struct ReplicatedModelOptions {
   LossConfig loss;
   OptimizerConfig optimizer;  // its nonfinite() decides what a NaN gradient does
   uint64_t seed = 0;          // initial values and dropout masks
+  // The weights to start from (a .keras model's), in variables() order; null: drawn from
+  // the seed.
+  std::shared_ptr<const std::vector<Tensor>> initial_weights;
   // Multiply the learning rate by num_replicas_in_sync (the linear scaling rule).
   bool scale_learning_rate = false;
   // One backend per local replica (a Backend serves one thread), called with the local

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/checkpoint/keras_import.h"
 #include "common/checkpoint/keras_weights_h5.h"
 #include "common/checkpoint/zip_archive.h"
 #include "common/model/job_spec.h"
@@ -92,13 +93,7 @@ absl::StatusOr<ParsedCheckpoint> ParseCheckpointModel(const CheckpointReader& ch
 absl::StatusOr<std::vector<KerasSaveableWeights>> LayerWeights(const Model& model,
                                                                const CheckpointReader& checkpoint) {
   std::vector<KerasSaveableWeights> objects;
-  std::map<std::string, int> used;  // snake-case class name -> times seen
-  for (const auto& layer : model.layers()) {
-    std::string name = KerasSnakeCase(layer->class_name());
-    const int seen = used[name]++;
-    if (seen > 0) name = absl::StrCat(name, "_", seen);
-    objects.push_back({absl::StrCat("layers/", name), {}});
-  }
+  for (const std::string& path : KerasLayerPaths(model)) objects.push_back({path, {}});
   for (const VariableSpec& variable : model.variables()) {
     PS_ASSIGN_OR_RETURN(const Tensor* tensor, checkpoint.Get(variable.name));
     if (tensor->shape() != variable.shape) {

@@ -9,6 +9,7 @@
 #include "absl/base/const_init.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
@@ -135,6 +136,88 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
     return Hdf5Error("H5Fget_file_image", "model.weights.h5");
   }
   return image;
+}
+
+namespace {
+
+absl::Status BadWeights(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("model.weights.h5: ", what));
+}
+
+bool LinkExists(hid_t location, const std::string& path) {
+  // H5Lexists needs every parent to exist: check one component at a time.
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    prefix = prefix.empty() ? std::string(part) : absl::StrCat(prefix, "/", part);
+    if (H5Lexists(location, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Tensor> ReadDataset(hid_t file, const std::string& name,
+                                   const std::vector<int64_t>& shape) {
+  if (!LinkExists(file, name)) return BadWeights(absl::StrCat("no dataset ", name));
+  Hid dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!dataset.ok()) return BadWeights(absl::StrCat(name, " is not a dataset"));
+  Hid type(H5Dget_type(dataset.get()), H5Tclose);
+  const H5T_class_t type_class = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
+  if (type_class != H5T_FLOAT && type_class != H5T_INTEGER) {
+    return BadWeights(absl::StrCat(name, " holds neither floats nor integers"));
+  }
+  Hid space(H5Dget_space(dataset.get()), H5Sclose);
+  const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  if (rank < 0 || rank > 32) return BadWeights(absl::StrCat(name, " has no simple shape"));
+  std::vector<hsize_t> dims(rank);
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) != rank) {
+    return BadWeights(absl::StrCat(name, " has no simple shape"));
+  }
+  const std::vector<int64_t> found(dims.begin(), dims.end());
+  if (found != shape) {
+    return BadWeights(absl::StrCat(name, " has shape [", absl::StrJoin(found, ","),
+                                   "], the model's variable is [", absl::StrJoin(shape, ","),
+                                   "]"));
+  }
+  Tensor tensor(shape);
+  if (tensor.num_elements() > 0 &&
+      H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data()) < 0) {
+    return BadWeights(absl::StrCat(name, " cannot be read"));
+  }
+  return tensor;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
+    const std::string& image, absl::Span<const KerasSaveableShapes> objects) {
+  absl::MutexLock lock(&hdf5_mu);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  if (image.size() < 8 || image.compare(0, 8, std::string("\x89HDF\r\n\x1a\n", 8)) != 0) {
+    return BadWeights("not an HDF5 file");
+  }
+  Hid access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!access.ok() || H5Pset_fapl_core(access.get(), size_t{1} << 20, 0) < 0 ||
+      H5Pset_file_image(access.get(), const_cast<char*>(image.data()), image.size()) < 0) {
+    return Hdf5Error("H5Pset_file_image", "model.weights.h5");
+  }
+  Hid file(H5Fopen("model.weights.h5", H5F_ACC_RDONLY, access.get()), H5Fclose);
+  if (!file.ok()) return BadWeights("not a readable HDF5 file");
+  std::vector<std::vector<Tensor>> out;
+  for (const KerasSaveableShapes& object : objects) {
+    const std::string vars = object.path.empty() ? "vars" : absl::StrCat(object.path, "/vars");
+    std::vector<Tensor> tensors;
+    for (size_t i = 0; i < object.shapes.size(); ++i) {
+      PS_ASSIGN_OR_RETURN(Tensor t,
+                          ReadDataset(file.get(), absl::StrCat(vars, "/", i), object.shapes[i]));
+      tensors.push_back(std::move(t));
+    }
+    const std::string extra = absl::StrCat(vars, "/", object.shapes.size());
+    if (LinkExists(file.get(), extra)) {
+      return BadWeights(absl::StrCat(extra, " is one more variable than the model's ",
+                                     object.shapes.size(), " for ", object.path));
+    }
+    out.push_back(std::move(tensors));
+  }
+  return out;
 }
 
 std::string KerasSnakeCase(const std::string& class_name) {

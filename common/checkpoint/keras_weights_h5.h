@@ -13,7 +13,7 @@
 // Written with Debian's libhdf5 into memory (the core driver without a backing store), so
 // the bytes can go into the zip archive with no temporary file.
 //
-// Thread-safety: WriteKerasWeightsH5 may be called from any thread (calls into the HDF5
+// Thread-safety: both functions may be called from any thread (calls into the HDF5
 // library, which is not built thread-safe, are serialized).
 
 #include <string>
@@ -38,6 +38,21 @@ struct KerasSaveableWeights {
 //         tensor or one whose values do not fill its shape; INTERNAL the HDF5 library
 //         failed (its call named).
 absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWeights> objects);
+
+// What ReadKerasWeightsH5 looks for: the object at `path` and its variables' shapes, in
+// order.
+struct KerasSaveableShapes {
+  std::string path;
+  std::vector<std::vector<int64_t>> shapes;
+};
+
+// Reads, for every object, the datasets "0", "1", ... of "<path>/vars" from the HDF5 file
+// image `image` (as WriteKerasWeightsH5 or Keras writes it), converted to float32.
+// Errors: INVALID_ARGUMENT `image` is not an HDF5 file, or (naming the dataset) a missing
+//         group or dataset, a dataset more than the object declares, a shape other than
+//         the one wanted (both named), a dataset that is not floating point or integer.
+absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
+    const std::string& image, absl::Span<const KerasSaveableShapes> objects);
 
 // Keras's naming.to_snake_case of a class name, as the saving library names a container's
 // objects: "Dense" -> "dense", "BatchNormalization" -> "batch_normalization", "Conv2D" ->

@@ -5,7 +5,9 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/keras_import.h"
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
@@ -38,9 +40,12 @@ absl::StatusOr<int64_t> GetInt(const json& obj, const char* section, const char*
   return v;
 }
 
+std::string FullPath(const std::string& path, const std::string& base_dir) {
+  return (!path.empty() && path[0] == '/') || base_dir.empty() ? path : base_dir + "/" + path;
+}
+
 absl::StatusOr<json> ReadModelFile(const std::string& path, const std::string& base_dir) {
-  const std::string full =
-      (!path.empty() && path[0] == '/') || base_dir.empty() ? path : base_dir + "/" + path;
+  const std::string full = FullPath(path, base_dir);
   std::ifstream in(full, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("job spec: cannot read model file ", full));
   std::stringstream ss;
@@ -48,6 +53,33 @@ absl::StatusOr<json> ReadModelFile(const std::string& path, const std::string& b
   json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad(absl::StrCat("model file ", full, " is not valid JSON"));
   return j;
+}
+
+// A Keras 3 compile_config's optimizer, loss and metrics as a job's "compile" (the
+// serialized objects without their "module" and "registered_name").
+json CompileFromKeras(const json& compile_config) {
+  auto plain = [](json object) {
+    if (object.is_object()) {
+      object.erase("module");
+      object.erase("registered_name");
+      if (object.contains("config") && object["config"].is_object()) {
+        json& rate = object["config"]["learning_rate"];
+        if (rate.is_object()) {
+          rate.erase("module");
+          rate.erase("registered_name");
+        } else if (rate.is_null()) {
+          object["config"].erase("learning_rate");
+        }
+      }
+    }
+    return object;
+  };
+  json compile = json::object();
+  for (const char* key : {"optimizer", "loss", "metrics"}) {
+    auto it = compile_config.find(key);
+    if (it != compile_config.end() && !it->is_null()) compile[key] = plain(*it);
+  }
+  return compile;
 }
 
 bool KnownStrategy(const std::string& s) {
@@ -70,7 +102,19 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
 
   auto model = root.find("model");
   if (model == root.end() || model->is_null()) return Bad("missing \"model\"");
-  if (model->is_string()) {
+  json keras_compile;  // a .keras file's compile_config
+  if (model->is_string() && absl::EndsWith(model->get<std::string>(), ".keras")) {
+    absl::StatusOr<KerasModelFile> file =
+        ReadKerasFile(FullPath(model->get<std::string>(), base_dir));
+    if (!file.ok()) {
+      return absl::Status(file.status().code(),
+                          absl::StrCat("job spec: model: ", file.status().message()));
+    }
+    spec.model = std::move(file->model);
+    keras_compile = std::move(file->compile_config);
+    spec.initial_weights =
+        std::make_shared<const std::vector<Tensor>>(std::move(file->weights));
+  } else if (model->is_string()) {
     PS_ASSIGN_OR_RETURN(spec.model, ReadModelFile(model->get<std::string>(), base_dir));
   } else if (model->is_object()) {
     spec.model = *model;
@@ -85,6 +129,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
   if (c != root.end() && !c->is_null()) {
     if (!c->is_object()) return Bad("\"compile\" must be an object");
     compile = *c;
+  } else if (keras_compile.is_object()) {
+    compile = CompileFromKeras(keras_compile);
   }
   for (auto it = compile.begin(); it != compile.end(); ++it) {
     if (it.key() != "optimizer" && it.key() != "loss" && it.key() != "metrics") {

@@ -4,8 +4,9 @@
 // A training job as a user writes it, in Keras's vocabulary:
 //
 //   {
-//     "model": {...Keras model.to_json() object...} | "model.json" (path, relative to the
-//              job file's folder),
+//     "model": {...Keras model.to_json() object...} | "model.json" | "model.keras" (paths
+//              relative to the job file's folder; a Keras 3 .keras file gives the
+//              architecture and the weights training starts from, as load_model does),
 //     "compile": {"optimizer": "adam" | {"class_name": "Adam", "config": {...}},
 //                 "loss": "sparse_categorical_crossentropy" | {"class_name": ..., ...},
 //                 "metrics": ["accuracy"]},
@@ -18,7 +19,8 @@
 //     "seed": 42
 //   }
 //
-// Required: "model" and "compile.loss". Defaults: optimizer "rmsprop" (Keras's default),
+// Required: "model" and "compile.loss" (for a .keras model, "compile" may be left out: its
+// compile_config's optimizer, loss and metrics are used, as load_model compiles). Defaults: optimizer "rmsprop" (Keras's default),
 // metrics [], epochs 1, batch_size 32, steps_per_epoch 0 (the whole data set), shuffle
 // true, seed 0, strategy "" (the caller's default; else one of parameter_server,
 // multi_worker_mirrored, mirrored, default), nonfinite "error" (a gradient holding a NaN
@@ -30,11 +32,13 @@
 // "compile" and "fit" are errors, so a typo is never silently ignored.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/model/loss.h"
+#include "common/tensor.h"
 #include "common/sharding/placement_policy.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
@@ -43,6 +47,10 @@ namespace pstrain {
 
 struct JobSpec {
   nlohmann::json model;  // Keras to_json() object, always inline
+  // The weights a .keras "model" held, one per model variable in Model::variables() order,
+  // that training starts from instead of drawing them from the seed; null otherwise.
+  // Not serialized (SerializeJobSpec): the task that creates the variables reads them.
+  std::shared_ptr<const std::vector<Tensor>> initial_weights;
   OptimizerConfig optimizer;
   LossConfig loss;
   std::vector<std::string> metrics;  // "accuracy", ...

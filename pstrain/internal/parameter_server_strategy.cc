@@ -86,6 +86,7 @@ class ChiefModel : public PsModel {
     PS_RETURN_IF_ERROR(cluster->WaitForPs());
     sharded_ = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
                                                   ConsistencyConfig());
+    sharded_->SetInitialValues(options.initial_weights);
     PS_RETURN_IF_ERROR(sharded_->Create(options.placement, options.seed));
     cluster->set_placement_fingerprint(PlacementFingerprint(sharded_->placement()));
     LogInfo(absl::StrCat("created ", variables().size(), " variables on ",

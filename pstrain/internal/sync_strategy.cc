@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> SyncStrategy::CreateModel(
   ro.loss = options.loss;
   ro.optimizer = options.optimizer;
   ro.seed = options.seed;
+  ro.initial_weights = options.initial_weights;
   ro.scale_learning_rate = options.scale_learning_rate;
   ro.make_backend = [this](int replica) { return MakeBackend(replica); };
   PS_ASSIGN_OR_RETURN(std::unique_ptr<ReplicatedModel> replicated,
