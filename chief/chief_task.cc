@@ -7,10 +7,12 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chief/chief_monitoring.h"
 #include "chief/coordinator.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/keras_export.h"
 #include "chief/membership.h"
 #include "chief/rpc/chief_service.h"
 #include "common/data/data_spec.h"
@@ -86,6 +88,11 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   absl::StatusOr<JobSpec> job = LoadJob(options);
   if (!job.ok()) {
     LogError(job.status().message());
+    return 2;
+  }
+  if (!options.export_keras.empty() && !absl::EndsWith(options.export_keras, ".keras")) {
+    LogError(absl::StrCat("--export_keras=", options.export_keras,
+                          " does not end in .keras (Keras loads only those)"));
     return 2;
   }
   // The job's consistency for this cluster (replicas_to_aggregate defaults to every
@@ -273,7 +280,18 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
   // fit.batch_size is each worker's batch, as in Keras's ParameterServerStrategy.
   out << "pstrain: parameter_server strategy, "
       << DescribePerWorkerBatch(job->batch_size, cluster.num_tasks("worker")) << std::endl;
-  const absl::Status result = coordinator->Run();
+  absl::Status result = coordinator->Run();
+  if (result.ok() && !options.export_keras.empty()) {
+    // The ps tasks still serve: the final weights are theirs.
+    absl::StatusOr<std::vector<Tensor>> weights = coordinator->PullWeights();
+    result = weights.ok() ? ExportKerasModel(*job, *weights, options.export_keras)
+                          : weights.status();
+    if (result.ok()) {
+      LogInfo(absl::StrCat("wrote the trained model to ", options.export_keras));
+    } else {
+      result = absl::Status(result.code(), absl::StrCat("--export_keras: ", result.message()));
+    }
+  }
   int exit_code = 0;
   if (result.ok()) {
     LogInfo("training finished; shutting down every task");

@@ -43,6 +43,9 @@ struct ChiefOptions {
   absl::Duration checkpoint_commit_delay = absl::ZeroDuration();
   // How long training waits for a failed ps to come back before the job fails.
   absl::Duration ps_recovery_timeout = absl::Seconds(120);
+  // At the end of a job that trained to its end, the model with the weights the ps tasks
+  // hold, as a Keras 3 .keras file written here (by the chief alone); empty = none.
+  std::string export_keras;
 };
 
 // Runs the chief until the job ends: serves the Chief service, waits for every ps and

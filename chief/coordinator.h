@@ -127,6 +127,10 @@ class Coordinator {
   //         checkpoint write (INTERNAL, naming the path).
   absl::Status Run();
 
+  // The model's weights as the ps tasks hold them now (for an export once Run returned).
+  // Errors: the first failed pull, naming the ps.
+  absl::StatusOr<std::vector<Tensor>> PullWeights() const { return variables_.Pull(); }
+
   // Phase, epoch, step and placement (one entry per shard) for the chief's GetStatus.
   void Describe(ChiefStatusResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
 

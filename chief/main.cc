@@ -39,6 +39,9 @@ ABSL_FLAG(absl::Duration, ps_recovery_timeout, absl::Seconds(120),
 ABSL_FLAG(absl::Duration, testing_checkpoint_commit_delay, absl::ZeroDuration(),
           "Fault injection for tests: pause before committing each checkpoint");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir");
+ABSL_FLAG(std::string, export_keras, "",
+          "At the end of the job, write the trained model (the weights the ps tasks hold) as "
+          "a Keras 3 .keras file at this path; empty = none");
 ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), "
           "none, or the path of a checkpoint to continue from");
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
   options.consistent_checkpoints = absl::GetFlag(FLAGS_consistent_checkpoints);
   options.checkpoint_commit_delay = absl::GetFlag(FLAGS_testing_checkpoint_commit_delay);
   options.ps_recovery_timeout = absl::GetFlag(FLAGS_ps_recovery_timeout);
+  options.export_keras = absl::GetFlag(FLAGS_export_keras);
   if (options.checkpoint_every_steps < 0 || options.checkpoint_every < absl::ZeroDuration()) {
     std::fprintf(stderr, "chief: --checkpoint_every_steps and --checkpoint_every must be >= 0\n");
     return 2;

@@ -3,7 +3,9 @@
 // zipfile and h5py, tools/testdata/check_keras_file.py); a job whose "model" is that file
 // (and no "compile": the file's compile_config is used, as load_model compiles) evaluates
 // exactly as the checkpoint does, and continues training from its weights under default,
-// mirrored and parameter_server: its first epoch's loss is below a fresh start's.
+// mirrored and parameter_server: its first epoch's loss is below a fresh start's. At the
+// end, train and the chief write the trained model with --export_keras (the chief from
+// the ps tasks' weights), equal to their last checkpoint's.
 
 #include <sys/stat.h>
 
@@ -32,6 +34,13 @@ bool HaveFashionMnist() {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The newest checkpoint under `root`, as its "latest" file names it.
+std::string LatestCheckpoint(const std::string& root) {
+  std::string name = ReadFile(root + "/latest");
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return root + "/" + name;
 }
 
 // Runs one process to its end; its stdout, or a test failure with its stderr.
@@ -64,11 +73,9 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
 
   const std::string keras = dir + "/model.keras";
   RunToEnd("tools/export_keras", {"--checkpoint=" + checkpoints, "--out=" + keras});
-  const std::string latest = checkpoints + "/" + ReadFile(checkpoints + "/latest");
-  std::string checkpoint = latest;
-  while (!checkpoint.empty() && checkpoint.back() == '\n') checkpoint.pop_back();
-  const std::string checked =
-      RunToEnd("/usr/bin/python3", {"tools/testdata/check_keras_file.py", keras, checkpoint});
+  const std::string checked = RunToEnd(
+      "/usr/bin/python3",
+      {"tools/testdata/check_keras_file.py", keras, LatestCheckpoint(checkpoints)});
   EXPECT_NE(checked.find("ok: 3 layers, 4 tensors equal to the checkpoint's"), std::string::npos)
       << checked;
 
@@ -86,8 +93,9 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
 
   // Training continues from the file's weights: the first epoch starts where the fresh
   // run ended, so its loss is below the fresh run's first epoch (0.60 against 0.40 here).
-  const std::string continued_default =
-      RunToEnd("worker/train", {"--job=" + job_path, "--epochs=1"});
+  const std::string continued_default = RunToEnd(
+      "worker/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + dir + "/default",
+                       "--export_keras=" + dir + "/default.keras"});
   const std::string continued_mirrored = RunToEnd(
       "worker/train",
       {"--job=" + job_path, "--epochs=1", "--strategy=mirrored", "--devices=cpu:0,cpu:1"});
@@ -96,13 +104,19 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
     ASSERT_EQ(losses.size(), 1u) << *out;
     EXPECT_LT(losses[0], fresh_losses[0] - 0.1) << *out << fresh;
   }
+  const std::string default_checked =
+      RunToEnd("/usr/bin/python3", {"tools/testdata/check_keras_file.py", dir + "/default.keras",
+                                    LatestCheckpoint(dir + "/default")});
+  EXPECT_NE(default_checked.find("ok: 3 layers, 4 tensors"), std::string::npos)
+      << default_checked;
 
   // parameter_server: the chief creates the ps variables from the file's weights.
   LocalClusterOptions options;
   options.bin_dir = ".";
   options.num_ps = 1;
   options.num_workers = 1;
-  options.chief_args = {"--job=" + job_path, "--epochs=1"};
+  options.chief_args = {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + dir + "/ps",
+                        "--export_keras=" + dir + "/ps.keras"};
   options.worker_args = {"--device=cpu"};
   ProcessGroup cluster;
   ASSERT_TRUE(StartLocalCluster(options, &cluster).ok());
@@ -114,6 +128,10 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
   const std::vector<double> losses = ParseEpochLosses(run.stdout_of["chief"]);
   ASSERT_EQ(losses.size(), 1u) << run.stdout_of["chief"];
   EXPECT_LT(losses[0], fresh_losses[0] - 0.1) << run.stdout_of["chief"] << fresh;
+  const std::string ps_checked =
+      RunToEnd("/usr/bin/python3", {"tools/testdata/check_keras_file.py", dir + "/ps.keras",
+                                    LatestCheckpoint(dir + "/ps")});
+  EXPECT_NE(ps_checked.find("ok: 3 layers, 4 tensors"), std::string::npos) << ps_checked;
 }
 
 TEST(KerasRoundTripTest, ABadKerasModelIsRefusedInOneLine) {
@@ -132,6 +150,21 @@ TEST(KerasRoundTripTest, ABadKerasModelIsRefusedInOneLine) {
   const std::string& err = run.stderr_of["train"];
   EXPECT_NE(err.find("broken.keras is not a zip archive"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+
+  // An export path Keras would not load is refused before any training.
+  ProcessGroup bad_export;
+  ASSERT_TRUE(bad_export
+                  .Start({"train", "worker/train",
+                          {"--job=examples/fashion_mnist.json", "--export_keras=" + dir + "/m.h5"},
+                          kOneBlasThread})
+                  .ok());
+  ProcessRun refused = CollectRun(bad_export, absl::Minutes(1), absl::Seconds(5));
+  ASSERT_EQ(refused.exits.size(), 1u);
+  EXPECT_EQ(refused.exits[0].exit_code, 2);
+  const std::string& said = refused.stderr_of["train"];
+  EXPECT_NE(said.find("m.h5 does not end in .keras"), std::string::npos) << said;
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+  EXPECT_TRUE(refused.stdout_of["train"].find("Epoch") == std::string::npos);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 //                                          newest good one in DIR). Rank 0 reads it and
 //                                          sends it through the ring, so only rank 0 needs
 //                                          DIR.
+//       --export_keras=PATH.keras          the trained model as a Keras 3 .keras file at
+//                                          the end (rank 0 only in a multi-worker job)
 //
 // Exit status: 0 trained; 2 bad flags, TF_CONFIG, job spec or data (one line on stderr);
 // 1 a failure while training (e.g. a peer worker died: named in the message).
@@ -46,6 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/keras_export.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/math/backend_factory.h"
@@ -80,6 +83,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where a checkpoint is written at the end of every epoch (multi_worker_mirrored: "
           "by rank 0 only); empty = none.");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir.");
+ABSL_FLAG(std::string, export_keras, "",
+          "At the end of the job, write the trained model as a Keras 3 .keras file at this "
+          "path (multi_worker_mirrored: by rank 0 only); empty = none.");
 ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), none, "
           "or the path of a checkpoint (or of a folder of them) to continue from. "
@@ -116,6 +122,11 @@ int Main() {
   const std::string restore_flag = absl::GetFlag(FLAGS_restore);
   if (absl::GetFlag(FLAGS_keep_checkpoints) < 1) {
     return Fail(2, "--keep_checkpoints must be at least 1");
+  }
+  const std::string export_keras = absl::GetFlag(FLAGS_export_keras);
+  if (!export_keras.empty() && !absl::EndsWith(export_keras, ".keras")) {
+    return Fail(2, absl::StrCat("--export_keras=", export_keras,
+                                " does not end in .keras (Keras loads only those)"));
   }
 
   std::ifstream in(job_path);
@@ -399,6 +410,13 @@ int Main() {
     LogInfo(absl::StrCat(result->nonfinite_skipped, " of ", result->steps,
                          " steps had a non-finite gradient and were skipped (\"nonfinite\": "
                          "\"skip\")"));
+  }
+  if (checkpoints_here && !export_keras.empty()) {
+    if (absl::Status exported = ExportKerasModel(*job, result->weights, export_keras);
+        !exported.ok()) {
+      return Fail(1, absl::StrCat("--export_keras: ", exported.message()));
+    }
+    LogInfo(absl::StrCat("wrote the trained model to ", export_keras));
   }
   watch->Finish();
   return 0;

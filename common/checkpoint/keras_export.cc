@@ -89,22 +89,39 @@ absl::StatusOr<ParsedCheckpoint> ParseCheckpointModel(const CheckpointReader& ch
   return ParsedCheckpoint{*std::move(spec), *std::move(model)};
 }
 
-// Every layer's variables from the checkpoint, at Keras's path for the layer.
-absl::StatusOr<std::vector<KerasSaveableWeights>> LayerWeights(const Model& model,
-                                                               const CheckpointReader& checkpoint) {
+// Each layer's variables at Keras's path for the layer; `weights` are the model's
+// variables in variables() order, shapes already checked.
+std::vector<KerasSaveableWeights> LayerWeights(const Model& model,
+                                               const std::vector<const Tensor*>& weights) {
   std::vector<KerasSaveableWeights> objects;
   for (const std::string& path : KerasLayerPaths(model)) objects.push_back({path, {}});
-  for (const VariableSpec& variable : model.variables()) {
-    PS_ASSIGN_OR_RETURN(const Tensor* tensor, checkpoint.Get(variable.name));
-    if (tensor->shape() != variable.shape) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", checkpoint.path(), ": ", variable.name, " has shape [",
-          absl::StrJoin(tensor->shape(), ","), "], the model's is [",
-          absl::StrJoin(variable.shape, ","), "]"));
-    }
-    objects.at(variable.layer).variables.push_back(tensor);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    objects.at(model.variables()[i].layer).variables.push_back(weights[i]);
   }
   return objects;
+}
+
+absl::Status WriteKerasFile(const JobSpec& spec, const Model& model,
+                            const std::vector<const Tensor*>& weights, int64_t step,
+                            const std::string& out_path, const KerasExportOptions& options) {
+  if (!absl::EndsWith(out_path, ".keras")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", out_path, "\" does not end in .keras (Keras loads only those)"));
+  }
+  json config = model.ToKerasJson();
+  config["compile_config"] = CompileConfig(spec);
+  ShortestFloats(config);
+  PS_ASSIGN_OR_RETURN(std::string h5, WriteKerasWeightsH5(LayerWeights(model, weights)));
+  json metadata = {
+      {"keras_version", kKerasFormatVersion},
+      {"date_saved", absl::FormatTime("%Y-%m-%d@%H:%M:%S", options.date_saved,
+                                      absl::LocalTimeZone())},
+      // Keras reads neither key below; they say where the file came from.
+      {"exported_by", "pstrain"}};
+  if (step >= 0) metadata["checkpoint_step"] = step;
+  return WriteZipArchive(out_path, {{"metadata.json", metadata.dump()},
+                                    {"config.json", config.dump()},
+                                    {"model.weights.h5", std::move(h5)}});
 }
 
 }  // namespace
@@ -116,22 +133,43 @@ absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& 
         absl::StrCat("\"", out_path, "\" does not end in .keras (Keras loads only those)"));
   }
   PS_ASSIGN_OR_RETURN(ParsedCheckpoint parsed, ParseCheckpointModel(checkpoint));
-  json config = parsed.model->ToKerasJson();
-  config["compile_config"] = CompileConfig(parsed.spec);
-  ShortestFloats(config);
-  PS_ASSIGN_OR_RETURN(std::vector<KerasSaveableWeights> objects,
-                      LayerWeights(*parsed.model, checkpoint));
-  PS_ASSIGN_OR_RETURN(std::string weights, WriteKerasWeightsH5(objects));
-  const json metadata = {
-      {"keras_version", kKerasFormatVersion},
-      {"date_saved", absl::FormatTime("%Y-%m-%d@%H:%M:%S", options.date_saved,
-                                      absl::LocalTimeZone())},
-      // Keras reads neither key below; they say where the file came from.
-      {"exported_by", "pstrain"},
-      {"checkpoint_step", checkpoint.step()}};
-  return WriteZipArchive(out_path, {{"metadata.json", metadata.dump()},
-                                    {"config.json", config.dump()},
-                                    {"model.weights.h5", std::move(weights)}});
+  std::vector<const Tensor*> weights;
+  for (const VariableSpec& variable : parsed.model->variables()) {
+    PS_ASSIGN_OR_RETURN(const Tensor* tensor, checkpoint.Get(variable.name));
+    if (tensor->shape() != variable.shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", checkpoint.path(), ": ", variable.name, " has shape [",
+          absl::StrJoin(tensor->shape(), ","), "], the model's is [",
+          absl::StrJoin(variable.shape, ","), "]"));
+    }
+    weights.push_back(tensor);
+  }
+  return WriteKerasFile(parsed.spec, *parsed.model, weights, checkpoint.step(), out_path,
+                        options);
+}
+
+absl::Status ExportKerasModel(const JobSpec& job, absl::Span<const Tensor> weights,
+                              const std::string& out_path, const KerasExportOptions& options) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job.model, nullptr);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job's model does not parse: ", model.status().message()));
+  }
+  const std::vector<VariableSpec>& variables = (*model)->variables();
+  if (weights.size() != variables.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("got ", weights.size(), " weights for ",
+                                                   variables.size(), " model variables"));
+  }
+  std::vector<const Tensor*> pointers;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i].shape() != variables[i].shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          variables[i].name, " has shape [", absl::StrJoin(weights[i].shape(), ","),
+          "], the model's is [", absl::StrJoin(variables[i].shape, ","), "]"));
+    }
+    pointers.push_back(&weights[i]);
+  }
+  return WriteKerasFile(job, **model, pointers, /*step=*/-1, out_path, options);
 }
 
 }  // namespace pstrain

@@ -19,7 +19,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/model/job_spec.h"
+#include "common/tensor.h"
 #include "nlohmann/json.hpp"
 
 namespace pstrain {
@@ -39,6 +42,15 @@ struct KerasExportOptions {
 //         (both shapes named); INTERNAL HDF5, libzip or the file system failed.
 absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& out_path,
                          const KerasExportOptions& options = {});
+
+// Writes a job's model with `weights` (one per model variable, in Model::variables()
+// order: what Fit returns, or what the chief pulls from the ps) as a `.keras` file at
+// `out_path`, atomically. The optimizer's state is not written.
+// Errors: INVALID_ARGUMENT `out_path` does not end in ".keras", the model does not parse,
+//         weights that do not fit the model (the variable and both shapes named); INTERNAL
+//         HDF5, libzip or the file system failed.
+absl::Status ExportKerasModel(const JobSpec& job, absl::Span<const Tensor> weights,
+                              const std::string& out_path, const KerasExportOptions& options = {});
 
 }  // namespace pstrain
 
