@@ -28,13 +28,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/python_peer.h"
+#include "common/daemon/command_line.h"
 #include "common/malloc_tuning.h"
 #include "common/rpc/grpc_util.h"
 #include "deploy/local/free_port.h"
@@ -343,7 +343,9 @@ int Main(const char* argv0) {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  pstrain::ParseCommandLineWithUsage(
+      argc, argv,
+      "allreduce_bandwidth: ring all-reduce bus bandwidth next to raw TCP and gloo.\n  bazel run //bench:allreduce_bandwidth -- [--ranks=2,4] [--sizes=4096,...] [--seconds=1] [--repeats=1]");
   // gRPC's message buffers are above glibc's mmap threshold: keep them in the heap
   // (shared/notes/performance-facts.md: about 10x for 256 KiB - 16 MiB messages).
   pstrain::KeepLargeBlocksInHeap();

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/daemon/command_line.h"
 #include "common/malloc_tuning.h"
 #include "common/rpc/grpc_util.h"
 #include "ps_server/rpc/grpc_ps_client.h"
@@ -288,7 +288,9 @@ int Main() {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  pstrain::ParseCommandLineWithUsage(
+      argc, argv,
+      "ps_throughput: push-and-pull throughput of the parameter server over gRPC on loopback, next to raw TCP.\n  bazel run //bench:ps_throughput -- [flags]");
   pstrain::KeepLargeBlocksInHeap();
   if (absl::GetFlag(FLAGS_one_malloc_arena)) mallopt(M_ARENA_MAX, 1);
   return pstrain::Main();

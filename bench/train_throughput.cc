@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,6 +27,7 @@
 #include "common/data/data_spec.h"
 #include "common/data/synthetic.h"
 #include "bench/python_peer.h"
+#include "common/daemon/command_line.h"
 #include "common/malloc_tuning.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
@@ -301,7 +301,9 @@ int Main(const char* argv0) {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  pstrain::ParseCommandLineWithUsage(
+      argc, argv,
+      "train_throughput: single-process training throughput of the seed model against OpenBLAS and PyTorch.\n  bazel run -c opt //bench:train_throughput -- [--threads=1] [--batch_sizes=64,256] [--seconds=3]");
   // As worker/train does: batch tensors stay in the heap instead of being mmapped per batch.
   pstrain::KeepLargeBlocksInHeap();
   return pstrain::Main(argv[0]);

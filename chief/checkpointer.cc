@@ -37,6 +37,11 @@ bool Checkpointer::Due(int64_t global_step) const {
   return options_.every > absl::ZeroDuration() && absl::Now() - last_time_ >= options_.every;
 }
 
+bool Checkpointer::IsCurrent(int64_t global_step) const {
+  absl::MutexLock lock(&mu_);
+  return last_step_ == global_step;
+}
+
 bool Checkpointer::Requested() const {
   absl::MutexLock lock(&mu_);
   return requested_;

@@ -60,6 +60,9 @@ class Checkpointer {
   // A trigger fired (a request, every_steps since the last write at `global_step`, or
   // `every` since it) and no checkpoint was written since. False when not enabled().
   bool Due(int64_t global_step) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest checkpoint (or the state Start counted from: a restored one, or the fresh
+  // start) is of `global_step`: writing another would save nothing new.
+  bool IsCurrent(int64_t global_step) const ABSL_LOCKS_EXCLUDED(mu_);
   // A request (Request) waits to be served.
   bool Requested() const ABSL_LOCKS_EXCLUDED(mu_);
 

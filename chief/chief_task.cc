@@ -3,27 +3,29 @@
 #include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <ostream>
 #include <sstream>
-#include <thread>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "chief/chief_monitoring.h"
 #include "chief/coordinator.h"
-#include "common/checkpoint/checkpoint.h"
-#include "common/checkpoint/keras_export.h"
 #include "chief/membership.h"
 #include "chief/rpc/chief_service.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/keras_export.h"
+#include "common/daemon/exit_codes.h"
 #include "common/data/data_spec.h"
 #include "common/logging.h"
-#include "nlohmann/json.hpp"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
 #include "common/parallel.h"
-#include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
+#include "nlohmann/json.hpp"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
 
@@ -39,6 +41,12 @@ std::string DirectoryOf(const std::string& path) {
   return slash == 0 ? "/" : absolute.substr(0, slash);
 }
 
+// `status` as INVALID_ARGUMENT prefixed with the job file: whatever went wrong reading the
+// job spec, it is the configuration's fault.
+absl::Status InJobSpec(const ChiefOptions& options, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat(options.job_path, ": ", status.message()));
+}
+
 absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
   if (options.job_path.empty()) return absl::InvalidArgumentError("--job is required");
   std::ifstream file(options.job_path);
@@ -46,10 +54,7 @@ absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
   std::stringstream text;
   text << file.rdbuf();
   absl::StatusOr<JobSpec> job = ParseJobSpec(text.str(), DirectoryOf(options.job_path));
-  if (!job.ok()) {
-    return absl::Status(job.status().code(),
-                        absl::StrCat(options.job_path, ": ", job.status().message()));
-  }
+  if (!job.ok()) return InJobSpec(options, job.status());
   if (options.epochs_override > 0) job->epochs = options.epochs_override;
   // Flags win over the file; the job's other consistency settings (timeout_ms, ...) stay.
   if (!options.consistency_override.empty()) {
@@ -61,6 +66,239 @@ absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
   }
   if (options.staleness_override >= 0) job->consistency.set_staleness(options.staleness_override);
   return job;
+}
+
+// What the chief knows before any task registers. Everything that can be wrong in the job
+// spec or the flags is found while building it, so a typo fails the chief at start rather
+// than after every task has registered.
+struct ChiefJob {
+  JobSpec job;
+  ConsistencyConfig consistency;  // the job's, resolved for this cluster
+  std::unique_ptr<Backend> backend;  // the model's, for evaluation
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Dataset> validation;        // null without validation data
+  std::unique_ptr<CheckpointReader> restore;  // null: start from fresh variables
+};
+
+// The job's consistency for this cluster (replicas_to_aggregate defaults to every worker),
+// checked as the rest of the job spec is.
+absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOptions& daemon,
+                                   ChiefJob* chief) {
+  absl::StatusOr<ConsistencyConfig> consistency =
+      ResolveConsistency(chief->job.consistency, daemon.config.cluster.num_tasks("worker"));
+  if (!consistency.ok()) return InJobSpec(options, consistency.status());
+  // A push that waits at the ps (bounded staleness, sync) must give up before its RPC's
+  // deadline, or the worker takes the wait for a dead ps. Tasks share --rpc_timeout.
+  if (consistency->mode() != CONSISTENCY_ASYNC &&
+      absl::Milliseconds(consistency->timeout_ms()) >= daemon.rpc_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.job_path, ": consistency timeout_ms (", consistency->timeout_ms(),
+        ") must be shorter than --rpc_timeout (", absl::FormatDuration(daemon.rpc_timeout),
+        ")"));
+  }
+  chief->consistency = *consistency;
+  return absl::OkStatus();
+}
+
+// The model (the variables' shapes and initial values, and evaluation) and the
+// validation data.
+absl::Status BuildModelAndValidation(const ChiefOptions& options, ChiefJob* chief) {
+  chief->backend = CreateCpuBackend();
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::FromKerasJson(chief->job.model, chief->backend.get());
+  if (!model.ok()) return InJobSpec(options, model.status());
+  if (absl::Status loss = (*model)->SetLoss(chief->job.loss); !loss.ok()) {
+    return InJobSpec(options, loss);
+  }
+  chief->model = *std::move(model);
+  const nlohmann::json& data = chief->job.data;
+  if (data.is_object() && data.contains("validation")) {
+    absl::StatusOr<Dataset> loaded =
+        LoadJobDataset(data["validation"], DirectoryOf(options.job_path), "data.validation",
+                       chief->job.one_hot_labels);
+    if (!loaded.ok()) return InJobSpec(options, loaded.status());
+    chief->validation = std::make_unique<Dataset>(*std::move(loaded));
+  }
+  return absl::OkStatus();
+}
+
+// The checkpoint to continue from (null: start fresh), opened and verified now so that a
+// bad --restore fails at start. Errors: INVALID_ARGUMENT a --restore PATH that does not
+// verify, keep_checkpoints < 1; FAILED_PRECONDITION --restore=latest finds checkpoints of
+// which none verifies.
+absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenCheckpointToRestore(
+    const ChiefOptions& options) {
+  if (options.keep_checkpoints < 1) {
+    return absl::InvalidArgumentError("--keep_checkpoints must be at least 1");
+  }
+  // Before any task is waited for: a directory the chief cannot write would otherwise
+  // cost the first epoch.
+  if (!options.checkpoint_dir.empty()) {
+    if (absl::Status writable = CheckpointWriter(options.checkpoint_dir, {}).CheckWritable();
+        !writable.ok()) {
+      return absl::InvalidArgumentError(writable.message());
+    }
+  }
+  if (options.restore == "none" || options.restore.empty()) return nullptr;
+  if (options.restore != "latest") {
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
+        CheckpointReader::Open(options.restore);
+    if (!opened.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--restore=", options.restore, ": ", opened.status().message()));
+    }
+    return opened;
+  }
+  if (options.checkpoint_dir.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
+      CheckpointReader::Open(options.checkpoint_dir);
+  if (found.ok()) return found;
+  if (absl::IsNotFound(found.status())) {
+    LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint_dir,
+                         "; starting from freshly initialized variables"));
+    return nullptr;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot restore: ", found.status().message()));
+}
+
+absl::StatusOr<ChiefJob> PrepareJob(const ChiefOptions& options, const DaemonOptions& daemon) {
+  ChiefJob chief;
+  PS_ASSIGN_OR_RETURN(chief.job, LoadJob(options));
+  if (!options.export_keras.empty() && !absl::EndsWith(options.export_keras, ".keras")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--export_keras=", options.export_keras, " does not end in .keras (Keras loads only those)"));
+  }
+  PS_RETURN_IF_ERROR(ResolveJobConsistency(options, daemon, &chief));
+  PS_RETURN_IF_ERROR(BuildModelAndValidation(options, &chief));
+  PS_ASSIGN_OR_RETURN(chief.restore, OpenCheckpointToRestore(options));
+  const ClusterSpec& cluster = daemon.config.cluster;
+  if (cluster.num_tasks("ps") == 0 || cluster.num_tasks("worker") == 0) {
+    return absl::InvalidArgumentError(
+        "parameter-server training needs at least one ps and one worker task");
+  }
+  return chief;
+}
+
+// gRPC clients of every ps and worker task, in task order.
+struct TaskClients {
+  std::vector<std::unique_ptr<PsClient>> owned_ps;
+  std::vector<std::unique_ptr<WorkerClient>> owned_workers;
+  std::vector<PsClient*> ps;
+  std::vector<WorkerClient*> workers;
+};
+
+TaskClients ConnectToTasks(const ChiefOptions& options, const DaemonOptions& daemon) {
+  const ClusterSpec& cluster = daemon.config.cluster;
+  TaskClients clients;
+  for (int i = 0; i < cluster.num_tasks("ps"); ++i) {
+    clients.owned_ps.push_back(CreateGrpcPsClient(i, cluster.tasks("ps")[i], daemon.rpc_timeout));
+    clients.ps.push_back(clients.owned_ps.back().get());
+  }
+  for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
+    clients.owned_workers.push_back(CreateGrpcWorkerClient(
+        i, cluster.tasks("worker")[i], daemon.rpc_timeout, options.run_steps_timeout));
+    clients.workers.push_back(clients.owned_workers.back().get());
+  }
+  return clients;
+}
+
+Coordinator::Options CoordinatorOptionsFor(const ChiefOptions& options,
+                                           const DaemonOptions& daemon, const ChiefJob& chief) {
+  Coordinator::Options o;
+  o.register_timeout = daemon.register_timeout;
+  o.steps_per_call = options.steps_per_call;
+  o.ps_addresses = daemon.config.cluster.tasks("ps");
+  o.placement_policy = chief.job.placement;
+  o.consistency = chief.consistency;
+  o.checkpoint_dir = options.checkpoint_dir;
+  o.keep_checkpoints = options.keep_checkpoints;
+  o.checkpoint_every_steps = options.checkpoint_every_steps;
+  o.checkpoint_every = options.checkpoint_every;
+  o.checkpoint_every_epoch = options.checkpoint_every_epoch;
+  o.consistent_checkpoints = options.consistent_checkpoints;
+  o.checkpoint_commit_delay = options.checkpoint_commit_delay;
+  o.ps_recovery_timeout = options.ps_recovery_timeout;
+  // evaluate resolves the job's relative data paths against this folder.
+  o.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
+  return o;
+}
+
+// The coordinator as the threads outside RunChiefTask reach it: the Chief service's
+// GetStatus and SaveCheckpoint, and the signal thread. Empty until training is about to
+// start and again once it is over. Thread-safe; shared, because the signal handler may
+// outlive RunChiefTask's frame by a moment.
+class CoordinatorHandle {
+ public:
+  void Set(Coordinator* coordinator) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    coordinator_ = coordinator;
+  }
+
+  void Describe(ChiefStatusResponse* response) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (coordinator_ != nullptr) coordinator_->Describe(response);
+  }
+
+  absl::StatusOr<SaveCheckpointResponse> SaveCheckpointNow(absl::Duration wait)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    Coordinator* running = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      running = coordinator_;
+    }
+    if (running == nullptr) {
+      return absl::FailedPreconditionError("training has not started: waiting for tasks");
+    }
+    // Not under the lock (the wait is long): the coordinator lives until the server has
+    // stopped, so until this call has returned.
+    return running->SaveCheckpointNow(wait);
+  }
+
+  // Coordinator::Preempt; false when there is no coordinator (yet, or any more).
+  bool Preempt() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return coordinator_ != nullptr && coordinator_->Preempt();
+  }
+
+ private:
+  absl::Mutex mu_;
+  Coordinator* coordinator_ ABSL_GUARDED_BY(mu_) = nullptr;  // Not owned.
+};
+
+// What SIGTERM/SIGINT does to the chief: during training, preemption (checkpoint, then
+// exit 42 for a restart); before it, while waiting for tasks, a clean stop (exit 0).
+DaemonRuntime::SignalHandler ChiefSignalHandler(std::shared_ptr<CoordinatorHandle> handle,
+                                                ShutdownSignal* shutdown) {
+  return [handle, shutdown](const std::string& signal_name) {
+    if (handle->Preempt()) {
+      LogWarning(absl::StrCat(signal_name, " during training: handing out no more work; "
+                              "the chunks in flight finish, a checkpoint is written, then "
+                              "the chief exits ", kExitPreempted, " to be restarted"));
+      return static_cast<int>(kExitPreempted);
+    }
+    shutdown->Request(kExitOk, absl::StrCat(signal_name, " before training started"));
+    return static_cast<int>(kExitOk);
+  };
+}
+
+// The epoch's figures as a log record with structured fields (JSON lines with
+// --log_format=json).
+void LogEpoch(const EpochSummary& summary) {
+  nlohmann::json fields = {{"epoch", summary.epoch},
+                           {"steps", summary.steps},
+                           {"samples", summary.samples},
+                           {"seconds", absl::ToDoubleSeconds(summary.elapsed)},
+                           {"loss", summary.loss},
+                           {"accuracy", summary.accuracy}};
+  if (summary.has_validation) {
+    fields["val_loss"] = summary.val_loss;
+    fields["val_accuracy"] = summary.val_accuracy;
+  }
+  LogWithFields('I',
+                absl::StrCat("epoch ", summary.epoch, ": ", summary.samples, " samples in ",
+                             absl::FormatDuration(summary.elapsed)),
+                fields);
 }
 
 // Tells every task the job is over. Best effort: a task that does not answer still
@@ -81,210 +319,88 @@ void ShutdownTasks(const std::vector<PsClient*>& ps, const std::vector<WorkerCli
   (void)RunConcurrently(calls);
 }
 
+// Ends the job after Coordinator::Run returned `result`, and says how the chief exits.
+// Preempted: the tasks keep running for the restarted chief. Otherwise every task is told
+// the job is over.
+int FinishJob(const absl::Status& result, bool preempted, Membership* membership,
+              const TaskClients& tasks, ShutdownSignal* shutdown) {
+  if (absl::IsAborted(result) && preempted) {
+    LogWarning(absl::StrCat("stopped for a restart: ", result.message(), "; exiting with code ",
+                            kExitPreempted, " (the ps and workers wait for the restarted "
+                            "chief, which resumes from the newest checkpoint)"));
+    return kExitPreempted;
+  }
+  int exit_code = kExitOk;
+  if (result.ok()) {
+    LogInfo("training finished; shutting down every task");
+  } else if (absl::IsCancelled(result) && shutdown->requested()) {
+    exit_code = shutdown->exit_code();
+    LogInfo(absl::StrCat("stopped (", shutdown->reason(), "); shutting down every task"));
+  } else {
+    LogError(absl::StrCat("job failed: ", result.message()));
+    exit_code = kExitFailure;
+  }
+  membership->EndJob();
+  ShutdownTasks(tasks.ps, tasks.workers, result.ok() ? "job finished" : "job failed");
+  return exit_code;
+}
+
 }  // namespace
 
-int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ostream& out) {
-  const ClusterSpec& cluster = options.daemon.config.cluster;
-  absl::StatusOr<JobSpec> job = LoadJob(options);
-  if (!job.ok()) {
-    LogError(job.status().message());
-    return 2;
+int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostream& out) {
+  const DaemonOptions& daemon = runtime->options();
+  absl::StatusOr<ChiefJob> chief = PrepareJob(options, daemon);
+  if (!chief.ok()) {
+    LogError(chief.status().message());
+    return ExitCodeFor(chief.status());
   }
-  if (!options.export_keras.empty() && !absl::EndsWith(options.export_keras, ".keras")) {
-    LogError(absl::StrCat("--export_keras=", options.export_keras,
-                          " does not end in .keras (Keras loads only those)"));
-    return 2;
-  }
-  // The job's consistency for this cluster (replicas_to_aggregate defaults to every
-  // worker), checked before any task is waited for, as the rest of the job spec is.
-  absl::StatusOr<ConsistencyConfig> consistency =
-      ResolveConsistency(job->consistency, cluster.num_tasks("worker"));
-  if (!consistency.ok()) {
-    LogError(absl::StrCat(options.job_path, ": ", consistency.status().message()));
-    return 2;
-  }
-  // A push that waits at the ps (bounded staleness, sync) must give up before its RPC's
-  // deadline, or the worker takes the wait for a dead ps. Tasks share --rpc_timeout.
-  if (consistency->mode() != CONSISTENCY_ASYNC &&
-      absl::Milliseconds(consistency->timeout_ms()) >= options.daemon.rpc_timeout) {
-    LogError(absl::StrCat(options.job_path, ": consistency timeout_ms (",
-                          consistency->timeout_ms(), ") must be shorter than --rpc_timeout (",
-                          absl::FormatDuration(options.daemon.rpc_timeout), ")"));
-    return 2;
-  }
-  std::unique_ptr<Backend> backend = CreateCpuBackend();
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
-  absl::Status loss_set = model.ok() ? (*model)->SetLoss(job->loss) : model.status();
-  if (!loss_set.ok()) {
-    LogError(absl::StrCat(options.job_path, ": ", loss_set.message()));
-    return 2;
-  }
-  std::unique_ptr<Dataset> validation;
-  if (job->data.is_object() && job->data.contains("validation")) {
-    absl::StatusOr<Dataset> loaded =
-        LoadJobDataset(job->data["validation"], DirectoryOf(options.job_path), "data.validation",
-                       job->one_hot_labels);
-    if (!loaded.ok()) {
-      LogError(absl::StrCat(options.job_path, ": ", loaded.status().message()));
-      return 2;
-    }
-    validation = std::make_unique<Dataset>(*std::move(loaded));
-  }
-  if (options.keep_checkpoints < 1) {
-    LogError("--keep_checkpoints must be at least 1");
-    return 2;
-  }
-  // Before any task is waited for: a directory the chief cannot write would otherwise
-  // cost the first epoch.
-  if (!options.checkpoint_dir.empty()) {
-    if (absl::Status writable = CheckpointWriter(options.checkpoint_dir, {}).CheckWritable();
-        !writable.ok()) {
-      LogError(writable.message());
-      return 2;
-    }
-  }
-  // The checkpoint to continue from is opened (and verified) before any task is waited
-  // for, so a bad --restore fails at start.
-  std::unique_ptr<CheckpointReader> restore;
-  if (options.restore == "latest") {
-    if (!options.checkpoint_dir.empty()) {
-      absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
-          CheckpointReader::Open(options.checkpoint_dir);
-      if (found.ok()) {
-        restore = *std::move(found);
-      } else if (found.status().code() == absl::StatusCode::kNotFound) {
-        LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint_dir,
-                             "; starting from freshly initialized variables"));
-      } else {
-        LogError(absl::StrCat("cannot restore: ", found.status().message()));
-        return 1;
-      }
-    }
-  } else if (options.restore != "none" && !options.restore.empty()) {
-    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
-        CheckpointReader::Open(options.restore);
-    if (!opened.ok()) {
-      LogError(absl::StrCat("--restore=", options.restore, ": ", opened.status().message()));
-      return 2;
-    }
-    restore = *std::move(opened);
-  }
-  if (cluster.num_tasks("ps") == 0 || cluster.num_tasks("worker") == 0) {
-    LogError("parameter-server training needs at least one ps and one worker task");
-    return 2;
-  }
-  absl::StatusOr<std::string> listen = ResolveListenAddress(options.daemon);
-  if (!listen.ok()) {
-    LogError(listen.status().message());
-    return 1;
-  }
-
+  const ClusterSpec& cluster = daemon.config.cluster;
   Membership membership(cluster);
-  std::unique_ptr<Coordinator> coordinator;
-  absl::Mutex coordinator_mu;
+  auto handle = std::make_shared<CoordinatorHandle>();
   ChiefServiceImpl service(
-      &membership, SerializeJobSpec(*job), DirectoryOf(options.job_path),
-      [&](ChiefStatusResponse* response) {
-        absl::MutexLock lock(&coordinator_mu);
-        if (coordinator != nullptr) coordinator->Describe(response);
-      },
-      [&](absl::Duration wait) -> absl::StatusOr<SaveCheckpointResponse> {
-        Coordinator* running = nullptr;
-        {
-          absl::MutexLock lock(&coordinator_mu);
-          running = coordinator.get();
-        }
-        if (running == nullptr) {
-          return absl::FailedPreconditionError("training has not started: waiting for tasks");
-        }
-        // The coordinator lives until the server is shut down, after Run returns.
-        return running->SaveCheckpointNow(wait);
-      });
+      &membership, SerializeJobSpec(chief->job), DirectoryOf(options.job_path),
+      [handle](ChiefStatusResponse* response) { handle->Describe(response); },
+      [handle](absl::Duration wait) { return handle->SaveCheckpointNow(wait); });
   // Metrics, dashboard, TensorBoard files and the progress bar; before the gRPC server,
   // so a metrics port or --logdir that cannot be used fails the chief at once.
   absl::StatusOr<std::unique_ptr<ChiefMonitoring>> monitoring = ChiefMonitoring::Start(
-      *job, cluster.num_tasks("worker"), &membership, [&](ChiefStatusResponse* response) {
-        absl::MutexLock lock(&coordinator_mu);
-        if (coordinator != nullptr) coordinator->Describe(response);
-      });
+      chief->job, cluster.num_tasks("worker"), &membership,
+      [handle](ChiefStatusResponse* response) { handle->Describe(response); });
   if (!monitoring.ok()) {
     LogError(monitoring.status().message());
-    return absl::IsInvalidArgument(monitoring.status()) ? 2 : 1;
+    return ExitCodeFor(monitoring.status());
   }
-  absl::StatusOr<RunningServer> server = StartServer({*listen, {&service}});
-  if (!server.ok()) {
-    LogError(server.status().message());
-    return 1;
+  if (absl::Status served = runtime->Serve({&service}); !served.ok()) {
+    LogError(served.message());
+    return ExitCodeFor(served);
   }
-  LogInfo(absl::StrCat("chief serving on port ", server->port, "; waiting for ",
-                       cluster.num_tasks("ps"), " ps and ", cluster.num_tasks("worker"),
-                       " worker tasks"));
+  LogInfo(absl::StrCat("waiting for ", cluster.num_tasks("ps"), " ps and ",
+                       cluster.num_tasks("worker"), " worker tasks"));
+  runtime->SetSignalHandler(ChiefSignalHandler(handle, runtime->shutdown()));
 
-  std::vector<std::unique_ptr<PsClient>> ps_clients;
-  std::vector<PsClient*> ps;
-  for (int i = 0; i < cluster.num_tasks("ps"); ++i) {
-    ps_clients.push_back(CreateGrpcPsClient(i, cluster.tasks("ps")[i], options.daemon.rpc_timeout));
-    ps.push_back(ps_clients.back().get());
-  }
-  std::vector<std::unique_ptr<WorkerClient>> worker_clients;
-  std::vector<WorkerClient*> workers;
-  for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
-    worker_clients.push_back(CreateGrpcWorkerClient(i, cluster.tasks("worker")[i],
-                                                    options.daemon.rpc_timeout,
-                                                    options.run_steps_timeout));
-    workers.push_back(worker_clients.back().get());
-  }
-
-  Coordinator::Options coordinator_options;
-  coordinator_options.register_timeout = options.daemon.register_timeout;
-  coordinator_options.steps_per_call = options.steps_per_call;
-  coordinator_options.ps_addresses = cluster.tasks("ps");
-  coordinator_options.placement_policy = job->placement;
-  coordinator_options.consistency = *consistency;
-  coordinator_options.checkpoint_dir = options.checkpoint_dir;
-  coordinator_options.keep_checkpoints = options.keep_checkpoints;
-  coordinator_options.checkpoint_every_steps = options.checkpoint_every_steps;
-  coordinator_options.checkpoint_every = options.checkpoint_every;
-  coordinator_options.checkpoint_every_epoch = options.checkpoint_every_epoch;
-  coordinator_options.consistent_checkpoints = options.consistent_checkpoints;
-  coordinator_options.checkpoint_commit_delay = options.checkpoint_commit_delay;
-  coordinator_options.ps_recovery_timeout = options.ps_recovery_timeout;
-  coordinator_options.observer = (*monitoring)->observer();
-  // evaluate resolves the job's relative data paths against this folder.
-  coordinator_options.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
-  {
-    absl::MutexLock lock(&coordinator_mu);
-    coordinator = std::make_unique<Coordinator>(
-        coordinator_options, &*job, model->get(), &membership, ps, workers, validation.get(),
-        shutdown, [&out, &monitoring](const EpochSummary& summary) {
-          // The observers first: the progress bar clears its line for the epoch line.
-          (*monitoring)->observer()->OnEpoch(summary);
-          out << FormatEpochLine(summary) << std::endl;
-          nlohmann::json fields = {{"epoch", summary.epoch},
-                                   {"steps", summary.steps},
-                                   {"samples", summary.samples},
-                                   {"seconds", absl::ToDoubleSeconds(summary.elapsed)},
-                                   {"loss", summary.loss},
-                                   {"accuracy", summary.accuracy}};
-          if (summary.has_validation) {
-            fields["val_loss"] = summary.val_loss;
-            fields["val_accuracy"] = summary.val_accuracy;
-          }
-          LogWithFields('I',
-                        absl::StrCat("epoch ", summary.epoch, ": ", summary.samples,
-                                     " samples in ", absl::FormatDuration(summary.elapsed)),
-                        fields);
-        },
-        restore.get());
-  }
+  TaskClients tasks = ConnectToTasks(options, daemon);
+  Coordinator::Options coordinator_options = CoordinatorOptionsFor(options, daemon, *chief);
+  TrainingObserver* observer = (*monitoring)->observer();
+  coordinator_options.observer = observer;
+  Coordinator coordinator(
+      coordinator_options, &chief->job, chief->model.get(), &membership, tasks.ps,
+      tasks.workers, chief->validation.get(), runtime->shutdown(),
+      [&out, observer](const EpochSummary& summary) {
+        // The observers first: the progress bar clears its line for the epoch line.
+        observer->OnEpoch(summary);
+        out << FormatEpochLine(summary) << std::endl;
+        LogEpoch(summary);
+      },
+      chief->restore.get());
+  handle->Set(&coordinator);
   // fit.batch_size is each worker's batch, as in Keras's ParameterServerStrategy.
   out << "pstrain: parameter_server strategy, "
-      << DescribePerWorkerBatch(job->batch_size, cluster.num_tasks("worker")) << std::endl;
-  absl::Status result = coordinator->Run();
+      << DescribePerWorkerBatch(chief->job.batch_size, cluster.num_tasks("worker")) << std::endl;
+  absl::Status result = coordinator.Run();
   if (result.ok() && !options.export_keras.empty()) {
     // The ps tasks still serve: the final weights are theirs.
-    absl::StatusOr<std::vector<Tensor>> weights = coordinator->PullWeights();
-    result = weights.ok() ? ExportKerasModel(*job, *weights, options.export_keras)
+    absl::StatusOr<std::vector<Tensor>> weights = coordinator.PullWeights();
+    result = weights.ok() ? ExportKerasModel(chief->job, *weights, options.export_keras)
                           : weights.status();
     if (result.ok()) {
       LogInfo(absl::StrCat("wrote the trained model to ", options.export_keras));
@@ -292,18 +408,13 @@ int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ost
       result = absl::Status(result.code(), absl::StrCat("--export_keras: ", result.message()));
     }
   }
-  int exit_code = 0;
-  if (result.ok()) {
-    LogInfo("training finished; shutting down every task");
-  } else {
-    LogError(absl::StrCat("job failed: ", result.message()));
-    exit_code = 1;
-  }
-  membership.EndJob();
-  ShutdownTasks(ps, workers, result.ok() ? "job finished" : "job failed");
-  SetServing(server->server.get(), false);
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  (*monitoring)->Finish();
+  const int exit_code =
+      FinishJob(result, coordinator.preempted(), &membership, tasks, runtime->shutdown());
+  // The server goes first: its SaveCheckpoint calls may still use the coordinator.
+  runtime->StopServing();
+  handle->Set(nullptr);
+  // A chief stopped for a restart leaves at once: its grace is for the checkpoint.
+  if (exit_code != kExitPreempted) (*monitoring)->Finish();
   return exit_code;
 }
 

@@ -5,13 +5,13 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/daemon_options.h"
-#include "common/shutdown_signal.h"
+#include "common/daemon/daemon_runtime.h"
 
 namespace pstrain {
 
+// The chief's own options (its flags, chief/chief_flags.h); what every daemon shares is
+// in its DaemonRuntime.
 struct ChiefOptions {
-  DaemonOptions daemon;
   // The job spec file (JSON). Relative paths inside it are relative to its folder.
   std::string job_path;
   // When > 0, overrides fit.epochs of the job spec.
@@ -48,15 +48,21 @@ struct ChiefOptions {
   std::string export_keras;
 };
 
-// Runs the chief until the job ends: serves the Chief service, waits for every ps and
-// worker task, coordinates training, writes one Keras-style line per epoch to `out`, then
-// tells every task to shut down. Returns the exit code: 0 when the job completed, 1 when
-// it failed (the error, naming the task at fault, is logged), 2 for a bad job spec or
-// checkpoint options (a --restore PATH that does not verify, keep_checkpoints < 1). With
-// --restore=latest, checkpoints that exist but none of which verifies fail the job (1)
-// rather than silently starting over.
-// `shutdown` is not owned; requesting it aborts the job.
-int RunChiefTask(const ChiefOptions& options, ShutdownSignal* shutdown, std::ostream& out);
+// Runs the chief until the job ends: serves the Chief service through `runtime` (not
+// owned), waits for every ps and worker task, coordinates training, writes one
+// Keras-style line per epoch to `out`, then tells every task to shut down. Returns the exit
+// code (common/daemon/exit_codes.h):
+//   0  the job completed, or SIGTERM/SIGINT (or runtime->shutdown()) came while the chief
+//      was still waiting for its tasks;
+//   1  the job failed (the error, naming the task at fault, is logged); with
+//      --restore=latest, checkpoints exist but none verifies (rather than silently
+//      starting over);
+//   2  a bad job spec or checkpoint options (a --restore PATH that does not verify,
+//      keep_checkpoints < 1);
+//   42 SIGTERM/SIGINT came during training: the chief stopped handing out work, wrote a
+//      consistent checkpoint and left the ps and workers running, for a restarted chief
+//      to re-attach them and resume from it (Coordinator::Preempt).
+int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostream& out);
 
 }  // namespace pstrain
 

@@ -138,6 +138,7 @@ absl::Status Coordinator::Run() {
       PS_ASSIGN_OR_RETURN(first_epoch, RestoreCheckpoint(&resume));
     }
     for (int epoch = first_epoch; epoch < job_->epochs; ++epoch) {
+      if (preempted()) return StopForRestart(epoch);
       {
         absl::MutexLock lock(&mu_);
         epoch_ = epoch + 1;
@@ -205,7 +206,9 @@ absl::StatusOr<int> Coordinator::RestoreCheckpoint(const nlohmann::json** resume
   checkpointer_.Start(restore_->step());
   // A mid-epoch checkpoint says where the epoch in progress stood.
   *resume = SavedDataPosition(*restore_, first_epoch);
-  LogInfo(absl::StrCat(
+  // A warning, so that ./demo.sh shows it: a user whose chief was restarted sees where
+  // training continues from.
+  LogWarning(absl::StrCat(
       "restored ", restore_->path(), " (epoch ", restore_->epoch(), ", step ",
       restore_->step(), ") onto ", ps_.size(), " ps",
       first_epoch >= job_->epochs
@@ -242,7 +245,48 @@ absl::StatusOr<SaveCheckpointResponse> Coordinator::SaveCheckpointNow(absl::Dura
   return checkpointer_.AwaitWrite(written_before, timeout);
 }
 
-bool Coordinator::CheckpointDue() const { return checkpointer_.Due(global_step()); }
+bool Coordinator::CheckpointDue() const {
+  const int64_t step = global_step();
+  return checkpointer_.Due(step) ||
+         (preempted() && checkpointer_.enabled() && !checkpointer_.IsCurrent(step));
+}
+
+bool Coordinator::Preempt() {
+  absl::MutexLock lock(&mu_);
+  if (phase_ == JobPhase::kWaitingForTasks || phase_ == JobPhase::kDone ||
+      phase_ == JobPhase::kFailed) {
+    return false;
+  }
+  preempted_ = true;
+  // The workers' threads take no new chunk; the epoch loop checkpoints and stops once
+  // the chunks in flight are back.
+  if (running_queue_ != nullptr) running_queue_->Close();
+  return true;
+}
+
+bool Coordinator::preempted() const {
+  absl::MutexLock lock(&mu_);
+  return preempted_;
+}
+
+absl::Status Coordinator::StopForRestart(int epochs_done) {
+  if (CheckpointDue()) {
+    PS_RETURN_IF_ERROR(
+        RetryAfterPsRecovery([&] { return WriteCheckpoint(epochs_done, nullptr); }));
+  }
+  return PreemptedStatus();
+}
+
+absl::Status Coordinator::PreemptedStatus() const {
+  const SaveCheckpointResponse last = checkpointer_.last();
+  return absl::AbortedError(absl::StrCat(
+      "preempted at step ", global_step(), "; ",
+      last.path().empty()
+          ? (checkpointer_.enabled() ? std::string("no checkpoint written")
+                                     : std::string("no checkpoint (no --checkpoint_dir)"))
+          : absl::StrCat("the newest checkpoint is ", last.path(), " (epoch ", last.epoch(),
+                         ", step ", last.step(), ")")));
+}
 
 absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json* position) {
   return checkpointer_.Write(epochs_done, global_step(), position);
@@ -269,6 +313,7 @@ absl::Status Coordinator::RecoverPs() {
           absl::FormatDuration(options_.ps_recovery_timeout), ": ",
           absl::StrJoin(census.unreachable, "; ")));
     }
+    if (preempted()) return PreemptedStatus();
     if (abort_ != nullptr && abort_->WaitFor(absl::Milliseconds(250))) {
       return absl::CancelledError("the chief is shutting down");
     }
@@ -310,11 +355,19 @@ absl::Status Coordinator::RecreateEmptiedPs(const std::vector<int>& emptied) {
     PS_RETURN_IF_ERROR(variables_.Recreate(
         p, state.has_value() ? &*state : nullptr,
         checkpoint != nullptr ? absl::StrCat("checkpoint ", checkpoint->path()) : "", job_->seed));
-    LogWarning(checkpoint != nullptr
-                   ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
-                                  checkpoint->path(), " (step ", checkpoint->step(), ")")
-                   : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists "
-                                  "yet; its shards start again from their initial values"));
+    int epoch = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      epoch = epoch_;
+    }
+    // A warning (./demo.sh shows it): what was restored and where training goes on.
+    LogWarning(absl::StrCat(
+        checkpoint != nullptr
+            ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
+                           checkpoint->path(), " (step ", checkpoint->step(), ")")
+            : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists yet; "
+                           "its shards start again from their initial values"),
+        "; training continues in epoch ", epoch));
   }
   return absl::OkStatus();
 }
@@ -382,8 +435,11 @@ absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQue
                                 " (reported by ", name, "); training pauses"));
         return absl::OkStatus();
       }
+      // A worker going away (SIGTERM: its server stops and cancels the calls it has not
+      // answered) is as lost as an unreachable one.
       if (!absl::IsUnavailable(response.status()) &&
-          !absl::IsDeadlineExceeded(response.status())) {
+          !absl::IsDeadlineExceeded(response.status()) &&
+          !absl::IsCancelled(response.status())) {
         return response.status();
       }
       *lost = true;
@@ -480,8 +536,11 @@ absl::StatusOr<Coordinator::Segment> Coordinator::RunSegment(const RunStepsReque
   {
     absl::MutexLock lock(&mu_);
     running_queue_ = queue;
-    // A request that came between segments pauses this one at its first chunk.
-    if (options_.consistent_checkpoints && checkpointer_.Requested()) queue->Close();
+    // A request (or a preemption) that came between segments pauses this one at its
+    // first chunk.
+    if ((options_.consistent_checkpoints && checkpointer_.Requested()) || preempted_) {
+      queue->Close();
+    }
   }
   const absl::Status status = RunConcurrently(runs);
   {
@@ -561,6 +620,7 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
       PS_RETURN_IF_ERROR(
           RetryAfterPsRecovery([&] { return WriteCheckpoint(epoch, &position); }));
     }
+    if (preempted()) return PreemptedStatus();
     queue.Reopen();
   }
   if (epoch_figures.samples() == 0) {

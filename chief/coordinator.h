@@ -22,7 +22,7 @@
 #include "common/model/model.h"
 #include "common/sharding/placement_policy.h"
 #include "common/training/epoch_summary.h"
-#include "common/shutdown_signal.h"
+#include "common/daemon/shutdown_signal.h"
 #include "common/training/training_observer.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
@@ -56,9 +56,10 @@ const char* JobPhaseName(JobPhase phase);
 //
 // Each epoch's data is one shard per worker, scheduled at least once (a ShardQueue):
 // every worker runs chunks of its own shard, then of any unfinished one. A worker whose
-// RunSteps is UNAVAILABLE or DEADLINE_EXCEEDED is lost: its chunk is run again from its
-// first step by another worker, and it takes no more work until an epoch starts while it
-// heartbeats again and answers ready (e.g. it was restarted and re-registered).
+// RunSteps is UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED (it is shutting down) is lost:
+// its chunk is run again from its first step by another worker, and it takes no more work
+// until an epoch starts while it heartbeats again and answers ready (e.g. it was restarted
+// and re-registered).
 class Coordinator {
  public:
   struct Options {
@@ -121,7 +122,7 @@ class Coordinator {
   // Errors: DEADLINE_EXCEEDED tasks never registered (named); the first error of a ps
   //         call, or of a worker call other than an unreachable worker (naming the task);
   //         UNAVAILABLE every worker was lost during an epoch (naming them);
-  //         CANCELLED when `abort` was requested;
+  //         CANCELLED when `abort` was requested; ABORTED after Preempt();
   //         INVALID_ARGUMENT the checkpoint to restore does not fit the model (a missing
   //         variable or another shape) or its slots do not fit the optimizer; a failed
   //         checkpoint write (INTERNAL, naming the path).
@@ -133,6 +134,17 @@ class Coordinator {
 
   // Phase, epoch, step and placement (one entry per shard) for the chief's GetStatus.
   void Describe(ChiefStatusResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops training for a restart, as TensorFlow's PreemptionCheckpointHandler does on
+  // SIGTERM: no new chunk is handed out; once the chunks in flight are back, a consistent
+  // checkpoint is written (with a checkpoint_dir, unless the newest one is of this very
+  // step) and Run() returns ABORTED naming it. The tasks are not told anything: a
+  // restarted chief re-attaches them and resumes from that checkpoint. Returns false, and
+  // does nothing, before training started (waiting for tasks) and after it ended.
+  // Thread-safe; called from the signal thread.
+  bool Preempt() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether Preempt() took effect.
+  bool preempted() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Asks for a checkpoint as soon as possible (after the chunks in flight, in consistent
   // mode) and waits up to `timeout` for one written after the request. Returns its path.
@@ -196,7 +208,14 @@ class Coordinator {
   // `position` (may be null: at an epoch's end) is where the epoch in progress stands.
   absl::Status WriteCheckpoint(int epochs_done, const nlohmann::json* position)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A checkpoint trigger fired, or a preemption waits for a checkpoint of this step.
   bool CheckpointDue() const ABSL_LOCKS_EXCLUDED(mu_);
+  // After Preempt(), between epochs: writes the checkpoint a restarted chief resumes
+  // from (unless the newest one is of this step) and returns PreemptedStatus().
+  absl::Status StopForRestart(int epochs_done);
+  // ABORTED "preempted at step N; the newest checkpoint is ...", what Run() returns after
+  // Preempt().
+  absl::Status PreemptedStatus() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t global_step() const ABSL_LOCKS_EXCLUDED(mu_);
   void SetPhase(JobPhase phase) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -232,6 +251,7 @@ class Coordinator {
   // The queue of the epoch segment running now (null between segments): a checkpoint
   // request pauses it.
   ShardQueue* running_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool preempted_ ABSL_GUARDED_BY(mu_) = false;
   // The epoch in progress as the observer sees it: its start, its figures so far, and
   // the steps it will take (steps_per_epoch, else the last epoch's; 0 before one ended).
   absl::Time epoch_start_ ABSL_GUARDED_BY(mu_);

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
-#include "common/shutdown_signal.h"
+#include "common/daemon/shutdown_signal.h"
 #include "proto/chief.pb.h"
 
 namespace pstrain {

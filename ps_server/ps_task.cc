@@ -1,7 +1,8 @@
 #include "ps_server/ps_task.h"
 
 #include "absl/strings/str_cat.h"
-#include "chief/task_runtime.h"
+#include "common/daemon/exit_codes.h"
+#include "common/daemon/task_runtime.h"
 #include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
 #include "common/metrics/daemon_metrics.h"
@@ -27,31 +28,31 @@ void LogFinalStatus(int task_index, const VariableStore& store) {
 
 }  // namespace
 
-int RunPsTask(const DaemonOptions& options, ShutdownSignal* shutdown) {
+int RunPsTask(DaemonRuntime* runtime) {
   absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
-      DaemonMetrics::FromFlags("ps", options.config.task.index);
+      DaemonMetrics::FromFlags("ps", runtime->options().config.task.index);
   if (!metrics.ok()) {
     LogError(metrics.status().message());
-    return ExitCodeForStartError(metrics.status());
+    return ExitCodeFor(metrics.status());
   }
   VariableStore store;
   PsMetrics ps_metrics((*metrics)->registry(), &store);
+  ShutdownSignal* shutdown = runtime->shutdown();
   PsServiceImpl service(&store, [shutdown](const std::string& reason) {
-    shutdown->Request(0, absl::StrCat("Shutdown RPC: ", reason));
+    shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
   });
   service.set_metrics(&ps_metrics);
-  absl::StatusOr<std::unique_ptr<TaskRuntime>> runtime =
-      TaskRuntime::Start(options, {&service}, shutdown);
-  if (!runtime.ok()) {
-    LogError(runtime.status().message());
-    return ExitCodeForStartError(runtime.status());
+  absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
+  if (!task.ok()) {
+    LogError(task.status().message());
+    return ExitCodeFor(task.status());
   }
   // A ps has nothing to build: it serves whatever the chief creates on it.
-  if ((*runtime)->Register().ok()) (*runtime)->StartHeartbeats();
-  const int exit_code = (*runtime)->WaitAndStop();
+  if ((*task)->Register().ok()) (*task)->StartHeartbeats();
+  const int exit_code = (*task)->WaitAndStop();
   LogWithFields('I', "served the job",
                 {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
-  LogFinalStatus(options.config.task.index, store);
+  LogFinalStatus(runtime->options().config.task.index, store);
   (*metrics)->Linger();
   return exit_code;
 }

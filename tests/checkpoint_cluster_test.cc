@@ -79,22 +79,21 @@ RunResult RunCluster(const std::string& job_path, int num_ps, const std::string&
         absl::StrCat("127.0.0.1:", (*ports)[i]));
   }
   const int n = 1 + num_ps + workers;
-  std::vector<ShutdownSignal> signals(n);
   std::vector<int> exit_codes(n, -1);
   std::vector<std::thread> tasks;
   for (int i = 0; i < num_ps; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + i] = RunPsTask(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+      DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)));
+      exit_codes[1 + i] = RunPsTask(&runtime);
     });
   }
   for (int i = 0; i < workers; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + num_ps + i] = RunWorkerTask(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)),
-                                                 "cpu", &signals[1 + num_ps + i]);
+      DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)));
+      exit_codes[1 + num_ps + i] = RunWorkerTask(&runtime, "cpu");
     });
   }
   ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = job_path;
   chief.steps_per_call = 5;
   chief.epochs_override = epochs;
@@ -103,7 +102,8 @@ RunResult RunCluster(const std::string& job_path, int num_ps, const std::string&
   if (more_options) more_options(&chief);
   std::ostringstream out;
   RunResult result;
-  result.chief_exit = RunChiefTask(chief, &signals[0], out);
+  DaemonRuntime chief_runtime(FastDaemonOptions(MakeTfConfig(cluster, "chief", 0)));
+  result.chief_exit = RunChiefTask(chief, &chief_runtime, out);
   exit_codes[0] = result.chief_exit;
   for (std::thread& t : tasks) t.join();
   for (int i = 0; i < n; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i << "\n" << out.str();
@@ -466,9 +466,14 @@ TEST(CheckpointClusterTest, TimedAndLiveCheckpointsAreWrittenMidEpoch) {
   }
 }
 
-// The chief's options for the tiny job in a 1 ps / 1 worker cluster on free ports, for
-// checks that fail before any task is waited for.
-ChiefOptions ChiefOfTinyCluster() {
+// The chief of the tiny job in a 1 ps / 1 worker cluster on free ports, for checks that
+// fail before any task is waited for.
+struct TinyChief {
+  DaemonOptions daemon;
+  ChiefOptions chief;
+};
+
+TinyChief ChiefOfTinyCluster() {
   auto ports = PickFreePorts(3);
   EXPECT_TRUE(ports.ok()) << ports.status();
   const std::vector<int> port = ports.ok() ? *ports : std::vector<int>{0, 0, 0};
@@ -476,29 +481,29 @@ ChiefOptions ChiefOfTinyCluster() {
       {"chief", {absl::StrCat("127.0.0.1:", port[0])}},
       {"ps", {absl::StrCat("127.0.0.1:", port[1])}},
       {"worker", {absl::StrCat("127.0.0.1:", port[2])}}};
-  ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
-  chief.job_path = "tests/testdata/tiny_synthetic.json";
-  return chief;
+  TinyChief tiny;
+  tiny.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
+  tiny.chief.job_path = "tests/testdata/tiny_synthetic.json";
+  return tiny;
 }
 
 TEST(CheckpointClusterTest, BadRestorePathFailsAtStart) {
-  ChiefOptions chief = ChiefOfTinyCluster();
-  chief.restore = TempPath("no_such_checkpoint");
-  ShutdownSignal signal;
+  TinyChief tiny = ChiefOfTinyCluster();
+  tiny.chief.restore = TempPath("no_such_checkpoint");
+  DaemonRuntime runtime(tiny.daemon);
   std::ostringstream out;
-  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+  EXPECT_EQ(RunChiefTask(tiny.chief, &runtime, out), 2);
 }
 
 // A sync or bounded-staleness wait at the ps longer than the RPC deadline would make
 // workers take a slow step for a dead ps: the chief refuses it at start (exit 2).
 TEST(CheckpointClusterTest, AConsistencyTimeoutBeyondTheRpcDeadlineFailsAtStart) {
-  ChiefOptions chief = ChiefOfTinyCluster();
-  chief.daemon.rpc_timeout = absl::Seconds(2);  // the default timeout_ms is 5 s
-  chief.consistency_override = "sync";
-  ShutdownSignal signal;
+  TinyChief tiny = ChiefOfTinyCluster();
+  tiny.daemon.rpc_timeout = absl::Seconds(2);  // the default timeout_ms is 5 s
+  tiny.chief.consistency_override = "sync";
+  DaemonRuntime runtime(tiny.daemon);
   std::ostringstream out;
-  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+  EXPECT_EQ(RunChiefTask(tiny.chief, &runtime, out), 2);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/daemon_options.h"
+#include "common/daemon/daemon_options.h"
 #include "deploy/local/process_group.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"

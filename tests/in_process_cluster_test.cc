@@ -40,24 +40,24 @@ std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(in
 // chief's output after checking that every task exited 0 and the loss fell over 4 epochs.
 std::string RunTinyCluster(const std::string& job_path) {
   const auto cluster = LoopbackCluster(2, 2);
-  ShutdownSignal signals[5];
   int exit_codes[5] = {-1, -1, -1, -1, -1};
   std::vector<std::thread> tasks;
   for (int i = 0; i < 2; ++i) {
     tasks.emplace_back([&, i] {
-      exit_codes[1 + i] = RunPsTask(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)), &signals[1 + i]);
+      DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "ps", i)));
+      exit_codes[1 + i] = RunPsTask(&runtime);
     });
     tasks.emplace_back([&, i] {
-      exit_codes[3 + i] =
-          RunWorkerTask(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)), "cpu", &signals[3 + i]);
+      DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "worker", i)));
+      exit_codes[3 + i] = RunWorkerTask(&runtime, "cpu");
     });
   }
   ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = job_path;
   chief.steps_per_call = 3;  // several RunSteps calls per epoch
   std::ostringstream out;
-  exit_codes[0] = RunChiefTask(chief, &signals[0], out);
+  DaemonRuntime chief_runtime(FastDaemonOptions(MakeTfConfig(cluster, "chief", 0)));
+  exit_codes[0] = RunChiefTask(chief, &chief_runtime, out);
   for (std::thread& t : tasks) t.join();
   for (int i = 0; i < 5; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i;
   const std::vector<double> losses = ParseEpochLosses(out.str());
@@ -128,29 +128,28 @@ TEST(InProcessClusterTest, TrainsWithPartitionedVariables) {
 TEST(InProcessClusterTest, BadPlacementInTheJobFailsTheChiefAtStart) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = WriteJobWith(
       "bad_placement.json", {{"\"seed\": 3", R"("placement": {"strategy": "random"}, "seed": 3)"}});
-  ShutdownSignal signal;
+  DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "chief", 0)));
   std::ostringstream out;
   // Exit 2 at once, without waiting for any task to register.
   const absl::Time start = absl::Now();
-  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+  EXPECT_EQ(RunChiefTask(chief, &runtime, out), 2);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 TEST(InProcessClusterTest, ChiefNamesTasksThatNeverRegister) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
-  chief.daemon.register_timeout = absl::Milliseconds(500);
+  DaemonOptions daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
+  daemon.register_timeout = absl::Milliseconds(500);
   chief.job_path = "tests/testdata/tiny_synthetic.json";
-  ShutdownSignal signal;
+  DaemonRuntime runtime(daemon);
   std::ostringstream out;
   // Nothing else runs: the chief must give up, not wait forever, and its error names both
   // tasks with their addresses.
   testing::internal::CaptureStderr();
-  EXPECT_EQ(RunChiefTask(chief, &signal, out), 1);
+  EXPECT_EQ(RunChiefTask(chief, &runtime, out), 1);
   const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_EQ(out.str().find("Epoch"), std::string::npos) << out.str();
   EXPECT_NE(log.find("never registered"), std::string::npos) << log;
@@ -162,10 +161,11 @@ TEST(InProcessClusterTest, WorkerWithoutChiefGivesUpAndNamesIt) {
   const auto cluster = LoopbackCluster(1, 1);
   DaemonOptions options = FastDaemonOptions(MakeTfConfig(cluster, "worker", 0));
   options.register_timeout = absl::Milliseconds(500);
-  ShutdownSignal signal;
-  EXPECT_EQ(RunWorkerTask(options, "cpu", &signal), 1);
-  EXPECT_NE(signal.reason().find("chief (" + cluster[0].second[0] + ")"), std::string::npos)
-      << signal.reason();
+  DaemonRuntime runtime(options);
+  EXPECT_EQ(RunWorkerTask(&runtime, "cpu"), 1);
+  EXPECT_NE(runtime.shutdown()->reason().find("chief (" + cluster[0].second[0] + ")"),
+            std::string::npos)
+      << runtime.shutdown()->reason();
 }
 
 // SyncReplicasOptimizer semantics: every ps averages both workers' gradients per version.
@@ -190,13 +190,12 @@ TEST(InProcessClusterTest, TrainsWithBoundedStaleness) {
 TEST(InProcessClusterTest, BadConsistencyFailsTheChiefAtStart) {
   const auto cluster = LoopbackCluster(1, 1);
   ChiefOptions chief;
-  chief.daemon = FastDaemonOptions(MakeTfConfig(cluster, "chief", 0));
   chief.job_path = WriteJobWith(
       "bad_consistency.json",
       {{"\"seed\": 3", R"("consistency": {"mode": "lockstep"}, "seed": 3)"}});
-  ShutdownSignal signal;
+  DaemonRuntime runtime(FastDaemonOptions(MakeTfConfig(cluster, "chief", 0)));
   std::ostringstream out;
-  EXPECT_EQ(RunChiefTask(chief, &signal, out), 2);
+  EXPECT_EQ(RunChiefTask(chief, &runtime, out), 2);
 }
 
 }  // namespace

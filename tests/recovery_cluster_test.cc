@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "chief/rpc/grpc_chief_client.h"
+#include "common/daemon/rpc/grpc_chief_client.h"
 #include "common/checkpoint/checkpoint.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"

@@ -17,7 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
-#include "common/command_line.h"
+#include "common/daemon/command_line.h"
 #include "common/model/job_spec.h"
 #include "tools/evaluate_lib.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/keras_export.h"
-#include "common/command_line.h"
+#include "common/daemon/command_line.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory, or a --checkpoint_dir");
 ABSL_FLAG(std::string, out, "", "The .keras file to write");

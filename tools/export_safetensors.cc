@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/safetensors.h"
-#include "common/command_line.h"
+#include "common/daemon/command_line.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory, or a --checkpoint_dir");
 ABSL_FLAG(std::string, out, "", "The .safetensors file to write");

@@ -13,7 +13,8 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
-#include "chief/rpc/grpc_chief_client.h"
+#include "common/daemon/rpc/grpc_chief_client.h"
+#include "common/daemon/version.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
 #include "common/training/consistency_config.h"
@@ -27,7 +28,8 @@ constexpr char kUsage[] =
     "                    [--watch [--interval=2s] [--count=N]]\n"
     "       psctl layout --chief=HOST:PORT [--timeout=5s] [--json]\n"
     "       psctl ps --address=HOST:PORT [--timeout=5s] [--json]\n"
-    "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n";
+    "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n"
+    "       psctl --version\n";
 
 // The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
 // empty fields included so a reader finds every key).
@@ -100,6 +102,7 @@ struct Flags {
   bool watch = false;
   absl::Duration interval = absl::Seconds(2);
   int64_t count = 0;  // --watch: refreshes at most (0: until the job ends)
+  bool version = false;
 };
 
 // Errors: a one-line message for the usage error.
@@ -107,6 +110,8 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
   for (const std::string& arg : args) {
     if (arg == "-h" || arg == "--help" || arg == "help") {
       flags->help = true;
+    } else if (arg == "--version" || arg == "version") {
+      flags->version = true;
     } else if (absl::StartsWith(arg, "--chief=")) {
       flags->chief = arg.substr(8);
     } else if (absl::StartsWith(arg, "--address=")) {
@@ -133,7 +138,7 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
       return absl::InvalidArgumentError(absl::StrCat("unexpected argument ", arg));
     }
   }
-  if (flags->help) return absl::OkStatus();
+  if (flags->help || flags->version) return absl::OkStatus();
   if (flags->command.empty()) return absl::InvalidArgumentError("no command given");
   if (flags->command == "status" || flags->command == "layout" ||
       flags->command == "checkpoint") {
@@ -289,6 +294,10 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (flags.help) {
     out << kUsage;
+    return kPsctlOk;
+  }
+  if (flags.version) {
+    out << VersionText("psctl");
     return kPsctlOk;
   }
   if (flags.command == "ps") {

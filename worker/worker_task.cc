@@ -1,7 +1,8 @@
 #include "worker/worker_task.h"
 
 #include "absl/strings/str_cat.h"
-#include "chief/task_runtime.h"
+#include "common/daemon/exit_codes.h"
+#include "common/daemon/task_runtime.h"
 #include "common/logging.h"
 #include "common/metrics/daemon_metrics.h"
 #include "common/math/backend_factory.h"
@@ -12,34 +13,35 @@
 
 namespace pstrain {
 
-int RunWorkerTask(const DaemonOptions& options, const std::string& device,
-                  ShutdownSignal* shutdown, absl::Duration step_delay) {
+int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
+                  absl::Duration step_delay) {
+  const DaemonOptions& options = runtime->options();
+  ShutdownSignal* shutdown = runtime->shutdown();
   // The device is checked before joining the cluster: a worker that cannot compute where
   // it was told to should fail at once, not after the chief has counted on it.
   std::string note;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(device, &note);
   if (!backend.ok()) {
     LogError(absl::StrCat("--device=", device, ": ", backend.status().message()));
-    return 2;
+    return kExitBadConfiguration;
   }
   if (!note.empty()) LogInfo(note);
   absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
       DaemonMetrics::FromFlags("worker", options.config.task.index);
   if (!metrics.ok()) {
     LogError(metrics.status().message());
-    return ExitCodeForStartError(metrics.status());
+    return ExitCodeFor(metrics.status());
   }
   WorkerMetrics worker_metrics((*metrics)->registry(), (*backend)->name());
   WorkerServiceImpl service([shutdown](const std::string& reason) {
-    shutdown->Request(0, absl::StrCat("Shutdown RPC: ", reason));
+    shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
   });
-  absl::StatusOr<std::unique_ptr<TaskRuntime>> runtime =
-      TaskRuntime::Start(options, {&service}, shutdown);
-  if (!runtime.ok()) {
-    LogError(runtime.status().message());
-    return ExitCodeForStartError(runtime.status());
+  absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
+  if (!task.ok()) {
+    LogError(task.status().message());
+    return ExitCodeFor(task.status());
   }
-  absl::StatusOr<RegisterTaskResponse> registered = (*runtime)->Register();
+  absl::StatusOr<RegisterTaskResponse> registered = (*task)->Register();
   if (registered.ok()) {
     const absl::Duration rpc_timeout = options.rpc_timeout;
     absl::StatusOr<std::unique_ptr<TrainingWorker>> worker = TrainingWorker::Create(
@@ -52,18 +54,19 @@ int RunWorkerTask(const DaemonOptions& options, const std::string& device,
       (*worker)->set_metrics(&worker_metrics);
       (*worker)->SetStepDelayForTesting(step_delay);
       service.SetWorker(*std::move(worker));
-      (*runtime)->StartHeartbeats();
+      (*task)->StartHeartbeats();
     } else {
       // The chief's log should say why this worker will never become ready.
       ReportRequest report;
       report.set_task_type("worker");
       report.set_task_index(options.config.task.index);
       report.set_message(std::string(worker.status().message()));
-      (void)(*runtime)->chief()->Report(report);
-      shutdown->Request(1, absl::StrCat("cannot build the job: ", worker.status().message()));
+      (void)(*task)->chief()->Report(report);
+      shutdown->Request(kExitFailure,
+                        absl::StrCat("cannot build the job: ", worker.status().message()));
     }
   }
-  const int exit_code = (*runtime)->WaitAndStop();
+  const int exit_code = (*task)->WaitAndStop();
   (*metrics)->Linger();
   return exit_code;
 }

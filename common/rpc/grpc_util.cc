@@ -1,11 +1,16 @@
 #include "common/rpc/grpc_util.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -36,17 +41,60 @@ int MillisecondsArg(absl::Duration d) {
   return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT32_MAX));
 }
 
+// gRPC logs a failed bind in several lines of its own and then returns no server; this
+// finds the common case first and says it in one line. A socket without SO_REUSEPORT (as
+// gRPC's, with GRPC_ARG_ALLOW_REUSEPORT off) cannot bind a port another socket listens on,
+// whatever options that one set. Errors: UNAVAILABLE naming the address.
+absl::Status CheckPortIsFree(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return absl::OkStatus();
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port == "0") return absl::OkStatus();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return absl::OkStatus();  // gRPC reports an address it cannot resolve
+  }
+  absl::Status status;
+  for (addrinfo* a = found; a != nullptr && status.ok(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) {
+      status = absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", address, ": the port is already in use by another process"));
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return status;
+}
+
 }  // namespace
 
 absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
+  PS_RETURN_IF_ERROR(CheckPortIsFree(options.listen_address));
   // Both must be set before the builder is created: they install server-wide plugins.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
   RunningServer running;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options.listen_address,
+                           options.credentials != nullptr ? options.credentials
+                                                          : grpc::InsecureServerCredentials(),
                            &running.port);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
+  // take some of the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
@@ -54,11 +102,15 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              MillisecondsArg(options.max_connection_age_grace));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  if (options.make_interceptors) {
+    builder.experimental().SetInterceptorCreators(options.make_interceptors());
+  }
   for (grpc::Service* service : options.services) builder.RegisterService(service);
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen_address, " (address in use?)"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen_address,
+        ": the port is in use, or the host is not an address of this machine"));
   }
   SetServing(running.server.get(), true);
   return running;
@@ -84,17 +136,6 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
-}
-
-absl::StatusOr<std::string> ListenAddressFor(absl::string_view address) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == absl::string_view::npos ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address \"", address, "\" has no valid port"));
-  }
-  return absl::StrCat("0.0.0.0:", port);
 }
 
 }  // namespace pstrain

@@ -4,6 +4,7 @@
 // The one place where gRPC servers and channels are configured, so that message-size
 // limits, health, reflection and (later) TLS and auth are set the same way everywhere.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/support/server_interceptor.h"
 
 namespace pstrain {
 
@@ -40,6 +42,14 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::Minutes(15);
   // Calls one connection may have in flight at once.
   int max_concurrent_streams = 256;
+  // The seams for what every daemon's server will carry, so that they are set here and
+  // only here (the daemon runtime, common/daemon/daemon_runtime.h, fills them):
+  // transport security (TLS); null: plaintext, grpc::InsecureServerCredentials().
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // Makes the interceptors every call passes through, in order (authorization, metrics).
+  // Unset: none.
+  std::function<std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>()>
+      make_interceptors;
 };
 
 struct RunningServer {
@@ -48,8 +58,11 @@ struct RunningServer {
 };
 
 // Builds and starts a server with the default health service (status SERVING for "" and
-// every registered service) and server reflection.
-// Errors: UNAVAILABLE when the address cannot be bound (named in the message).
+// every registered service), server reflection, pstrain's message-size limits, and an
+// exclusive port: SO_REUSEPORT is off, so a port another process (another pstrain daemon
+// too) listens on is an error rather than two servers sharing the connections.
+// Errors: UNAVAILABLE when the address cannot be bound, one line naming it (the port is
+//         taken, or the host is not an address of this machine).
 absl::StatusOr<RunningServer> StartServer(const ServerOptions& options);
 
 // Marks the health service NOT_SERVING, e.g. while a task shuts down.
@@ -60,11 +73,6 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
 
 // Sets `context`'s deadline to now + timeout.
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout);
-
-// "0.0.0.0:PORT" for an address "host:PORT": a task listens on every interface, as
-// Kubernetes pods are reached through a service name that resolves to the pod's IP.
-// Errors: INVALID_ARGUMENT when the address has no numeric port.
-absl::StatusOr<std::string> ListenAddressFor(absl::string_view address);
 
 }  // namespace pstrain
 

@@ -17,13 +17,6 @@ TEST(GrpcUtilTest, StatusConversionKeepsCodeAndNamesPeer) {
   EXPECT_EQ(back.error_message(), "bad shape");
 }
 
-TEST(GrpcUtilTest, ListenAddressKeepsPortOnAllInterfaces) {
-  EXPECT_EQ(*ListenAddressFor("worker-0.job.svc:2222"), "0.0.0.0:2222");
-  EXPECT_EQ(*ListenAddressFor("[::1]:80"), "0.0.0.0:80");
-  EXPECT_FALSE(ListenAddressFor("nohost").ok());
-  EXPECT_FALSE(ListenAddressFor("h:99999").ok());
-}
-
 TEST(GrpcUtilTest, UnreachablePeerFailsWithinDeadlineAndIsNamed) {
   // Bind a server to get a free port, then stop it so nothing listens there.
   auto running = StartServer({"127.0.0.1:0", {}});

@@ -16,11 +16,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/command_line.h"
 #include "absl/synchronization/mutex.h"
+#include "common/daemon/command_line.h"
+#include "common/daemon/exit_codes.h"
+#include "common/daemon/shutdown_signal.h"
+#include "common/daemon/signals.h"
 #include "common/logging.h"
 #include "common/training/epoch_summary.h"
-#include "common/shutdown_signal.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
@@ -171,8 +173,14 @@ int main(int argc, char** argv) {
   std::string logdir = absl::GetFlag(FLAGS_logdir);
   if (logdir.empty()) logdir = log_dir + "/tensorboard";
 
-  pstrain::ShutdownSignal interrupted;
-  pstrain::ShutdownSignal::InstallHandlers(&interrupted);
+  // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
+  // checkpoints on the way out); a second Ctrl-C leaves at once, and the tasks die with
+  // the launcher. (Never freed: the signal thread may use it until the process ends.)
+  pstrain::ShutdownSignal& interrupted = *new pstrain::ShutdownSignal();
+  pstrain::StartSignalThread(absl::Seconds(30), [&interrupted](const char* signal_name) {
+    interrupted.Request(130, signal_name);
+    return 130;
+  });
 
   pstrain::LocalClusterOptions options;
   options.bin_dir = bin_dir;
@@ -340,7 +348,14 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   for (const auto& exit : exits) {
-    if (exit.exit_code != 0 || exit.signal != 0) {
+    if (exit.exit_code == pstrain::kExitPreempted && interrupted.requested()) {
+      // Stopped mid-training by the interrupt: its checkpoint is where a next run resumes.
+      ++failures;
+      std::fprintf(stderr,
+                   "launcher: %s stopped for a restart after a checkpoint (exit %d); run again "
+                   "with --checkpoint_dir=%s to resume\n",
+                   exit.name.c_str(), exit.exit_code, checkpoint_dir.c_str());
+    } else if (exit.exit_code != 0 || exit.signal != 0) {
       ++failures;
       std::fprintf(stderr, "launcher: %s %s (log: %s/%s.log)\n", exit.name.c_str(),
                    pstrain::DescribeExit(exit).c_str(), log_dir.c_str(), exit.name.c_str());

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/daemon/exit_codes.h"
 #include "common/status_macros.h"
 #include "deploy/local/free_port.h"
 #include "nlohmann/json.hpp"
@@ -20,9 +21,10 @@ std::string MakeTfConfig(
 
 bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit) {
   if (exit.exit_code == 2 || exit.restarts >= 3) return false;
-  // The chief's own exit code is the job's verdict; only a chief that was killed or
-  // crashed comes back (it resumes from the latest checkpoint).
-  if (exit.name == "chief") return exit.signal != 0;
+  // The chief's own exit code is the job's verdict; only a chief that was killed, crashed
+  // or preempted (SIGTERM during training: exit 42 after a checkpoint) comes back, and
+  // resumes from the latest checkpoint.
+  if (exit.name == "chief") return exit.signal != 0 || exit.exit_code == kExitPreempted;
   return true;
 }
 

@@ -35,7 +35,8 @@ std::string MakeTfConfig(const std::vector<std::pair<std::string, std::vector<st
 
 // The restart rule of an orchestrator (Compose's restart: on-failure, a Kubernetes Job's
 // OnFailure): a ps or worker that dies comes back with the same TF_CONFIG; so does a
-// chief killed by a signal (a chief that exits on its own has ended the job). Not exit
+// chief killed by a signal or preempted (exit 42); a chief that exits otherwise has ended
+// the job. Not exit
 // code 2 (a bad configuration does not heal), and at most 3 times.
 bool RestartLikeAnOrchestrator(const ProcessGroup::Exit& exit);
 

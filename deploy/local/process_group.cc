@@ -132,6 +132,13 @@ absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
   return absl::NotFoundError(absl::StrCat("no running process ", name));
 }
 
+absl::StatusOr<pid_t> ProcessGroup::Pid(const std::string& name) const {
+  for (const Child& c : children_) {
+    if (c.spec.name == name && c.running) return c.pid;
+  }
+  return absl::NotFoundError(absl::StrCat("no running process ", name));
+}
+
 void ProcessGroup::SignalAll(int signal) {
   for (Child& c : children_) {
     if (c.running) kill(-c.pid, signal);

@@ -67,6 +67,10 @@ class ProcessGroup {
   // Sends `signal` to the child named `name` if it still runs. Errors: NOT_FOUND.
   absl::Status Signal(const std::string& name, int signal);
 
+  // The process id of the running child named `name` (to look at it in /proc).
+  // Errors: NOT_FOUND.
+  absl::StatusOr<pid_t> Pid(const std::string& name) const;
+
  private:
   struct Child {
     Spec spec;

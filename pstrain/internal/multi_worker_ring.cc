@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/daemon/daemon_options.h"
 #include "common/status_macros.h"
 
 namespace pstrain::distribute::internal {

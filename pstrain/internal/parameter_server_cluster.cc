@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/daemon/daemon_options.h"
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CHIEF_CHIEF_CLIENT_H_
-#define PSTRAIN_CHIEF_CHIEF_CLIENT_H_
+#ifndef PSTRAIN_COMMON_DAEMON_CHIEF_CLIENT_H_
+#define PSTRAIN_COMMON_DAEMON_CHIEF_CLIENT_H_
 
 #include <string>
 
@@ -10,7 +10,7 @@
 namespace pstrain {
 
 // A connection to the chief, as ps and worker tasks see it. Implementation: gRPC
-// (chief/rpc/grpc_chief_client.h). Every call has a deadline; errors start with name().
+// (common/daemon/rpc/grpc_chief_client.h). Every call has a deadline; errors start with name().
 // Thread-safe.
 class ChiefClient {
  public:
@@ -27,4 +27,4 @@ class ChiefClient {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_CHIEF_CLIENT_H_
+#endif  // PSTRAIN_COMMON_DAEMON_CHIEF_CLIENT_H_

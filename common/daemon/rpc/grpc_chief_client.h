@@ -1,11 +1,11 @@
-#ifndef PSTRAIN_CHIEF_RPC_GRPC_CHIEF_CLIENT_H_
-#define PSTRAIN_CHIEF_RPC_GRPC_CHIEF_CLIENT_H_
+#ifndef PSTRAIN_COMMON_DAEMON_RPC_GRPC_CHIEF_CLIENT_H_
+#define PSTRAIN_COMMON_DAEMON_RPC_GRPC_CHIEF_CLIENT_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
-#include "chief/chief_client.h"
+#include "common/daemon/chief_client.h"
 
 namespace pstrain {
 
@@ -15,4 +15,4 @@ std::unique_ptr<ChiefClient> CreateGrpcChiefClient(const std::string& address,
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_RPC_GRPC_CHIEF_CLIENT_H_
+#endif  // PSTRAIN_COMMON_DAEMON_RPC_GRPC_CHIEF_CLIENT_H_

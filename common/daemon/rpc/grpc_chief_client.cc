@@ -1,4 +1,4 @@
-#include "chief/rpc/grpc_chief_client.h"
+#include "common/daemon/rpc/grpc_chief_client.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"

@@ -1,4 +1,4 @@
-#include "chief/task_agent.h"
+#include "common/daemon/task_agent.h"
 
 #include <random>
 #include <utility>

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_SHUTDOWN_SIGNAL_H_
-#define PSTRAIN_COMMON_SHUTDOWN_SIGNAL_H_
+#ifndef PSTRAIN_COMMON_DAEMON_SHUTDOWN_SIGNAL_H_
+#define PSTRAIN_COMMON_DAEMON_SHUTDOWN_SIGNAL_H_
 
 #include <string>
 
@@ -10,8 +10,8 @@
 namespace pstrain {
 
 // How a daemon learns it should stop, whoever says so: a Shutdown RPC, the chief's
-// heartbeat answer, a lost chief, or SIGTERM/SIGINT. The first request wins; its exit
-// code and reason are what the daemon exits with. Thread-safe.
+// heartbeat answer, a lost chief, or SIGTERM/SIGINT (common/daemon/signals.h). The first
+// request wins; its exit code and reason are what the daemon exits with. Thread-safe.
 class ShutdownSignal {
  public:
   // Records the first request and wakes Wait(). Later requests are ignored.
@@ -26,12 +26,6 @@ class ShutdownSignal {
   int exit_code() const ABSL_LOCKS_EXCLUDED(mu_);
   std::string reason() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Routes SIGTERM and SIGINT to `signal` (exit code 0: an orchestrator stopping a task is
-  // a clean stop). Call once from main() before starting any thread: the signals are
-  // blocked in every thread and taken by a dedicated sigwait() thread, so nothing runs
-  // in a signal handler.
-  static void InstallHandlers(ShutdownSignal* signal);
-
  private:
   mutable absl::Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -41,4 +35,4 @@ class ShutdownSignal {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SHUTDOWN_SIGNAL_H_
+#endif  // PSTRAIN_COMMON_DAEMON_SHUTDOWN_SIGNAL_H_

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CHIEF_TASK_AGENT_H_
-#define PSTRAIN_CHIEF_TASK_AGENT_H_
+#ifndef PSTRAIN_COMMON_DAEMON_TASK_AGENT_H_
+#define PSTRAIN_COMMON_DAEMON_TASK_AGENT_H_
 
 #include <cstdint>
 #include <string>
@@ -7,8 +7,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "chief/chief_client.h"
-#include "common/shutdown_signal.h"
+#include "common/daemon/chief_client.h"
+#include "common/daemon/shutdown_signal.h"
 
 namespace pstrain {
 
@@ -60,4 +60,4 @@ class TaskAgent {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_TASK_AGENT_H_
+#endif  // PSTRAIN_COMMON_DAEMON_TASK_AGENT_H_

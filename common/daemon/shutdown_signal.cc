@@ -1,8 +1,4 @@
-#include "common/shutdown_signal.h"
-
-#include <signal.h>
-
-#include <thread>
+#include "common/daemon/shutdown_signal.h"
 
 namespace pstrain {
 
@@ -37,19 +33,6 @@ int ShutdownSignal::exit_code() const {
 std::string ShutdownSignal::reason() const {
   absl::MutexLock lock(&mu_);
   return reason_;
-}
-
-void ShutdownSignal::InstallHandlers(ShutdownSignal* signal) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([signal, set] {
-    int received = 0;
-    sigwait(&set, &received);
-    signal->Request(0, received == SIGTERM ? "SIGTERM" : "SIGINT");
-  }).detach();
 }
 
 }  // namespace pstrain

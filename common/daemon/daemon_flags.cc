@@ -1,0 +1,87 @@
+#include "common/daemon/daemon_flags.h"
+
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(std::string, tf_config, "",
+          "TF_CONFIG JSON; overrides the TF_CONFIG environment variable");
+ABSL_FLAG(std::string, cluster, "",
+          "Cluster as flags instead of TF_CONFIG: \"chief=h:p;worker=h:p,h:p;ps=h:p\"");
+ABSL_FLAG(std::string, task_type, "", "With --cluster: this task's type");
+ABSL_FLAG(int, task_index, 0, "With --cluster: this task's index");
+ABSL_FLAG(std::string, bind, "",
+          "Where to listen: a host (the port stays that of this task's address) or "
+          "host:port. Default: the host of this task's address when it is a loopback "
+          "address (localhost, 127.x.x.x, ::1), else 0.0.0.0");
+ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of ordinary RPCs");
+ABSL_FLAG(absl::Duration, register_timeout, absl::Seconds(60),
+          "How long to wait for the chief (or, on the chief, for every task) at start");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1), "Heartbeat period");
+ABSL_FLAG(absl::Duration, chief_timeout, absl::Seconds(30),
+          "Exit when the chief has not answered for this long");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(20),
+          "After SIGTERM/SIGINT, how long the daemon may take to shut down cleanly (the "
+          "chief: to write its checkpoint); a second signal or the end of it exits at once");
+
+namespace pstrain {
+namespace {
+
+absl::StatusOr<TfConfig> ConfigFromFlagsOrEnvironment(bool cluster_optional, bool* found) {
+  *found = true;
+  if (!absl::GetFlag(FLAGS_cluster).empty()) {
+    return TfConfigFromFlags(absl::GetFlag(FLAGS_cluster), absl::GetFlag(FLAGS_task_type),
+                             absl::GetFlag(FLAGS_task_index));
+  }
+  if (!absl::GetFlag(FLAGS_tf_config).empty()) {
+    return ParseTfConfig(absl::GetFlag(FLAGS_tf_config));
+  }
+  const char* env = std::getenv("TF_CONFIG");
+  if (cluster_optional && (env == nullptr || *env == '\0')) {
+    *found = false;
+    return TfConfig();
+  }
+  return TfConfigFromEnvironment();
+}
+
+}  // namespace
+
+absl::StatusOr<DaemonOptions> DaemonOptionsFromFlags(const TaskTypes& expected) {
+  DaemonOptions options;
+  bool found = false;
+  PS_ASSIGN_OR_RETURN(options.config,
+                      ConfigFromFlagsOrEnvironment(expected.cluster_optional, &found));
+  if (found) {
+    std::string type = options.config.task.type;
+    if (type == "master") type = "chief";
+    bool served = false;
+    for (const std::string& t : expected.types) served |= t == type;
+    if (!served) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TF_CONFIG: task type is \"", options.config.task.type, "\" but this binary runs \"",
+          absl::StrJoin(expected.types, "\" or \""), "\" tasks"));
+    }
+  }
+  options.bind = absl::GetFlag(FLAGS_bind);
+  options.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
+  options.register_timeout = absl::GetFlag(FLAGS_register_timeout);
+  options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.chief_timeout = absl::GetFlag(FLAGS_chief_timeout);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  for (const auto& [name, value] :
+       {std::pair<const char*, absl::Duration>{"--rpc_timeout", options.rpc_timeout},
+        {"--register_timeout", options.register_timeout},
+        {"--heartbeat_interval", options.heartbeat_interval},
+        {"--chief_timeout", options.chief_timeout},
+        {"--shutdown_grace", options.shutdown_grace}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be positive"));
+    }
+  }
+  return options;
+}
+
+}  // namespace pstrain

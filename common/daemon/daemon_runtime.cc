@@ -1,0 +1,124 @@
+#include "common/daemon/daemon_runtime.h"
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/daemon/command_line.h"
+#include "common/daemon/exit_codes.h"
+#include "common/daemon/signals.h"
+#include "common/logging.h"
+#include "common/malloc_tuning.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+DaemonRuntime::DaemonRuntime(DaemonOptions options, ServerHooks hooks)
+    : options_(std::move(options)), hooks_(std::move(hooks)) {}
+
+DaemonRuntime::~DaemonRuntime() { StopServing(); }
+
+absl::Status DaemonRuntime::Serve(std::vector<grpc::Service*> services) {
+  PS_ASSIGN_OR_RETURN(std::string listen, ResolveListenAddress(options_));
+  ServerOptions server_options;
+  server_options.listen_address = listen;
+  server_options.services = std::move(services);
+  for (grpc::Service* extra : hooks_.extra_services) server_options.services.push_back(extra);
+  server_options.credentials = hooks_.credentials;
+  server_options.make_interceptors = hooks_.make_interceptors;
+  PS_ASSIGN_OR_RETURN(RunningServer server, StartServer(server_options));
+  const int port = server.port;
+  {
+    absl::MutexLock lock(&mu_);
+    server_ = std::move(server);
+  }
+  LogInfo(absl::StrCat(TaskIdToString(options_.config.task), " serving on port ", port, " (",
+                       listen, ")"));
+  return absl::OkStatus();
+}
+
+int DaemonRuntime::port() const {
+  absl::MutexLock lock(&mu_);
+  return server_.port;
+}
+
+void DaemonRuntime::StopServing(absl::Duration drain) {
+  std::unique_ptr<grpc::Server> server;
+  {
+    absl::MutexLock lock(&mu_);
+    server = std::move(server_.server);
+  }
+  if (server == nullptr) return;
+  // Outside the lock: Shutdown waits for the handlers in flight, which may call into the
+  // runtime. The server is gone when this returns, so the body's services may go too.
+  SetServing(server.get(), false);
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(absl::ToInt64Microseconds(drain)));
+  server->Wait();
+}
+
+int DaemonRuntime::WaitForShutdownAndStop() {
+  shutdown_.Wait();
+  const int exit_code = shutdown_.exit_code();
+  (exit_code == kExitOk ? LogInfo : LogError)(
+      absl::StrCat("shutting down: ", shutdown_.reason()));
+  StopServing();
+  return exit_code;
+}
+
+void DaemonRuntime::SetSignalHandler(SignalHandler handler) {
+  absl::MutexLock lock(&mu_);
+  signal_handler_ = std::move(handler);
+}
+
+int DaemonRuntime::HandleSignal(const std::string& signal_name) {
+  SignalHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = signal_handler_;
+  }
+  if (handler) return handler(signal_name);
+  shutdown_.Request(kExitOk, signal_name);
+  return kExitOk;
+}
+
+namespace {
+
+// "ps0", "worker1", "chief"; the binary's name without a cluster.
+std::string LogTagFor(const DaemonOptions& options, const std::string& binary) {
+  const TaskId& task = options.config.task;
+  if (task.type.empty()) return binary;
+  if (task.type == "chief" || task.type == "master") return task.type;
+  return absl::StrCat(task.type, task.index);
+}
+
+}  // namespace
+
+int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
+  ParseCommandLineWithUsage(argc, argv, spec.usage);
+  // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
+  KeepLargeBlocksInHeap();
+  absl::StatusOr<DaemonOptions> options = DaemonOptionsFromFlags(spec.tasks);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s: %s\n", spec.binary.c_str(),
+                 std::string(options.status().message()).c_str());
+    return kExitBadConfiguration;
+  }
+  SetLogTag(LogTagFor(*options, spec.binary));
+  // Lives until the process exits: the signal thread may call it at any time.
+  DaemonRuntime& runtime = *new DaemonRuntime(*options);
+  if (!ShutdownSignalsBlockedAtLoad()) {
+    // A binary that does not link //common/daemon:block_signals_at_load: threads started
+    // before this point (OpenBLAS's) may still take a signal and die of it.
+    LogWarning("SIGTERM/SIGINT were not blocked at load; link //common/daemon:daemon_main");
+  }
+  StartSignalThread(options->shutdown_grace, [&runtime](const char* signal_name) {
+    return runtime.HandleSignal(signal_name);
+  });
+  const int exit_code = spec.run(&runtime);
+  runtime.StopServing();
+  return exit_code;
+}
+
+}  // namespace pstrain
