@@ -8,6 +8,9 @@
 # bazel did not run in a configuration (the CUDA-only tests without nvcc). Every skipped
 # target and test case is named above the last line, with its reason.
 #
+# Every test target must be in a suite of the top-level BUILD (//:unit_tests or
+# //:cluster_tests); one that is not is named and counted as a failure.
+#
 # After the bazel tests, ./demo.sh --epochs=1 runs once per strategy and counts as a test.
 #
 # With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
@@ -69,10 +72,24 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 config=()
-echo "== bazel test //..."
-bazel test --test_summary=short //... >"$log" 2>&1
-status=$?
 failed_before=$failed
+echo "== bazel build //..."
+if ! bazel build //... >"$log" 2>&1; then count_build_failure "build"; fi
+
+# Every test belongs to a suite of the top-level BUILD; one that does not would never run.
+if ! unlisted=$(bazel query 'tests(//...) except tests(//:all_tests)' 2>"$log"); then
+  grep -E "^ERROR" "$log" | head -5
+  echo "the test suites of the top-level BUILD do not load"
+  failed=$((failed + 1))
+elif [ -n "$unlisted" ]; then
+  echo "tests in no suite of //:all_tests (add them to //:unit_tests or //:cluster_tests in BUILD):"
+  echo "$unlisted"
+  failed=$((failed + 1))
+fi
+
+echo "== bazel test //:all_tests"
+bazel test --test_summary=short //:all_tests >"$log" 2>&1
+status=$?
 ignore=()
 for t in "${cuda_targets[@]}"; do ignore+=(--ignore "$t"); done
 summarize "${ignore[@]}" --not-run-reason "needs --config=cuda, and nvcc was not found"
