@@ -32,11 +32,11 @@
 //   clients get theirs the same way through common/rpc/grpc_util's CreateChannel.
 // - Authorization (#12): ServerHooks::make_interceptors (e.g. an interceptor that checks
 //   a token in every call's metadata and who is calling, before the service sees it).
-// - Metrics (#13): ServerHooks::make_interceptors for per-RPC counters and latencies, and
-//   ServerHooks::extra_services for an exporter served on the same port; an HTTP
-//   /metrics endpoint would be started and stopped next to the gRPC server in Serve() and
-//   StopServing(). version.h's kPstrainVersion and BuildConfiguration() are the build
-//   info labels.
+// - Metrics (#13): each body starts common/metrics/daemon_metrics.h (/metrics on
+//   --metrics_port, pstrain_build_info from version.h's kPstrainVersion); per-RPC
+//   counters and latencies for every service would go through
+//   ServerHooks::make_interceptors, and a gRPC exporter through
+//   ServerHooks::extra_services.
 // Tests build a DaemonRuntime directly (no flags, no signal thread) and run a task's body
 // in a thread; requesting shutdown() stops it.
 

@@ -3,6 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/daemon/version.h"
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/status_macros.h"
@@ -17,7 +18,7 @@ namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::FromFlags(
     const std::string& task_type, int task_index) {
-  return Start({task_type, task_index, kMetricsVersionLabel, BuiltWithCuda()},
+  return Start({task_type, task_index, kPstrainVersion, BuiltWithCuda()},
                absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_metrics_linger));
 }
 

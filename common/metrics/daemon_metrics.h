@@ -12,9 +12,6 @@
 
 namespace pstrain {
 
-// pstrain's version as the build info metric reports it.
-inline constexpr char kMetricsVersionLabel[] = "0.1.0";
-
 // A daemon's metrics: its registry (always, so code counts whether or not anyone looks)
 // with the process metrics and build info, and, with --metrics_port=N (N > 0), the HTTP
 // server for /metrics (and the chief's and train's dashboard at /) on every interface,
