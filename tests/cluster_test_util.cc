@@ -12,7 +12,6 @@
 #include "absl/time/clock.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -98,23 +97,6 @@ std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
                     .ok());
   }
   return addresses;
-}
-
-std::map<int, PsStatusResponse> FinalPsStatuses(const std::string& log) {
-  std::map<int, PsStatusResponse> statuses;
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    const size_t at = line.find("ps task ");
-    const size_t json = line.find(" final status: ");
-    if (at == absl::string_view::npos || json == absl::string_view::npos || json < at) continue;
-    int index = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(line.substr(at + 8, json - at - 8), &index)) << line;
-    PsStatusResponse status;
-    const auto parsed = google::protobuf::util::JsonStringToMessage(
-        std::string(line.substr(json + 15)), &status);
-    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << ": " << line;
-    statuses[index] = status;
-  }
-  return statuses;
 }
 
 absl::StatusOr<absl::Time> LogLineTime(absl::string_view line, absl::Time near) {

@@ -14,7 +14,6 @@
 #include "common/daemon/daemon_options.h"
 #include "deploy/local/process_group.h"
 #include "nlohmann/json.hpp"
-#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -66,11 +65,6 @@ std::string FreshTestDir(const std::string& name);
 // BLAS thread. Returns their addresses.
 std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
                                               const std::vector<std::string>& args);
-
-// The status each ps task logged as it exited ("ps task N final status: {json}", the
-// GetStatus answer in protobuf's JSON), by task index; a line that does not parse fails
-// the test. Its counters and versions are the ps's own account of the whole run.
-std::map<int, PsStatusResponse> FinalPsStatuses(const std::string& log);
 
 // When the log line `line` ("I 19:30:01.123 worker0] ...") was written: the clock time in
 // it on the day that puts it nearest to `near` (the test's own clock). The time of an

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
+#include "tests/ps_final_status.h"
 
 namespace pstrain {
 namespace {

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "ps_server/ps_task.h"
 #include "tests/cluster_test_util.h"
+#include "tests/ps_final_status.h"
 #include "worker/worker_task.h"
 
 namespace pstrain {

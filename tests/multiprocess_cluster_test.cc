@@ -21,6 +21,7 @@
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_test_util.h"
+#include "tests/ps_final_status.h"
 
 namespace pstrain {
 namespace {
