@@ -7,7 +7,8 @@
 
 namespace pstrain {
 
-// `count` distinct TCP ports on 127.0.0.1 that were free a moment ago: all are bound at
+// `count` distinct TCP ports that were free a moment ago on every address (127.0.0.1 and
+// ::1 alike: "localhost" is both, and a Bazel server may hold a port on ::1 only); all are bound at
 // once (so none repeats) and released before returning. Another process may still take
 // one in between, as with any such scheme; callers pass them on at once.
 // Errors: UNAVAILABLE when the kernel gives no port.
