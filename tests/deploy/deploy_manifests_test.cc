@@ -800,7 +800,8 @@ TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
   EXPECT_THAT(dockerfile, HasSubstr("FROM debian:bookworm-slim AS runtime"));
   EXPECT_THAT(ImageBinaries(), UnorderedElementsAre("ps_server", "worker", "chief"));
   for (const char* package : {"libgrpc++1.51", "libprotobuf32", "libabsl20220623",
-                              "libopenblas0-pthread", "zlib1g", "dataset-fashion-mnist"}) {
+                              "libopenblas0-pthread", "zlib1g", "libhdf5-103-1", "libzip4",
+                              "dataset-fashion-mnist"}) {
     EXPECT_THAT(dockerfile, HasSubstr(package));
   }
   EXPECT_THAT(dockerfile, HasSubstr("COPY --from=build /out/bin/ /usr/local/bin/"));
