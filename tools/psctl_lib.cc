@@ -13,8 +13,11 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "common/cluster_spec.h"
 #include "common/daemon/rpc/grpc_chief_client.h"
 #include "common/daemon/version.h"
+#include "common/rpc/grpc_util.h"
+#include "proto/health.grpc.pb.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
 #include "common/training/consistency_config.h"
@@ -29,6 +32,7 @@ constexpr char kUsage[] =
     "       psctl layout --chief=HOST:PORT [--timeout=5s] [--json]\n"
     "       psctl ps --address=HOST:PORT [--timeout=5s] [--json]\n"
     "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n"
+    "       psctl health [--address=HOST:PORT] [--timeout=5s]\n"
     "       psctl --version\n";
 
 // The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
@@ -148,6 +152,10 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
   } else if (flags->command == "ps") {
     if (flags->address.empty()) {
       return absl::InvalidArgumentError("ps needs --address=HOST:PORT");
+    }
+  } else if (flags->command == "health") {
+    if (flags->json || flags->watch) {
+      return absl::InvalidArgumentError("health takes neither --json nor --watch");
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown command \"", flags->command, "\""));
@@ -283,6 +291,53 @@ int WatchStatus(const Flags& flags, std::ostream& out, std::ostream& err, bool t
   }
 }
 
+// psctl health without --address: this task's own daemon, as the container image's
+// HEALTHCHECK asks it. That is the port of the task's address in TF_CONFIG, on localhost
+// (the daemon listens on every interface when its address is not a loopback one), or the
+// address itself when it is a loopback one.
+// Errors: NotFound (TF_CONFIG is not set), InvalidArgument (it does not parse).
+absl::StatusOr<std::string> OwnHealthAddress() {
+  PS_ASSIGN_OR_RETURN(TfConfig config, TfConfigFromEnvironment());
+  PS_ASSIGN_OR_RETURN(std::string own, config.cluster.address(config.task));
+  const size_t colon = own.rfind(':');
+  const std::string host = own.substr(0, colon);
+  if (host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.")) return own;
+  return absl::StrCat("localhost", own.substr(colon));
+}
+
+// psctl health: exit 0 when the daemon answers grpc.health.v1 Check with SERVING, 1 when it
+// answers anything else (NOT_SERVING while it shuts down) or does not answer in --timeout,
+// 2 when there is no address to ask. Prints "ADDRESS: STATUS".
+int CheckHealth(const Flags& flags, std::ostream& out, std::ostream& err) {
+  std::string address = flags.address;
+  if (address.empty()) {
+    absl::StatusOr<std::string> own = OwnHealthAddress();
+    if (!own.ok()) {
+      err << "psctl: health: no --address=HOST:PORT, and no own address: "
+          << own.status().message() << "\n";
+      return kPsctlUsage;
+    }
+    address = *own;
+  }
+  std::unique_ptr<grpc::health::v1::Health::Stub> health =
+      grpc::health::v1::Health::NewStub(CreateChannel(address));
+  grpc::ClientContext context;
+  SetTimeout(&context, flags.timeout);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const absl::Status status =
+      FromGrpcStatus(health->Check(&context, request, &response), address);
+  if (!status.ok()) {
+    err << "psctl: health of " << address << ": " << OneLine(status, address + ": ") << "\n";
+    return kPsctlUnreachable;
+  }
+  out << address << ": "
+      << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING
+             ? kPsctlOk
+             : kPsctlUnreachable;
+}
+
 }  // namespace
 
 int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -300,6 +355,7 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << VersionText("psctl");
     return kPsctlOk;
   }
+  if (flags.command == "health") return CheckHealth(flags, out, err);
   if (flags.command == "ps") {
     std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);
     absl::StatusOr<PsStatusResponse> status = ps->GetStatus();

@@ -9,6 +9,12 @@
 //   psctl checkpoint --chief=HOST:PORT [--timeout=60s]
 //                                                   the chief writes a checkpoint now
 //                                                   and psctl prints its path and step
+//   psctl health [--address=HOST:PORT] [--timeout=5s]
+//                                                   grpc.health.v1 Check: exit 0 when the
+//                                                   daemon is SERVING, else 1; without
+//                                                   --address, this task's own daemon
+//                                                   (its TF_CONFIG port on localhost), as
+//                                                   the image's HEALTHCHECK runs it
 //   psctl status --watch [--interval=2s] [--count=N] ...
 //                                                   the status again every interval
 //                                                   (the screen redrawn on a terminal)
@@ -49,8 +55,9 @@ std::string FormatPsStatus(const std::string& address, const PsStatusResponse& s
 
 // Runs psctl on `args` (without the program name): the report goes to `out`, errors to
 // `err` as one line starting "psctl: " (an unreachable task is named by its address).
-// Returns kPsctlOk, kPsctlUnreachable (any failed RPC, or a refused checkpoint) or kPsctlUsage (an unknown
-// command or flag, a missing or malformed flag; the usage text follows the error).
+// Returns kPsctlOk, kPsctlUnreachable (any failed RPC, a refused checkpoint, a daemon not
+// SERVING) or kPsctlUsage (an unknown command or flag, a missing or malformed flag, the
+// usage text following the error; psctl health with neither --address nor TF_CONFIG).
 // `terminal`: `out` is a terminal, so --watch redraws the screen instead of appending.
 int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
              bool terminal = false);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -313,7 +314,8 @@ TEST_F(PsctlTest, UnreachableTaskIsOneLineNamingItAndExitOne) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"status", "--chief=" + nobody, "--timeout=1s"},
            {"layout", "--chief=" + nobody, "--timeout=1s"},
-           {"ps", "--address=" + nobody, "--timeout=1s"}}) {
+           {"ps", "--address=" + nobody, "--timeout=1s"},
+           {"health", "--address=" + nobody, "--timeout=1s"}}) {
     Result r = RunArgs(args);
     EXPECT_EQ(r.code, 1) << args[0];
     EXPECT_TRUE(r.out.empty());
@@ -321,6 +323,37 @@ TEST_F(PsctlTest, UnreachableTaskIsOneLineNamingItAndExitOne) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.err.rfind("psctl: ", 0), 0u) << r.err;
   }
+}
+
+// psctl health is the image's HEALTHCHECK: 0 only while the daemon says SERVING; a daemon
+// shutting down says NOT_SERVING and gets 1, as one that does not answer (above).
+TEST_F(PsctlTest, HealthIsZeroOnlyWhileTheDaemonServes) {
+  Result serving = RunArgs({"health", "--address=" + ps_address_});
+  EXPECT_EQ(serving.code, 0) << serving.err;
+  EXPECT_EQ(serving.out, ps_address_ + ": SERVING\n");
+  SetServing(ps_server_.get(), false);
+  Result stopping = RunArgs({"health", "--address=" + ps_address_});
+  EXPECT_EQ(stopping.code, 1) << stopping.err;
+  EXPECT_EQ(stopping.out, ps_address_ + ": NOT_SERVING\n");
+}
+
+// Without --address, psctl health asks the daemon of the task TF_CONFIG names, on
+// localhost at its port (in a container the address is a service name, and the daemon
+// listens on every interface); without TF_CONFIG there is nothing to ask: usage error.
+TEST_F(PsctlTest, HealthWithoutAddressAsksThisTasksOwnPort) {
+  const std::string port = ps_address_.substr(ps_address_.rfind(':') + 1);
+  const std::string tf_config = absl::StrCat(
+      R"({"cluster":{"chief":["chief.example:2222"],"ps":["ps0.example:)", port,
+      R"("],"worker":["worker0.example:2222"]},"task":{"type":"ps","index":0}})");
+  ASSERT_EQ(setenv("TF_CONFIG", tf_config.c_str(), 1), 0);
+  Result own = RunArgs({"health", "--timeout=10s"});
+  unsetenv("TF_CONFIG");
+  EXPECT_EQ(own.code, 0) << own.err;
+  EXPECT_EQ(own.out, "localhost:" + port + ": SERVING\n");
+
+  Result none = RunArgs({"health"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_TRUE(absl::StrContains(none.err, "TF_CONFIG is not set")) << none.err;
 }
 
 TEST(PsctlUsageTest, BadUsageExitsTwo) {
@@ -335,6 +368,7 @@ TEST(PsctlUsageTest, BadUsageExitsTwo) {
            {"status", "--chief=h:1", "--verbose"},
            {"status", "extra", "--chief=h:1"},
            {"ps", "--address=h:1", "--watch"},
+           {"health", "--address=h:1", "--json"},
            {"status", "--chief=h:1", "--watch", "--interval=never"},
            {"status", "--chief=h:1", "--watch", "--count=0"}}) {
     Result r = RunArgs(args);
