@@ -11,7 +11,9 @@
 # Every test target must be in a suite of the top-level BUILD (//:unit_tests or
 # //:cluster_tests); one that is not is named and counted as a failure.
 #
-# After the bazel tests, ./demo.sh --epochs=1 runs once per strategy and counts as a test.
+# After the bazel tests, ./demo.sh --epochs=1 runs once per strategy and counts as a test,
+# and so does tests/deploy/netns_cluster.sh (skipped where network namespaces are not
+# permitted).
 #
 # With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
 # also test what a CUDA build changes) run in the CUDA build too; the GPU ones skip at
@@ -120,6 +122,18 @@ if [ "$failed" -eq "$failed_before" ]; then
       failed=$((failed + 1))
     fi
   done
+fi
+# The cluster across network namespaces, each daemon with its own address on a bridge
+# (tests/deploy/netns_cluster.sh); skipped, with its reason, where they are not permitted.
+if [ "$failed" -eq "$failed_before" ]; then
+  echo "== tests/deploy/netns_cluster.sh"
+  tests/deploy/netns_cluster.sh >"$log" 2>&1
+  case $? in
+    0) echo "tests/deploy/netns_cluster.sh PASSED"; passed=$((passed + 1)) ;;
+    77) echo "tests/deploy/netns_cluster.sh $(grep -m1 '^SKIPPED' "$log")"
+        skipped=$((skipped + 1)) ;;
+    *) echo "tests/deploy/netns_cluster.sh FAILED"; tail -20 "$log"; failed=$((failed + 1)) ;;
+  esac
 fi
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
