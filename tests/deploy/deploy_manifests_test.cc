@@ -282,7 +282,8 @@ TfConfig MustParse(const std::string& where, const std::string& tf_config) {
 std::set<std::string> ImageBinaries() {
   const std::string dockerfile = ReadFile(kDockerfile);
   std::set<std::string> binaries;
-  for (const char* target : {"//ps_server:ps_server", "//worker:worker", "//chief:chief"}) {
+  for (const char* target : {"//ps_server:ps_server", "//worker:worker", "//chief:chief",
+                             "//tools:psctl", "//tools:evaluate", "//tools:export_safetensors"}) {
     if (absl::StrContains(dockerfile, target)) {
       binaries.insert(std::string(absl::StripPrefix(strrchr(target, ':'), ":")));
     }
@@ -365,6 +366,36 @@ void ExpectScrapeAnnotations(const std::vector<std::string>& doc) {
   EXPECT_THAT(AllValues(doc, "prometheus.io/path"), ElementsAre("/metrics"));
 }
 
+// A container's OPENBLAS_NUM_THREADS comes from its own CPU limit through the downward API
+// (resourceFieldRef limits.cpu, whole cores), and it has a CPU limit: OpenBLAS would
+// otherwise start a thread per core of the node.
+void ExpectOpenBlasThreadsFromCpuLimit(const std::vector<std::string>& lines) {
+  int found = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string name;
+    if (!KeyValue(lines[i], "name", &name) || name != "OPENBLAS_NUM_THREADS") continue;
+    ++found;
+    ASSERT_LT(i + 4, lines.size());
+    EXPECT_EQ(Trimmed(lines[i + 1]), "valueFrom:");
+    EXPECT_EQ(Trimmed(lines[i + 2]), "resourceFieldRef:");
+    std::string resource, divisor;
+    EXPECT_TRUE(KeyValue(lines[i + 3], "resource", &resource) && resource == "limits.cpu")
+        << lines[i + 3];
+    EXPECT_TRUE(KeyValue(lines[i + 4], "divisor", &divisor) && divisor == "1") << lines[i + 4];
+  }
+  EXPECT_EQ(found, 1) << "OPENBLAS_NUM_THREADS set once, from limits.cpu";
+  std::string cpu_limit;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (Trimmed(lines[i]) != "limits:") continue;
+    for (size_t j = i + 1; j < lines.size() && Indent(lines[j]) > Indent(lines[i]); ++j) {
+      KeyValue(lines[j], "cpu", &cpu_limit);
+    }
+  }
+  int cores = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(cpu_limit, &cores) && cores >= 1)
+      << "a CPU limit of whole cores, not '" << cpu_limit << "'";
+}
+
 // ---- Docker Compose --------------------------------------------------------------------
 
 struct ComposeService {
@@ -373,6 +404,8 @@ struct ComposeService {
   std::string restart;
   std::string image;
   std::vector<std::string> volumes;
+  std::string cpus;                  // deploy.resources.limits.cpus
+  std::string openblas_threads;      // environment OPENBLAS_NUM_THREADS
 };
 
 // Services of the compose file: top-level "services:", each a key at indent 2; the shared
@@ -416,6 +449,8 @@ std::map<std::string, ComposeService> ComposeServices() {
     if (KeyValue(line, "command", &value)) target->command = FlowList(value);
     if (KeyValue(line, "restart", &value)) target->restart = value;
     if (KeyValue(line, "image", &value)) target->image = value;
+    if (KeyValue(line, "cpus", &value)) target->cpus = value;
+    if (KeyValue(line, "OPENBLAS_NUM_THREADS", &value)) target->openblas_threads = value;
     if (Indent(line) == 6 && absl::StartsWith(Trimmed(line), "- ") && in_volumes) {
       target->volumes.push_back(Unquote(Trimmed(line).substr(2)));
     }
@@ -519,6 +554,17 @@ TEST(ComposeTest, ChiefCheckpointsToANamedVolume) {
   EXPECT_TRUE(volumes.count(parts[0])) << "no top-level volume " << parts[0];
 }
 
+TEST(ComposeTest, OpenBlasThreadsMatchEachContainersCpuLimit) {
+  const std::map<std::string, ComposeService> services = ComposeServices();
+  ASSERT_EQ(services.size(), 5u);
+  for (const auto& [name, service] : services) {
+    int cpus = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(service.cpus, &cpus) && cpus >= 1)
+        << name << ": deploy.resources.limits.cpus of whole cores, not '" << service.cpus << "'";
+    EXPECT_EQ(service.openblas_threads, service.cpus) << name;
+  }
+}
+
 TEST(ComposeTest, DockerComposeAcceptsTheFile) {
   const std::string docker_compose = FindProgram("docker-compose");
   if (docker_compose.empty()) {
@@ -618,6 +664,7 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     EXPECT_THAT(AllValues(doc, "port"), ElementsAre("2222", "2222"));
     EXPECT_EQ(AllValues(doc, "requests").size(), 1u);
     EXPECT_EQ(AllValues(doc, "limits").size(), 1u);
+    ExpectOpenBlasThreadsFromCpuLimit(doc);
 
     const std::vector<std::string> commands = AllValues(doc, "command");
     ASSERT_EQ(commands.size(), 1u);
@@ -760,17 +807,19 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     if (type == "Chief") {
       // ... and the chief mounts its checkpoint volume.
       EXPECT_THAT(AllValues(spec.lines, "name"),
-                  ElementsAre("tensorflow", "tfjob-port", "metrics", "checkpoints", "checkpoints"));
+                  ElementsAre("tensorflow", "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics",
+                              "checkpoints", "checkpoints"));
       ExpectCheckpointVolume(spec.lines, "pstrain-fashion-mnist-checkpoints");
     } else {
       EXPECT_THAT(AllValues(spec.lines, "name"),
-                  ElementsAre("tensorflow", "tfjob-port", "metrics"));
+                  ElementsAre("tensorflow", "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics"));
       EXPECT_THAT(AllValues(spec.lines, "mountPath"), testing::IsEmpty());
     }
     EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222", kMetricsPort));
     EXPECT_THAT(AllValues(spec.lines, "port"), ElementsAre("2222"));  // liveness, gRPC
     ExpectScrapeAnnotations(spec.lines);
     EXPECT_TRUE(EnvValues(spec.lines, "TF_CONFIG").empty()) << "the operator sets TF_CONFIG";
+    ExpectOpenBlasThreadsFromCpuLimit(spec.lines);
     const std::vector<std::string> commands = AllValues(spec.lines, "command");
     ASSERT_EQ(commands.size(), 1u);
     const std::vector<std::string> command = FlowList(commands[0]);
@@ -792,13 +841,31 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
   }
 }
 
+TEST(KubeflowTest, SaysWhichOperatorRunsIt) {
+  // Kubeflow Trainer v2 has no TFJob: the file must say it needs Training Operator v1.
+  const std::string tfjob = ReadFile(kTfJob);
+  EXPECT_THAT(tfjob, HasSubstr("Training Operator v1"));
+  EXPECT_THAT(tfjob, HasSubstr("github.com/kubeflow/training-operator"));
+  EXPECT_THAT(tfjob, HasSubstr("Trainer v2"));
+}
+
 // ---- Dockerfile ------------------------------------------------------------------------
+
+// The Dockerfile from `FROM debian:bookworm-slim AS runtime` on, continuation lines joined.
+std::string RuntimeStage() {
+  const std::string dockerfile = ReadFile(kDockerfile);
+  const size_t from = dockerfile.find("FROM debian:bookworm-slim AS runtime");
+  EXPECT_NE(from, std::string::npos);
+  return absl::StrReplaceAll(dockerfile.substr(from == std::string::npos ? 0 : from),
+                             {{"\\\n", " "}});
+}
 
 TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
   const std::string dockerfile = ReadFile(kDockerfile);
   EXPECT_THAT(dockerfile, HasSubstr("FROM debian:bookworm AS build"));
   EXPECT_THAT(dockerfile, HasSubstr("FROM debian:bookworm-slim AS runtime"));
-  EXPECT_THAT(ImageBinaries(), UnorderedElementsAre("ps_server", "worker", "chief"));
+  EXPECT_THAT(ImageBinaries(), UnorderedElementsAre("ps_server", "worker", "chief", "psctl",
+                                                   "evaluate", "export_safetensors"));
   for (const char* package : {"libgrpc++1.51", "libprotobuf32", "libabsl20220623",
                               "libopenblas0-pthread", "zlib1g", "libhdf5-103-1", "libzip4",
                               "dataset-fashion-mnist"}) {
@@ -840,6 +907,67 @@ TEST(DockerfileTest, CreatesTheCheckpointFolderOwnedByTheUser) {
   }
   EXPECT_TRUE(created) << "the runtime stage must create " << kCheckpointDir
                        << " owned by 10001:10001 (a fresh named volume takes that owner)";
+}
+
+TEST(DockerfileTest, NamesNoFrontendToPull) {
+  // "# syntax=docker/dockerfile:1" makes BuildKit pull a frontend image: no registry here.
+  for (const std::string& line : Lines(ReadFile(kDockerfile))) {
+    std::string t = absl::AsciiStrToLower(absl::StrReplaceAll(line, {{" ", ""}}));
+    EXPECT_FALSE(absl::StartsWith(t, "#syntax=")) << line;
+  }
+}
+
+TEST(DockerfileTest, RuntimeStageHasNoBuildTools) {
+  const std::string runtime = RuntimeStage();
+  EXPECT_THAT(runtime, testing::Not(HasSubstr("COPY . "))) << "sources in the final image";
+  bool installs = false;
+  for (const std::string& line : Lines(runtime)) {
+    const size_t install = line.find("apt-get install");
+    if (!absl::StartsWith(line, "RUN ") || install == std::string::npos) continue;
+    installs = true;
+    std::string packages = line.substr(install);
+    packages = packages.substr(0, packages.find(';'));
+    for (absl::string_view word : absl::StrSplit(packages, ' ', absl::SkipEmpty())) {
+      EXPECT_FALSE(absl::EndsWith(word, "-dev")) << word;
+      for (const char* tool : {"g++", "gcc", "clang", "make", "cmake", "build-essential",
+                               "bazel-bootstrap", "protobuf-compiler"}) {
+        EXPECT_NE(word, tool);
+      }
+    }
+  }
+  EXPECT_TRUE(installs) << "no apt-get install in the runtime stage";
+}
+
+TEST(DockerfileTest, HealthcheckAsksTheDaemonWithPsctl) {
+  const std::string runtime = RuntimeStage();
+  std::string healthcheck;
+  for (const std::string& line : Lines(runtime)) {
+    if (absl::StartsWith(line, "HEALTHCHECK ")) healthcheck = line;
+  }
+  ASSERT_FALSE(healthcheck.empty()) << "no HEALTHCHECK";
+  EXPECT_THAT(healthcheck, HasSubstr("CMD [\"psctl\", \"health\""));
+  EXPECT_TRUE(ImageBinaries().count("psctl"));
+  // Its own --timeout under the HEALTHCHECK's, so psctl reports rather than being killed.
+  EXPECT_THAT(healthcheck, HasSubstr("--timeout=5s"));
+  EXPECT_THAT(healthcheck, HasSubstr("--timeout=4s"));
+}
+
+TEST(DockerfileTest, OpenBlasDefaultsToOneThread) {
+  EXPECT_THAT(RuntimeStage(), HasSubstr("ENV OPENBLAS_NUM_THREADS=1"));
+}
+
+TEST(DockerfileTest, BuildContextLeavesOutGitAndBazelOutputs) {
+  // The classic builder reads only <context>/.dockerignore, BuildKit also
+  // <Dockerfile>.dockerignore, which would then win: one list, at the top.
+  const std::string root = SourceRoot();
+  if (root.empty()) GTEST_SKIP() << "cannot reach the checkout from the sandbox";
+  const std::string ignore = ReadFile(root + "/.dockerignore");
+  const std::vector<std::string> lines = Lines(ignore);
+  EXPECT_THAT(lines, testing::Contains(".git"));
+  EXPECT_THAT(lines, testing::Contains("bazel-*"));
+  struct stat st;
+  EXPECT_NE(stat((root + "/" + kDockerfile + ".dockerignore").c_str(), &st), 0)
+      << "a Dockerfile.dockerignore beside the Dockerfile would replace .dockerignore for BuildKit";
 }
 
 }  // namespace
