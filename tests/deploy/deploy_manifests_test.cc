@@ -867,7 +867,8 @@ TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
   EXPECT_THAT(ImageBinaries(), UnorderedElementsAre("ps_server", "worker", "chief", "psctl",
                                                    "evaluate", "export_safetensors"));
   for (const char* package : {"libgrpc++1.51", "libprotobuf32", "libabsl20220623",
-                              "libopenblas0-pthread", "zlib1g", "libhdf5-103-1", "libzip4",
+                              "libopenblas0-pthread", "zlib1g", "libprometheus-cpp-pull1.0",
+                              "libhdf5-103-1", "libzip4",
                               "dataset-fashion-mnist"}) {
     EXPECT_THAT(dockerfile, HasSubstr(package));
   }
