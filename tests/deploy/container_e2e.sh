@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# The Compose deployment for real, with Podman: builds the image from
+# deploy/docker/Dockerfile, runs deploy/compose/docker-compose.yml with podman-compose (1
+# chief, 2 ps, 2 workers training Fashion-MNIST), then runs it again with faults.
+#
+#   tests/deploy/container_e2e.sh [--no-build] [--no-faults] [--min_accuracy=0.85] [--keep_logs]
+#
+# On a fresh Debian 12 machine, as root: installs Podman and what it needs from Debian,
+# makes the base images debian:bookworm and debian:bookworm-slim with mmdebstrap when no
+# registry has them, builds localhost/pstrain:latest (--no-build: use the one there is).
+# Not part of ./test.sh: it takes many minutes (the image build alone ~7 on 2 cores).
+#
+# Phase 1, plain run: all five containers exit 0 and the chief's last epoch line has
+# val_accuracy >= --min_accuracy; while it trains, `podman healthcheck run` (the image's
+# HEALTHCHECK, psctl health) says every container is healthy; afterwards the image's
+# evaluate reads the checkpoint volume (test accuracy within 0.01 of the last epoch's) and
+# export_safetensors exports it.
+# Phase 2, faults, on a fresh checkpoint volume:
+#   - `podman kill` (SIGKILL) of worker0 during training: the chief reports it lost and
+#     hands its chunks to worker1. Podman treats `kill` like `stop`, as the operator's own
+#     decision, and applies no restart policy (checked, and said), so the script starts it
+#     again as an orchestrator would, and it rejoins;
+#   - a crash of ps1: its process SIGKILLed from the host (as the OOM killer does, not
+#     through Podman): the restart policy (on-failure:5) restarts it (checked), it comes
+#     back empty and the chief gives it its shards from the newest checkpoint written
+#     before the crash (checked: the step it restores is that checkpoint's);
+#   - `podman stop` (SIGTERM) of the chief: it checkpoints and exits 42 ("preempted").
+#     Podman, like Docker, applies no restart policy to a container stopped with `stop`
+#     (checked: it stays down), so the script starts it again, as an operator or an
+#     orchestrator would, and checks that the new chief restores the very checkpoint the
+#     old one wrote at its last step: nothing trained before the stop is lost;
+#   the job then completes: all five containers exit 0, val_accuracy >= --min_accuracy.
+# One line per phase; the last one gives the final val_accuracy. Every container, network
+# and volume it made is removed on exit, also on failure or Ctrl-C (the images are kept:
+# the base images as a pulled image would be, and pstrain:latest, which it was asked to
+# build).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+build=1
+faults=1
+keep_logs=0
+min_accuracy=0.85
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    --no-faults) faults=0 ;;
+    --keep_logs) keep_logs=1 ;;
+    --min_accuracy=*) min_accuracy=${arg#--min_accuracy=} ;;
+    *) echo "container_e2e: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+work=$(mktemp -d /tmp/pstrain-containers-XXXXXX)
+# shellcheck source=tests/deploy/podman_lib.sh
+source tests/deploy/podman_lib.sh
+
+compose_file=deploy/compose/docker-compose.yml
+project="pstrain-e2e-$$"
+services=(chief ps0 ps1 worker0 worker1)
+# The Compose file's variables: a volume of this run's own, the dashboard on a free port.
+export PSTRAIN_CHECKPOINT_VOLUME="$project-checkpoints"
+
+compose() { podman-compose -p "$project" -f "$compose_file" "$@"; }
+container() { echo "${project}_$1_1"; }   # podman-compose's container names
+
+remove_everything() {
+  compose down -v >>"$work/compose.log" 2>&1
+  local ids
+  ids=$(podman ps -aq --filter "label=io.podman.compose.project=$project" 2>/dev/null)
+  [ -n "$ids" ] && podman rm -f $ids >/dev/null 2>&1
+  podman network rm -f "${project}_default" >/dev/null 2>&1
+  podman volume rm -f "$PSTRAIN_CHECKPOINT_VOLUME" >/dev/null 2>&1
+  return 0
+}
+
+cleanup() {
+  local status=$?
+  remove_everything
+  if [ "$keep_logs" -eq 1 ]; then say "logs kept in $work"; else rm -rf "$work"; fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+state() { podman inspect --format '{{.State.Status}}' "$(container "$1")" 2>/dev/null; }
+exit_code() { podman inspect --format '{{.State.ExitCode}}' "$(container "$1")" 2>/dev/null; }
+restarts() { podman inspect --format '{{.RestartCount}}' "$(container "$1")" 2>/dev/null; }
+chief_log() { podman logs "$(container chief)" 2>&1; }
+epochs_done() { chief_log | grep -cE '^Epoch [0-9]+/[0-9]+ '; }
+
+# Prints the chief's epoch lines not printed yet (indented); $printed counts them.
+printed=0
+follow_epochs() {
+  local lines
+  lines=$(chief_log | grep -E '^Epoch [0-9]+/[0-9]+ ')
+  [ -z "$lines" ] && return 0
+  local total
+  total=$(wc -l <<<"$lines")
+  if [ "$total" -gt "$printed" ]; then
+    tail -n $((total - printed)) <<<"$lines" | sed 's/^/    chief: /'
+    printed=$total
+  fi
+}
+
+# Waits (following the epoch lines) until the chief has printed `n` epoch lines.
+wait_for_epochs() {
+  local n=$1 deadline=$(($(date +%s) + 600))
+  while [ "$(epochs_done)" -lt "$n" ]; do
+    follow_epochs
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no epoch $n line within 600 s"
+    [ "$(state chief)" = running ] || fail "the chief is $(state chief) (exit $(exit_code chief)) before epoch $n"
+    sleep 0.5
+  done
+  follow_epochs
+}
+
+# Waits until every container has exited (twice in a row, 3 s apart: a restart policy
+# may be about to start one again), then checks that each exited 0.
+wait_for_the_end() {
+  local deadline=$(($(date +%s) + 900)) quiet=0 s all
+  while [ "$quiet" -lt 2 ]; do
+    follow_epochs
+    all=1
+    for s in "${services[@]}"; do [ "$(state "$s")" = exited ] || all=0; done
+    if [ "$all" -eq 1 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    [ "$(date +%s)" -lt "$deadline" ] || fail "the job did not end within 900 s"
+    sleep 3
+  done
+  follow_epochs
+  for s in "${services[@]}"; do
+    [ "$(exit_code "$s")" = 0 ] ||
+      { podman logs --tail 5 "$(container "$s")" 2>&1; fail "$s exited $(exit_code "$s")"; }
+  done
+}
+
+# The last epoch line's val_accuracy, checked against --min_accuracy.
+final_accuracy() {
+  local last accuracy
+  last=$(chief_log | grep -E '^Epoch ([0-9]+)/\1 .*val_accuracy: ' | tail -1)
+  [ -n "$last" ] || fail "the chief printed no last epoch line with val_accuracy"
+  accuracy=$(sed -E 's/.*val_accuracy: ([0-9.]+).*/\1/' <<<"$last")
+  awk -v a="$accuracy" -v m="$min_accuracy" 'BEGIN { exit !(a >= m) }' ||
+    fail "val_accuracy $accuracy is below $min_accuracy"
+  echo "$accuracy"
+}
+
+compose_up() {
+  export PSTRAIN_DASHBOARD_PORT
+  PSTRAIN_DASHBOARD_PORT=$(free_port)
+  compose up -d --no-build >>"$work/compose.log" 2>&1 ||
+    { tail -20 "$work/compose.log"; fail "podman-compose up"; }
+  printed=0
+}
+
+# ---- set-up: packages, Podman, base images, the image ---------------------------------
+[ "$(id -u)" -eq 0 ] || fail "run as root (Podman's networks and the packages need it)"
+podman_install
+podman_configure
+if [ "$build" -eq 1 ] || ! podman image exists "$PSTRAIN_IMAGE"; then
+  podman_base_images
+  podman_build_image
+else
+  phase "image" "$PSTRAIN_IMAGE as it is (--no-build): $(podman_image_size)"
+fi
+podman_check_image
+
+# ---- phase 1: the plain run ---------------------------------------------------------------
+started=$(date +%s)
+compose_up
+phase "compose up" "project $project: ${services[*]} started by podman-compose"
+wait_for_epochs 1
+unhealthy=""
+for s in "${services[@]}"; do
+  podman healthcheck run "$(container "$s")" >/dev/null 2>&1 || unhealthy+=" $s"
+done
+[ -z "$unhealthy" ] || fail "podman healthcheck run (psctl health) failed in:$unhealthy"
+phase "healthcheck" "psctl health (the image's HEALTHCHECK) says all 5 containers are healthy while training"
+wait_for_the_end
+accuracy=$(final_accuracy)
+phase "plain run" "all 5 containers exited 0 in $(seconds_since "$started") s; val_accuracy $accuracy"
+# The image's tools on the checkpoint volume the job left: evaluate its newest checkpoint
+# (the same weights and test data as the last epoch's validation) and export it.
+tools=$(podman run --rm --no-healthcheck -v "$PSTRAIN_CHECKPOINT_VOLUME:/var/lib/pstrain/checkpoints:ro" \
+          "$PSTRAIN_IMAGE" sh -c 'evaluate --checkpoint=/var/lib/pstrain/checkpoints &&
+            export_safetensors --checkpoint=/var/lib/pstrain/checkpoints --out=/tmp/m.safetensors &&
+            wc -c </tmp/m.safetensors' 2>&1) || fail "evaluate/export_safetensors in the image: $tools"
+evaluated=$(sed -nE 's/.* test accuracy: ([0-9.]+) .*/\1/p' <<<"$tools")
+exported=$(tail -1 <<<"$tools")
+awk -v a="$evaluated" -v b="$accuracy" 'BEGIN { d = a - b; exit !(a != "" && d < 0.01 && d > -0.01) }' ||
+  fail "evaluate says test accuracy '$evaluated', the last epoch $accuracy: $tools"
+phase "tools" "evaluate on the checkpoint volume: test accuracy $evaluated; export_safetensors wrote $exported bytes"
+remove_everything
+
+[ "$faults" -eq 1 ] || { phase "result" "val_accuracy $accuracy (no fault run: --no-faults)"; exit 0; }
+
+# ---- phase 2: the same job with a worker killed, a ps killed and the chief stopped -----
+started=$(date +%s)
+compose_up
+phase "compose up" "fresh checkpoint volume $PSTRAIN_CHECKPOINT_VOLUME; the job again, with faults"
+
+# A worker, killed with `podman kill` (SIGKILL) while the chief hands out the second
+# epoch. Podman (4.3) treats `podman kill` like `podman stop`, as the operator's decision,
+# and applies no restart policy (measured here): the script starts it again, as an
+# orchestrator would.
+wait_for_epochs 1
+sleep 0.5
+killed_at=$(epochs_done)
+podman kill "$(container worker0)" >/dev/null || fail "podman kill worker0"
+sleep 5
+kill_code=$(exit_code worker0)
+policy_restarted=no
+[ "$(restarts worker0)" -ge 1 ] && policy_restarted=yes
+[ "$policy_restarted" = yes ] || podman start "$(container worker0)" >/dev/null 2>&1 ||
+  fail "podman start worker0"
+for _ in $(seq 1 60); do chief_log | grep -q "worker task 0 .* lost: " && break; sleep 1; done
+chief_log | grep -q "worker task 0 .* lost: " || fail "the chief never reported worker 0 lost"
+phase "worker kill" "podman kill worker0 after $killed_at epochs (exit $kill_code); the chief reported it lost and gave its chunks to worker1; restarted by the policy: $policy_restarted$([ "$policy_restarted" = no ] && echo ", so started again by this script")"
+
+# A ps that crashes during the next epoch: its process SIGKILLed from the host, as the OOM
+# killer would, not through Podman. The restart policy must restart it, and it must come
+# back with the newest checkpoint's shards.
+wait_for_epochs $((killed_at + 1))
+sleep 0.5
+killed_at=$(epochs_done)
+kill -KILL "$(podman inspect --format '{{.State.Pid}}' "$(container ps1)")" ||
+  fail "kill -KILL of ps1's process"
+for _ in $(seq 1 60); do [ "$(restarts ps1)" -ge 1 ] && break; sleep 1; done
+[ "$(restarts ps1)" -ge 1 ] || fail "the restart policy did not restart ps1 after its process died"
+for _ in $(seq 1 120); do
+  chief_log | grep -q "came back empty; its shards restored from" && break
+  sleep 1
+done
+restored=$(chief_log | grep "came back empty; its shards restored from" | tail -1)
+[ -n "$restored" ] || fail "the chief did not restore ps1's shards within 120 s"
+restored_step=$(sed -nE 's/.*restored from .* \(step ([0-9]+)\).*/\1/p' <<<"$restored")
+# The newest checkpoint written before that restore (none can be written while a ps is
+# down: the chief reads every shard to write one).
+newest=$(chief_log | sed "/came back empty; its shards restored from/q" |
+         grep -E 'checkpoint .* written \(' | tail -1)
+newest_step=$(sed -nE 's/.*, step ([0-9]+)\)$/\1/p' <<<"$newest")
+[ -n "$newest_step" ] || fail "no checkpoint was written before the ps kill"
+[ "$restored_step" = "$newest_step" ] ||
+  fail "ps1 got step $restored_step back, not the newest checkpoint's $newest_step"
+phase "ps crash" "ps1's process SIGKILLed after $killed_at epochs; the restart policy restarted it (restarts: $(restarts ps1)); its shards restored from the newest checkpoint (step $newest_step)"
+
+# The chief, stopped (SIGTERM) during the next epoch.
+wait_for_epochs $((killed_at + 1))
+sleep 0.5
+killed_at=$(epochs_done)
+podman stop -t 60 "$(container chief)" >/dev/null 2>&1 || fail "podman stop chief"
+stop_code=$(exit_code chief)
+stopped_log=$(chief_log | grep "stopped for a restart" | tail -1)
+[ "$stop_code" = 42 ] || fail "the chief exited $stop_code on SIGTERM, not 42 (preempted): $(chief_log | tail -3)"
+saved_step=$(sed -nE 's/.*preempted at step ([0-9]+);.*/\1/p' <<<"$stopped_log")
+saved_path=$(sed -nE 's/.*the newest checkpoint is ([^ ]+) \(epoch [0-9]+, step ([0-9]+)\).*/\1 \2/p' <<<"$stopped_log")
+[ -n "$saved_step" ] && [ "${saved_path##* }" = "$saved_step" ] ||
+  fail "the stopped chief did not checkpoint its last step: $stopped_log"
+# Does the restart policy bring it back? (Docker's and Podman's do not, after `stop`.)
+sleep 10
+policy_restarted=no
+[ "$(state chief)" = running ] && policy_restarted=yes
+phase "chief stop" "podman stop after $killed_at epochs: exit 42 after checkpointing step $saved_step; restarted by the policy: $policy_restarted"
+if [ "$policy_restarted" = no ]; then
+  podman start "$(container chief)" >/dev/null 2>&1 || fail "podman start chief"
+fi
+for _ in $(seq 1 120); do
+  chief_log | grep -qE "^.*restored .* \(epoch [0-9]+, step [0-9]+\) onto" && break
+  sleep 1
+done
+resumed=$(chief_log | grep -E "restored .* \(epoch [0-9]+, step [0-9]+\) onto" | tail -1)
+resumed_path=$(sed -nE 's/.*restored ([^ ]+) \(epoch [0-9]+, step ([0-9]+)\) onto.*/\1 \2/p' <<<"$resumed")
+[ "$resumed_path" = "$saved_path" ] ||
+  fail "the restarted chief restored '$resumed_path', not the stop's checkpoint '$saved_path'"
+phase "chief restart" "$([ "$policy_restarted" = no ] && echo "started again by this script (as an operator would); ")it restored ${saved_path% *} (step $saved_step) and goes on"
+
+wait_for_the_end
+accuracy=$(final_accuracy)
+phase "fault run" "all 5 containers exited 0 in $(seconds_since "$started") s after the worker kill, the ps kill and the chief stop"
+phase "result" "final val_accuracy $accuracy"
