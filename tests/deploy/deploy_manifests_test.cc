@@ -966,6 +966,11 @@ TEST(DockerfileTest, BuildContextLeavesOutGitAndBazelOutputs) {
   const std::vector<std::string> lines = Lines(ignore);
   EXPECT_THAT(lines, testing::Contains(".git"));
   EXPECT_THAT(lines, testing::Contains("bazel-*"));
+  // What the image needs is not left out.
+  for (const char* needed : {"/examples", "examples", "/tools", "/common", "/proto",
+                             "/third_party", "/WORKSPACE", "/.bazelrc"}) {
+    EXPECT_THAT(lines, testing::Not(testing::Contains(needed)));
+  }
   struct stat st;
   EXPECT_NE(stat((root + "/" + kDockerfile + ".dockerignore").c_str(), &st), 0)
       << "a Dockerfile.dockerignore beside the Dockerfile would replace .dockerignore for BuildKit";
