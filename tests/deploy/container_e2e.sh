@@ -3,7 +3,8 @@
 # deploy/docker/Dockerfile, runs deploy/compose/docker-compose.yml with podman-compose (1
 # chief, 2 ps, 2 workers training Fashion-MNIST), then runs it again with faults.
 #
-#   tests/deploy/container_e2e.sh [--no-build] [--no-faults] [--min_accuracy=0.85] [--keep_logs]
+#   tests/deploy/container_e2e.sh [--no-build] [--no-plain] [--no-faults] [--min_accuracy=0.85]
+#                                 [--fault_epochs=40] [--keep_logs]
 #
 # On a fresh Debian 12 machine, as root: installs Podman and what it needs from Debian,
 # makes the base images debian:bookworm and debian:bookworm-slim with mmdebstrap when no
@@ -15,7 +16,9 @@
 # HEALTHCHECK, psctl health) says every container is healthy; afterwards the image's
 # evaluate reads the checkpoint volume (test accuracy within 0.01 of the last epoch's) and
 # export_safetensors exports it.
-# Phase 2, faults, on a fresh checkpoint volume:
+# Phase 2, faults, on a fresh checkpoint volume, the same Compose file with the chief's
+# --epochs raised to --fault_epochs (40; an epoch takes about a second here, and the faults
+# and their recoveries must fall inside the training):
 #   - `podman kill` (SIGKILL) of worker0 during training: the chief reports it lost and
 #     hands its chunks to worker1. Podman treats `kill` like `stop`, as the operator's own
 #     decision, and applies no restart policy (checked, and said), so the script starts it
@@ -38,15 +41,19 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 build=1
+plain=1
 faults=1
 keep_logs=0
 min_accuracy=0.85
+fault_epochs=40
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --no-faults) faults=0 ;;
+    --no-plain) plain=0 ;;
     --keep_logs) keep_logs=1 ;;
     --min_accuracy=*) min_accuracy=${arg#--min_accuracy=} ;;
+    --fault_epochs=*) fault_epochs=${arg#--fault_epochs=} ;;
     *) echo "container_e2e: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -61,10 +68,15 @@ services=(chief ps0 ps1 worker0 worker1)
 # The Compose file's variables: a volume of this run's own, the dashboard on a free port.
 export PSTRAIN_CHECKPOINT_VOLUME="$project-checkpoints"
 
-compose() { podman-compose -p "$project" -f "$compose_file" "$@"; }
+active_compose=$compose_file   # the file the current run uses
+compose() { podman-compose -p "$project" -f "$active_compose" "$@"; }
 container() { echo "${project}_$1_1"; }   # podman-compose's container names
 
 remove_everything() {
+  local s
+  for s in "${services[@]}"; do   # each container's log, for --keep_logs
+    podman logs "$(container "$s")" >"$work/$run-$s.log" 2>&1 || rm -f "$work/$run-$s.log"
+  done
   compose down -v >>"$work/compose.log" 2>&1
   local ids
   ids=$(podman ps -aq --filter "label=io.podman.compose.project=$project" 2>/dev/null)
@@ -145,7 +157,9 @@ final_accuracy() {
   echo "$accuracy"
 }
 
+run=plain    # which run the containers are of: plain, faults
 compose_up() {
+  run=$1
   export PSTRAIN_DASHBOARD_PORT
   PSTRAIN_DASHBOARD_PORT=$(free_port)
   compose up -d --no-build >>"$work/compose.log" 2>&1 ||
@@ -166,8 +180,9 @@ fi
 podman_check_image
 
 # ---- phase 1: the plain run ---------------------------------------------------------------
+plain_run() {
 started=$(date +%s)
-compose_up
+compose_up plain
 phase "compose up" "project $project: ${services[*]} started by podman-compose"
 wait_for_epochs 1
 unhealthy=""
@@ -191,13 +206,26 @@ awk -v a="$evaluated" -v b="$accuracy" 'BEGIN { d = a - b; exit !(a != "" && d <
   fail "evaluate says test accuracy '$evaluated', the last epoch $accuracy: $tools"
 phase "tools" "evaluate on the checkpoint volume: test accuracy $evaluated; export_safetensors wrote $exported bytes"
 remove_everything
-
+}
+[ "$plain" -eq 0 ] || plain_run
 [ "$faults" -eq 1 ] || { phase "result" "val_accuracy $accuracy (no fault run: --no-faults)"; exit 0; }
 
 # ---- phase 2: the same job with a worker killed, a ps killed and the chief stopped -----
+# The same file, but the chief trains --fault_epochs (40): an epoch takes about a second
+# here, and the three faults with their recoveries must fall inside the training.
+active_compose="$work/docker-compose.faults.yml"
+python3 - "$compose_file" "$fault_epochs" >"$active_compose" <<'EOF' ||
+import sys, yaml
+compose = yaml.safe_load(open(sys.argv[1]))
+for service in compose["services"].values():
+    service.pop("build", None)   # the image is built already; the context is relative
+compose["services"]["chief"]["command"].append("--epochs=" + sys.argv[2])
+yaml.safe_dump(compose, sys.stdout, sort_keys=False)
+EOF
+  fail "writing the fault run's compose file"
 started=$(date +%s)
-compose_up
-phase "compose up" "fresh checkpoint volume $PSTRAIN_CHECKPOINT_VOLUME; the job again, with faults"
+compose_up faults
+phase "compose up" "fresh checkpoint volume $PSTRAIN_CHECKPOINT_VOLUME; the job again with faults, the chief with --epochs=$fault_epochs"
 
 # A worker, killed with `podman kill` (SIGKILL) while the chief hands out the second
 # epoch. Podman (4.3) treats `podman kill` like `podman stop`, as the operator's decision,
@@ -276,5 +304,5 @@ phase "chief restart" "$([ "$policy_restarted" = no ] && echo "started again by 
 
 wait_for_the_end
 accuracy=$(final_accuracy)
-phase "fault run" "all 5 containers exited 0 in $(seconds_since "$started") s after the worker kill, the ps kill and the chief stop"
+phase "fault run" "all 5 containers exited 0 in $(seconds_since "$started") s after the worker kill, the ps crash and the chief stop"
 phase "result" "final val_accuracy $accuracy"

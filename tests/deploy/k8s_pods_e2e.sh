@@ -62,8 +62,6 @@ trap 'exit 130' INT TERM
 [ "$(id -u)" -eq 0 ] || fail "run as root (Podman's networks and the packages need it)"
 command -v kubectl >/dev/null || fail "needs kubectl (its kustomize renders deploy/k8s)"
 podman_install
-dpkg-query -W -f='${Status}' python3-yaml 2>/dev/null | grep -q "install ok installed" ||
-  { apt-get install -y -qq python3-yaml >/dev/null || fail "apt-get install python3-yaml"; }
 podman_configure
 if [ "$build" -eq 1 ] || ! podman image exists "$PSTRAIN_IMAGE"; then
   podman_base_images

@@ -15,10 +15,11 @@ seconds_since() { echo $(($(date +%s) - $1)); }
 # Debian's packages the container tests need, installed when missing (as tools/install_deps.sh
 # does for the build): Podman with runc (crun refuses some cgroup layouts), podman-compose,
 # netavark and aardvark-dns (networks, name resolution), iptables (netavark's firewall),
-# catatonit (the pause image of `podman kube play`), mmdebstrap (the base images).
+# catatonit (the pause image of `podman kube play`), mmdebstrap (the base images),
+# python3-yaml (the scripts rewrite YAML).
 podman_install() {
   local packages=(podman runc podman-compose netavark aardvark-dns iptables catatonit
-                  mmdebstrap python3)
+                  mmdebstrap python3 python3-yaml)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
