@@ -65,6 +65,7 @@ source tests/deploy/podman_lib.sh
 compose_file=deploy/compose/docker-compose.yml
 project="pstrain-e2e-$$"
 services=(chief ps0 ps1 worker0 worker1)
+run=plain    # which run the containers are of: plain, faults (names their kept logs)
 # The Compose file's variables: a volume of this run's own, the dashboard on a free port.
 export PSTRAIN_CHECKPOINT_VOLUME="$project-checkpoints"
 
@@ -157,7 +158,6 @@ final_accuracy() {
   echo "$accuracy"
 }
 
-run=plain    # which run the containers are of: plain, faults
 compose_up() {
   run=$1
   export PSTRAIN_DASHBOARD_PORT
