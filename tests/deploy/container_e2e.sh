@@ -100,6 +100,9 @@ state() { podman inspect --format '{{.State.Status}}' "$(container "$1")" 2>/dev
 exit_code() { podman inspect --format '{{.State.ExitCode}}' "$(container "$1")" 2>/dev/null; }
 restarts() { podman inspect --format '{{.RestartCount}}' "$(container "$1")" 2>/dev/null; }
 chief_log() { podman logs "$(container chief)" 2>&1; }
+# Whether the chief's log has a line matching the extended regex $1. (Not `| grep -q`:
+# under pipefail, grep quitting at the first match can fail the pipeline with SIGPIPE.)
+chief_says() { chief_log | grep -E "$1" >/dev/null; }
 epochs_done() { chief_log | grep -cE '^Epoch [0-9]+/[0-9]+ '; }
 
 # Prints the chief's epoch lines not printed yet (indented); $printed counts them.
@@ -241,8 +244,8 @@ policy_restarted=no
 [ "$(restarts worker0)" -ge 1 ] && policy_restarted=yes
 [ "$policy_restarted" = yes ] || podman start "$(container worker0)" >/dev/null 2>&1 ||
   fail "podman start worker0"
-for _ in $(seq 1 60); do chief_log | grep -q "worker task 0 .* lost: " && break; sleep 1; done
-chief_log | grep -q "worker task 0 .* lost: " || fail "the chief never reported worker 0 lost"
+for _ in $(seq 1 60); do chief_says "worker task 0 .* lost: " && break; sleep 1; done
+chief_says "worker task 0 .* lost: " || fail "the chief never reported worker 0 lost"
 phase "worker kill" "podman kill worker0 after $killed_at epochs (exit $kill_code); the chief reported it lost and gave its chunks to worker1; restarted by the policy: $policy_restarted$([ "$policy_restarted" = no ] && echo ", so started again by this script")"
 
 # A ps that crashes during the next epoch: its process SIGKILLed from the host, as the OOM
@@ -256,7 +259,7 @@ kill -KILL "$(podman inspect --format '{{.State.Pid}}' "$(container ps1)")" ||
 for _ in $(seq 1 60); do [ "$(restarts ps1)" -ge 1 ] && break; sleep 1; done
 [ "$(restarts ps1)" -ge 1 ] || fail "the restart policy did not restart ps1 after its process died"
 for _ in $(seq 1 120); do
-  chief_log | grep -q "came back empty; its shards restored from" && break
+  chief_says "came back empty; its shards restored from" && break
   sleep 1
 done
 restored=$(chief_log | grep "came back empty; its shards restored from" | tail -1)
@@ -293,7 +296,7 @@ if [ "$policy_restarted" = no ]; then
   podman start "$(container chief)" >/dev/null 2>&1 || fail "podman start chief"
 fi
 for _ in $(seq 1 120); do
-  chief_log | grep -qE "^.*restored .* \(epoch [0-9]+, step [0-9]+\) onto" && break
+  chief_says "restored .* \(epoch [0-9]+, step [0-9]+\) onto" && break
   sleep 1
 done
 resumed=$(chief_log | grep -E "restored .* \(epoch [0-9]+, step [0-9]+\) onto" | tail -1)
