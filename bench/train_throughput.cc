@@ -184,8 +184,9 @@ absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int 
   FitOptions options;
   // As train does: every step reported to its metrics and dashboard (no HTTP server, no
   // event files: what they cost apart from the I/O).
+  const std::unique_ptr<DaemonMetrics> metrics = DaemonMetrics::WithoutServer("train", 0);
   absl::StatusOr<std::unique_ptr<TrainMonitoring>> monitoring =
-      TrainMonitoring::Start(*job, "bench", 1, "train", 0, /*reports=*/false);
+      TrainMonitoring::Start(metrics.get(), *job, "bench", 1, /*reports=*/false);
   if (!monitoring.ok()) return monitoring.status();
   if (absl::GetFlag(FLAGS_watch)) {
     TrainMonitoring* watch = monitoring->get();

@@ -19,12 +19,12 @@ constexpr int64_t kLostAfterMs = 5000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChiefMonitoring>> ChiefMonitoring::Start(
-    const JobSpec& job, int num_workers, const Membership* membership,
+    DaemonMetrics* metrics, const JobSpec& job, int num_workers, const Membership* membership,
     std::function<void(ChiefStatusResponse*)> describe) {
   std::unique_ptr<ChiefMonitoring> m(new ChiefMonitoring());
   m->membership_ = membership;
   m->describe_ = std::move(describe);
-  PS_ASSIGN_OR_RETURN(m->metrics_, DaemonMetrics::FromFlags("chief", 0));
+  m->metrics_ = metrics;
   m->training_metrics_ = std::make_unique<TrainingMetrics>(m->metrics_->registry());
   m->observers_.Add(m->training_metrics_.get());
   m->tasks_collector_ = m->metrics_->registry()->AddCollector(
@@ -64,12 +64,10 @@ absl::StatusOr<std::unique_ptr<ChiefMonitoring>> ChiefMonitoring::Start(
 }
 
 ChiefMonitoring::~ChiefMonitoring() {
-  // The HTTP server goes first: its threads call the collector and the dashboard.
-  if (metrics_ != nullptr) {
-    if (metrics_->server() != nullptr) metrics_->server()->SetPageHandler(nullptr);
-    metrics_->registry()->RemoveCollector(tasks_collector_);
-  }
-  metrics_.reset();
+  // The HTTP server outlives this object (the runtime owns it): its threads must stop
+  // calling the collector and the dashboard first.
+  if (metrics_->server() != nullptr) metrics_->server()->SetPageHandler(nullptr);
+  metrics_->registry()->RemoveCollector(tasks_collector_);
 }
 
 void ChiefMonitoring::Finish() {

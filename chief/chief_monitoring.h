@@ -24,11 +24,12 @@ namespace pstrain {
 // Keras' progress bar when stderr is a terminal. The coordinator reports to observer().
 class ChiefMonitoring {
  public:
-  // `membership` and `describe` (the coordinator's phase, step and placement) are read
-  // at each scrape and dashboard request; both must outlive this object.
+  // `metrics` (not owned: the daemon runtime's) is where the figures go; `membership`
+  // and `describe` (the coordinator's phase, step and placement) are read at each scrape
+  // and dashboard request. All three must outlive this object.
   // Errors: the metrics port cannot be bound; --logdir cannot be written (named).
   static absl::StatusOr<std::unique_ptr<ChiefMonitoring>> Start(
-      const JobSpec& job, int num_workers, const Membership* membership,
+      DaemonMetrics* metrics, const JobSpec& job, int num_workers, const Membership* membership,
       std::function<void(ChiefStatusResponse*)> describe);
   ~ChiefMonitoring();
 
@@ -43,7 +44,7 @@ class ChiefMonitoring {
 
   const Membership* membership_ = nullptr;  // Not owned.
   std::function<void(ChiefStatusResponse*)> describe_;
-  std::unique_ptr<DaemonMetrics> metrics_;
+  DaemonMetrics* metrics_ = nullptr;  // Not owned.
   std::unique_ptr<TrainingMetrics> training_metrics_;
   std::unique_ptr<Dashboard> dashboard_;
   std::unique_ptr<TensorBoardObserver> tensorboard_;

@@ -364,7 +364,7 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
   // Metrics, dashboard, TensorBoard files and the progress bar; before the gRPC server,
   // so a metrics port or --logdir that cannot be used fails the chief at once.
   absl::StatusOr<std::unique_ptr<ChiefMonitoring>> monitoring = ChiefMonitoring::Start(
-      chief->job, cluster.num_tasks("worker"), &membership,
+      runtime->metrics(), chief->job, cluster.num_tasks("worker"), &membership,
       [handle](ChiefStatusResponse* response) { handle->Describe(response); });
   if (!monitoring.ok()) {
     LogError(monitoring.status().message());

@@ -5,7 +5,6 @@
 #include "common/daemon/task_runtime.h"
 #include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
-#include "common/metrics/daemon_metrics.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
@@ -29,14 +28,8 @@ void LogFinalStatus(int task_index, const VariableStore& store) {
 }  // namespace
 
 int RunPsTask(DaemonRuntime* runtime) {
-  absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
-      DaemonMetrics::FromFlags("ps", runtime->options().config.task.index);
-  if (!metrics.ok()) {
-    LogError(metrics.status().message());
-    return ExitCodeFor(metrics.status());
-  }
   VariableStore store;
-  PsMetrics ps_metrics((*metrics)->registry(), &store);
+  PsMetrics ps_metrics(runtime->metrics()->registry(), &store);
   ShutdownSignal* shutdown = runtime->shutdown();
   PsServiceImpl service(&store, [shutdown](const std::string& reason) {
     shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
@@ -53,7 +46,7 @@ int RunPsTask(DaemonRuntime* runtime) {
   LogWithFields('I', "served the job",
                 {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
   LogFinalStatus(runtime->options().config.task.index, store);
-  (*metrics)->Linger();
+  runtime->metrics()->Linger();
   return exit_code;
 }
 

@@ -10,11 +10,11 @@
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<TrainMonitoring>> TrainMonitoring::Start(
-    const JobSpec& job, const std::string& title, int num_replicas, const std::string& task_type,
-    int task_index, bool reports) {
+    DaemonMetrics* metrics, const JobSpec& job, const std::string& title, int num_replicas,
+    bool reports) {
   std::unique_ptr<TrainMonitoring> m(new TrainMonitoring());
   m->strategy_ = title;
-  PS_ASSIGN_OR_RETURN(m->metrics_, DaemonMetrics::FromFlags(task_type, task_index));
+  m->metrics_ = metrics;
   m->training_metrics_ = std::make_unique<TrainingMetrics>(m->metrics_->registry());
   m->observers_.Add(m->training_metrics_.get());
   m->dashboard_ = std::make_unique<Dashboard>(Dashboard::Options{title, [] {
@@ -44,11 +44,9 @@ absl::StatusOr<std::unique_ptr<TrainMonitoring>> TrainMonitoring::Start(
 }
 
 TrainMonitoring::~TrainMonitoring() {
-  // The HTTP server goes first: its threads call the dashboard.
-  if (metrics_ != nullptr && metrics_->server() != nullptr) {
-    metrics_->server()->SetPageHandler(nullptr);
-  }
-  metrics_.reset();
+  // The HTTP server outlives this object (the runtime owns it): its threads must stop
+  // calling the dashboard first.
+  if (metrics_->server() != nullptr) metrics_->server()->SetPageHandler(nullptr);
 }
 
 void TrainMonitoring::OnBatch(const BatchProgress& p) {

@@ -23,13 +23,13 @@ namespace pstrain {
 // prints (`reports`, rank 0) writes event files and draws the bar.
 class TrainMonitoring {
  public:
-  // `title` names the run on the dashboard ("pstrain train: mirrored, 2 replicas").
+  // `metrics` (not owned; the daemon runtime's) must outlive this object. `title` names
+  // the run on the dashboard ("pstrain train: mirrored, 2 replicas").
   // Errors: the metrics port cannot be bound; --logdir cannot be written (named).
-  static absl::StatusOr<std::unique_ptr<TrainMonitoring>> Start(const JobSpec& job,
+  static absl::StatusOr<std::unique_ptr<TrainMonitoring>> Start(DaemonMetrics* metrics,
+                                                                const JobSpec& job,
                                                                 const std::string& title,
-                                                                int num_replicas,
-                                                                const std::string& task_type,
-                                                                int task_index, bool reports);
+                                                                int num_replicas, bool reports);
   ~TrainMonitoring();
 
   // Fit's on_batch, and what on_epoch and on_checkpoint should also tell.
@@ -42,7 +42,7 @@ class TrainMonitoring {
  private:
   TrainMonitoring() = default;
 
-  std::unique_ptr<DaemonMetrics> metrics_;
+  DaemonMetrics* metrics_ = nullptr;  // Not owned.
   std::unique_ptr<TrainingMetrics> training_metrics_;
   std::unique_ptr<Dashboard> dashboard_;
   std::unique_ptr<TensorBoardObserver> tensorboard_;

@@ -433,13 +433,12 @@ int RunTrainTask(DaemonRuntime* runtime) {
 
   // Metrics and the dashboard (--metrics_port), TensorBoard files (--logdir) and the
   // progress bar on a terminal; every worker of a multi-worker job serves its metrics.
-  const TaskId& task = runtime->options().config.task;
   const int replicas = ts.strategy->num_replicas_in_sync();
   absl::StatusOr<std::unique_ptr<TrainMonitoring>> monitoring = TrainMonitoring::Start(
-      train->job,
+      runtime->metrics(), train->job,
       absl::StrCat("pstrain train: ", ts.strategy->name(), ", ", replicas, " replica",
                    replicas == 1 ? "" : "s"),
-      replicas, task.type.empty() ? std::string("train") : task.type, task.index, ts.prints);
+      replicas, ts.prints);
   if (!monitoring.ok()) {
     return Fail(ts, ExitCodeFor(monitoring.status()), monitoring.status().message());
   }

@@ -4,7 +4,6 @@
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/task_runtime.h"
 #include "common/logging.h"
-#include "common/metrics/daemon_metrics.h"
 #include "common/math/backend_factory.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/worker_service.h"
@@ -26,13 +25,7 @@ int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
     return kExitBadConfiguration;
   }
   if (!note.empty()) LogInfo(note);
-  absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
-      DaemonMetrics::FromFlags("worker", options.config.task.index);
-  if (!metrics.ok()) {
-    LogError(metrics.status().message());
-    return ExitCodeFor(metrics.status());
-  }
-  WorkerMetrics worker_metrics((*metrics)->registry(), (*backend)->name());
+  WorkerMetrics worker_metrics(runtime->metrics()->registry(), (*backend)->name());
   WorkerServiceImpl service([shutdown](const std::string& reason) {
     shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
   });
@@ -67,7 +60,7 @@ int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
     }
   }
   const int exit_code = (*task)->WaitAndStop();
-  (*metrics)->Linger();
+  runtime->metrics()->Linger();
   return exit_code;
 }
 

@@ -14,8 +14,23 @@
 
 namespace pstrain {
 
-DaemonRuntime::DaemonRuntime(DaemonOptions options, ServerHooks hooks)
-    : options_(std::move(options)), hooks_(std::move(hooks)) {}
+namespace {
+
+// "ps", "worker", "chief"; the binary's name without a cluster ("train").
+std::string TaskTypeOr(const DaemonOptions& options, const std::string& binary) {
+  return options.config.task.type.empty() ? binary : options.config.task.type;
+}
+
+}  // namespace
+
+DaemonRuntime::DaemonRuntime(DaemonOptions options, ServerHooks hooks,
+                             std::unique_ptr<DaemonMetrics> metrics)
+    : options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      metrics_(metrics != nullptr
+                   ? std::move(metrics)
+                   : DaemonMetrics::WithoutServer(TaskTypeOr(options_, "test"),
+                                                  options_.config.task.index)) {}
 
 DaemonRuntime::~DaemonRuntime() { StopServing(); }
 
@@ -106,8 +121,16 @@ int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
     return kExitBadConfiguration;
   }
   SetLogTag(LogTagFor(*options, spec.binary));
+  // The one place a daemon's metrics are made: before anything else binds a port, so a
+  // metrics port that cannot be used fails the daemon at once.
+  absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
+      DaemonMetrics::FromFlags(TaskTypeOr(*options, spec.binary), options->config.task.index);
+  if (!metrics.ok()) {
+    LogError(metrics.status().message());
+    return ExitCodeFor(metrics.status());
+  }
   // Lives until the process exits: the signal thread may call it at any time.
-  DaemonRuntime& runtime = *new DaemonRuntime(*options);
+  DaemonRuntime& runtime = *new DaemonRuntime(*options, {}, *std::move(metrics));
   if (!ShutdownSignalsBlockedAtLoad()) {
     // A binary that does not link //common/daemon:block_signals_at_load: threads started
     // before this point (OpenBLAS's) may still take a signal and die of it.

@@ -17,7 +17,10 @@
 //   2. TF_CONFIG (or --tf_config, --cluster/--task_type/--task_index) and the shared flags
 //      become DaemonOptions; a bad one is one line on stderr and exit 2.
 //   3. malloc keeps large blocks (common/malloc_tuning.h), the log tag is the task
-//      ("ps0"), and one thread takes SIGTERM/SIGINT with sigwait (common/daemon/signals.h).
+//      ("ps0"), the daemon's metrics start (common/metrics/daemon_metrics.h: the registry,
+//      and /metrics on --metrics_port; a port that cannot be used is one line and exit 1,
+//      a bad one exit 2), and one thread takes SIGTERM/SIGINT with sigwait
+//      (common/daemon/signals.h).
 //   4. The body runs with a DaemonRuntime: it serves its services through Serve() (health,
 //      reflection, an exclusive port on the address ResolveListenAddress picks), does its
 //      work and returns an exit code (common/daemon/exit_codes.h).
@@ -32,8 +35,10 @@
 //   clients get theirs the same way through common/rpc/grpc_util's CreateChannel.
 // - Authorization (#12): ServerHooks::make_interceptors (e.g. an interceptor that checks
 //   a token in every call's metadata and who is calling, before the service sees it).
-// - Metrics (#13): each body starts common/metrics/daemon_metrics.h (/metrics on
-//   --metrics_port, pstrain_build_info from version.h's kPstrainVersion); per-RPC
+// - Metrics (#13): the runtime makes the daemon's DaemonMetrics, here and only here
+//   (metrics(): pstrain_build_info from version.h's kPstrainVersion, the process
+//   metrics, /metrics on --metrics_port); a body adds its own families and collectors to
+//   metrics()->registry() and calls metrics()->Linger() before its objects go. Per-RPC
 //   counters and latencies for every service would go through
 //   ServerHooks::make_interceptors, and a gRPC exporter through
 //   ServerHooks::extra_services.
@@ -51,6 +56,7 @@
 #include "common/daemon/daemon_flags.h"
 #include "common/daemon/daemon_options.h"
 #include "common/daemon/shutdown_signal.h"
+#include "common/metrics/daemon_metrics.h"
 #include "common/rpc/grpc_util.h"
 
 namespace pstrain {
@@ -71,7 +77,10 @@ struct ServerHooks {
 // body, before StopServing().
 class DaemonRuntime {
  public:
-  explicit DaemonRuntime(DaemonOptions options, ServerHooks hooks = {});
+  // `metrics`: the daemon's, started from its flags by RunDaemon; null (tests) makes a
+  // registry without a server.
+  explicit DaemonRuntime(DaemonOptions options, ServerHooks hooks = {},
+                         std::unique_ptr<DaemonMetrics> metrics = nullptr);
   ~DaemonRuntime();  // Stops the server if it still runs.
   DaemonRuntime(const DaemonRuntime&) = delete;
   DaemonRuntime& operator=(const DaemonRuntime&) = delete;
@@ -80,6 +89,9 @@ class DaemonRuntime {
   // How the daemon learns it should stop (a Shutdown RPC, the chief, a signal). The body
   // waits on it; its exit code is what a stopped daemon exits with.
   ShutdownSignal* shutdown() { return &shutdown_; }
+  // The daemon's metrics; never null. Lives as long as the runtime, so whatever a body
+  // registers on it must be removed (or outlive it) before the body returns.
+  DaemonMetrics* metrics() const { return metrics_.get(); }
 
   // Serves `services` (not owned; they must outlive the runtime) and the hooks' extra
   // services, with health (SERVING) and reflection, on ResolveListenAddress(options()).
@@ -112,6 +124,7 @@ class DaemonRuntime {
  private:
   const DaemonOptions options_;
   const ServerHooks hooks_;
+  const std::unique_ptr<DaemonMetrics> metrics_;
   ShutdownSignal shutdown_;
 
   // State below is protected by mu_.

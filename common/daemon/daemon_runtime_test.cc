@@ -67,6 +67,17 @@ TEST(DaemonRuntimeTest, ATakenPortIsAnErrorNamingTheAddress) {
   }
 }
 
+// A runtime made without metrics (as tests and in-process bodies make it) still gives the
+// body a registry, with the build info every daemon exports, and serves no HTTP.
+TEST(DaemonRuntimeTest, MetricsAreTheRuntimesWithTheBuildInfo) {
+  DaemonRuntime runtime(PsOn(2));
+  ASSERT_NE(runtime.metrics(), nullptr);
+  EXPECT_EQ(runtime.metrics()->server(), nullptr);
+  const std::string text = runtime.metrics()->registry()->TextFormat();
+  EXPECT_TRUE(absl::StrContains(text, "pstrain_build_info")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "task_type=\"ps\"")) << text;
+}
+
 TEST(DaemonRuntimeTest, ASignalRequestsACleanShutdownUnlessTheBodySaysOtherwise) {
   DaemonRuntime runtime(PsOn(2));
   EXPECT_EQ(runtime.HandleSignal("SIGTERM"), kExitOk);

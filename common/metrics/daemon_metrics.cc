@@ -22,6 +22,13 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::FromFlags(
                absl::GetFlag(FLAGS_metrics_port), absl::GetFlag(FLAGS_metrics_linger));
 }
 
+std::unique_ptr<DaemonMetrics> DaemonMetrics::WithoutServer(const std::string& task_type,
+                                                            int task_index) {
+  // Port 0 starts no server, so nothing can fail.
+  return *Start({task_type, task_index, kPstrainVersion, BuiltWithCuda()}, 0,
+                absl::ZeroDuration());
+}
+
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
     const ProcessMetricsOptions& process, int port, absl::Duration linger) {
   if (port < 0 || port > 65535) {

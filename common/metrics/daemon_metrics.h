@@ -27,6 +27,9 @@ class DaemonMetrics {
   // range.
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> FromFlags(const std::string& task_type,
                                                                   int task_index);
+  // The registry alone (no HTTP server, no linger): a daemon body run by a test, a bench.
+  static std::unique_ptr<DaemonMetrics> WithoutServer(const std::string& task_type,
+                                                      int task_index);
   // With an explicit port (0: no server) and linger.
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Start(const ProcessMetricsOptions& process,
                                                               int port, absl::Duration linger);
