@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "chief/data_position.h"
 #include "common/logging.h"
+#include "common/model/optimizer.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
@@ -37,11 +38,14 @@ void AddFigures(const RunStepsResponse& from, RunStepsResponse* to) {
 // The optimizer as every ps of a job with `num_workers` workers runs it: every worker
 // pushes its own batch's gradient, so with scale_learning_rate the rate grows with the
 // global batch (per-replica batch x workers), the seed's best practice.
-OptimizerConfig PsOptimizerFor(const JobSpec& job, size_t num_workers) {
+OptimizerConfig PsOptimizerFor(const JobSpec& job, const Model& model, size_t num_workers) {
   OptimizerConfig optimizer = job.optimizer;
   if (job.scale_learning_rate) {
     optimizer.set_learning_rate(optimizer.learning_rate() * static_cast<float>(num_workers));
   }
+  // Non-trainable variables (BatchNormalization's moving statistics) live on the ps too:
+  // each worker's push carries its batch's statistics, which the ps averages in.
+  AddMovingAverageRules(model.variables(), &optimizer);
   return optimizer;
 }
 
@@ -97,7 +101,8 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       abort_(abort),
       on_epoch_(std::move(on_epoch)),
       restore_(restore),
-      variables_(model, ps_, PsOptimizerFor(*job, workers_.size()), options_.consistency),
+      variables_(model, ps_, PsOptimizerFor(*job, *model, workers_.size()),
+                 options_.consistency),
       checkpointer_(CheckpointerOptions(options_), job, &variables_) {
   variables_.SetInitialValues(job->initial_weights);
 }

@@ -40,9 +40,9 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     }
   }
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<Optimizer> new_optimizer;
-  if (optimizer_ == nullptr) {
-    PS_ASSIGN_OR_RETURN(new_optimizer, Optimizer::Create(optimizer));
+  std::unique_ptr<UpdateRules> new_rules;
+  if (update_rules_ == nullptr) {
+    PS_ASSIGN_OR_RETURN(new_rules, UpdateRules::Create(optimizer));
   } else if (!google::protobuf::util::MessageDifferencer::Equals(optimizer, optimizer_config_)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "this ps already runs optimizer \"", optimizer_config_.name(),
@@ -64,8 +64,8 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
           ", not ", v.tensor.ShapeString()));
     }
   }
-  if (new_optimizer != nullptr) {
-    optimizer_ = std::move(new_optimizer);
+  if (new_rules != nullptr) {
+    update_rules_ = std::move(new_rules);
     optimizer_config_ = optimizer;
   }
   if (!consistency_set_) {
@@ -83,7 +83,8 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     if (variables_.contains(v.name)) continue;
     auto variable = std::make_unique<Variable>(std::move(v.tensor));
     absl::MutexLock var_lock(&variable->mu);
-    variable->state = optimizer_->NewState(variable->value.num_elements());
+    variable->optimizer = &update_rules_->For(v.name);
+    variable->state = variable->optimizer->NewState(variable->value.num_elements());
     variables_.emplace(v.name, std::move(variable));
   }
   return absl::OkStatus();
@@ -166,7 +167,7 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   Rules rules;
   {
     absl::ReaderMutexLock lock(&mu_);
-    optimizer = optimizer_.get();
+    optimizer = update_rules_ == nullptr ? nullptr : &update_rules_->optimizer();
     rules = rules_;
   }
   if (optimizer == nullptr) {
@@ -210,7 +211,7 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
           "sync mode needs the version each gradient was computed at: got ",
           context.versions.size(), " versions for ", gradients.size(), " gradients"));
     }
-    PushSync(found, gradients, context.versions, optimizer, rules,
+    PushSync(found, gradients, context.versions, rules,
              LiveReplicasToAggregate(context, rules));
     CountPush(context);
     ++pushes_;
@@ -221,7 +222,7 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
     absl::MutexLock lock(&v->mu);
-    optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
+    v->optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
     ++v->version;
   }
   CountPush(context);
@@ -305,7 +306,7 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
   std::string optimizer_name;
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (optimizer_ == nullptr) {
+    if (update_rules_ == nullptr) {
       return absl::FailedPreconditionError("no variables have been created on this ps yet");
     }
     // Read now: mu_ is never taken while a variable's lock is held.
@@ -419,14 +420,14 @@ int64_t VariableStore::LeadOverSlowest(const PushContext& context, const Rules& 
   return lead;
 }
 
-void VariableStore::ApplyPending(Variable* v, const Optimizer* optimizer, const Rules& rules) {
+void VariableStore::ApplyPending(Variable* v, const Rules& rules) {
   ++(v->pending_count == rules.replicas_to_aggregate ? sync_full_ : sync_partial_);
   sync_aggregated_ += v->pending_count;
   if (v->pending_count > 1) {
     const float scale = 1.0f / static_cast<float>(v->pending_count);
     for (float& x : v->pending_sum) x *= scale;
   }
-  optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
+  v->optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
   std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
   v->pending_count = 0;
   ++v->version;
@@ -452,8 +453,8 @@ int VariableStore::LiveReplicasToAggregate(const PushContext& context, const Rul
 
 void VariableStore::PushSync(absl::Span<Variable* const> found,
                              absl::Span<const NamedTensor> gradients,
-                             absl::Span<const int64_t> versions, const Optimizer* optimizer,
-                             const Rules& rules, int replicas_to_aggregate) {
+                             absl::Span<const int64_t> versions, const Rules& rules,
+                             int replicas_to_aggregate) {
   const absl::Time deadline = absl::Now() + rules.timeout;
   // Every gradient joins its aggregate before this push waits on any, so one push that
   // carries several variables never holds up the aggregates of the later ones.
@@ -471,7 +472,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
     for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
     if (++v->pending_count >= replicas_to_aggregate) {
-      ApplyPending(v, optimizer, rules);
+      ApplyPending(v, rules);
     } else {
       joined.push_back(i);
     }
@@ -489,7 +490,7 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     if (!timed_out) ++consistency_timeouts_;  // once per push, not per variable
     timed_out = true;
     // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
-    if (v->version == version && v->pending_count > 0) ApplyPending(v, optimizer, rules);
+    if (v->version == version && v->pending_count > 0) ApplyPending(v, rules);
     if (!logged_sync_timeout_.exchange(true)) {
       LogInfo(absl::StrCat("sync: ", gradients[i].name, " waited ",
                            absl::FormatDuration(rules.timeout), " for ",

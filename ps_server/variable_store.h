@@ -56,7 +56,9 @@ class VariableStore {
   VariableStore(const VariableStore&) = delete;
   VariableStore& operator=(const VariableStore&) = delete;
 
-  // Creates variables with initial values; the first call also sets the optimizer.
+  // Creates variables with initial values; the first call also sets the optimizer (and
+  // the moving-average rules of optimizer.moving_averages: a variable listed there, or a
+  // shard of one, folds each pushed value in as a moving average instead).
   // All-or-nothing. Re-creating a variable with the same shape keeps its current value
   // (a restarted chief repeats the call).
   // Errors: INVALID_ARGUMENT empty or duplicate name, unknown optimizer, or an optimizer
@@ -156,6 +158,8 @@ class VariableStore {
     const int64_t num_elements;
     mutable absl::Mutex mu;
     Tensor value ABSL_GUARDED_BY(mu);
+    // Its update (the optimizer, or a moving-average rule): set at creation, never changed.
+    const Optimizer* optimizer = nullptr;  // Not owned (update_rules_).
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     // Sync mode: sum and count of the gradients computed at `version` not yet applied.
@@ -189,8 +193,8 @@ class VariableStore {
   // Sync: adds each gradient to its variable's aggregate (dropping stale ones), then waits
   // until each aggregate it joined was applied, applying a partial one at the deadline.
   void PushSync(absl::Span<Variable* const> found, absl::Span<const NamedTensor> gradients,
-                absl::Span<const int64_t> versions, const Optimizer* optimizer,
-                const Rules& rules, int replicas_to_aggregate);
+                absl::Span<const int64_t> versions, const Rules& rules,
+                int replicas_to_aggregate);
 
   // Sync: records the pusher's push and returns how many gradients make an aggregate
   // now: rules.replicas_to_aggregate less one for each worker that pushed before but not
@@ -199,9 +203,9 @@ class VariableStore {
   int LiveReplicasToAggregate(const PushContext& context, const Rules& rules)
       ABSL_LOCKS_EXCLUDED(progress_mu_);
 
-  // Applies the mean of v's pending gradients and bumps its version; counts the update as
-  // full when it averaged rules.replicas_to_aggregate gradients.
-  void ApplyPending(Variable* v, const Optimizer* optimizer, const Rules& rules)
+  // Applies the mean of v's pending gradients with v's own update rule and bumps its
+  // version; counts the update as full when it averaged rules.replicas_to_aggregate gradients.
+  void ApplyPending(Variable* v, const Rules& rules)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu);
 
   // The largest lead of `context` over the live workers of its epoch other than itself
@@ -224,7 +228,9 @@ class VariableStore {
   // under mu_ stays valid after mu_ is released.
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Variable>> variables_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  // The optimizer and the moving-average rules of non-trainable variables; set by the
+  // first CreateVariables, never replaced (Variable::optimizer points into it).
+  std::unique_ptr<UpdateRules> update_rules_ ABSL_GUARDED_BY(mu_);
   OptimizerConfig optimizer_config_ ABSL_GUARDED_BY(mu_);
   bool consistency_set_ ABSL_GUARDED_BY(mu_) = false;
   ConsistencyConfig consistency_config_ ABSL_GUARDED_BY(mu_);

@@ -132,6 +132,41 @@ TEST(VariableStoreTest, ConcurrentPushesAreNeverLostAndPullsNeverTorn) {
   EXPECT_EQ(final_value.data()[kElements - 1], -static_cast<float>(kThreads * kPushes));
 }
 
+// A non-trainable variable (BatchNormalization's moving statistics) is updated by its
+// moving-average rule, also as shards and in sync mode; the others by the optimizer.
+TEST(VariableStoreTest, MovingAverageVariablesFoldInTheirObservations) {
+  OptimizerConfig config = Sgd(0.5);
+  MovingAverageVariable* rule = config.add_moving_averages();
+  rule->set_variable("bn/moving_mean");
+  rule->set_momentum(0.75f);
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})},
+                                     {"bn/moving_mean", Tensor({2}, {0, 8})},
+                                     {"bn/moving_mean/part_1", Tensor({1}, {4})}},
+                                    config)
+                  .ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {2, 2})},
+                          {"bn/moving_mean", Tensor({2}, {4, 0})},
+                          {"bn/moving_mean/part_1", Tensor({1}, {0})}})
+                  .ok());
+  auto values = store.Pull({"w", "bn/moving_mean", "bn/moving_mean/part_1"}, nullptr);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{0, 1}));  // sgd: w - 0.5 g
+  EXPECT_EQ(Values((*values)[1]), (std::vector<float>{1, 6}));  // 0.75 v + 0.25 o
+  EXPECT_EQ(Values((*values)[2]), (std::vector<float>{3}));
+  auto state = store.ReadState({"bn/moving_mean"});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ((*state)[0].iterations, 1);
+  EXPECT_TRUE((*state)[0].slots.empty());
+  // The rules are part of the optimizer configuration a ps serves.
+  EXPECT_EQ(store.CreateVariables({{"v", Tensor({1}, {1})}}, Sgd(0.5)).code(),
+            absl::StatusCode::kInvalidArgument);
+  OptimizerConfig twice = config;
+  *twice.add_moving_averages() = *rule;
+  EXPECT_EQ(VariableStore().CreateVariables({{"w", Tensor({1}, {1})}}, twice).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 ConsistencyConfig Sync(int replicas, int64_t timeout_ms) {
   ConsistencyConfig config;
   config.set_mode(CONSISTENCY_SYNC);
@@ -443,6 +478,25 @@ TEST(VariableStoreStateTest, BadRestoreIsRejectedAndChangesNothing) {
   b = store.ReadState({"b"});
   EXPECT_EQ(Floats((*b)[0].value), (std::vector<float>{5}));
   EXPECT_EQ((*b)[0].iterations, 7);
+}
+
+TEST(VariableStoreTest, SyncModeAveragesObservationsBeforeTheMovingAverage) {
+  OptimizerConfig config = Sgd(1);
+  MovingAverageVariable* rule = config.add_moving_averages();
+  rule->set_variable("m");
+  rule->set_momentum(0.5f);
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"m", Tensor({1}, {10})}}, config, Sync(2, 10000)).ok());
+  PushContext a, b;
+  a.worker = "a";
+  b.worker = "b";
+  a.versions = b.versions = {0};
+  std::thread other([&] { EXPECT_TRUE(store.Push({{"m", Tensor({1}, {2})}}, a).ok()); });
+  EXPECT_TRUE(store.Push({{"m", Tensor({1}, {6})}}, b).ok());
+  other.join();
+  auto values = store.Pull({"m"}, nullptr);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{7}));  // 0.5 * 10 + 0.5 * mean(2, 6)
 }
 
 }  // namespace

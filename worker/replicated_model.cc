@@ -234,15 +234,20 @@ absl::Status ReplicatedModel::BuildReplicaModels(const ReplicatedModelOptions& o
   return eval_model_->SetLoss(options.loss);
 }
 
-// The optimizer (its learning rate scaled by the replicas when asked), fresh weights from
-// the seed, an optimizer state per variable, and the per-step buffers.
+// The optimizer (its learning rate scaled by the replicas when asked) for trainable
+// variables and a moving average for the others (BatchNormalization's statistics, as on
+// the ps: the "gradient" of one is the replicas' batch statistics, weighted by their
+// slices like the gradients), fresh weights from the seed, an optimizer state per
+// variable, and the per-step buffers.
 absl::Status ReplicatedModel::BuildOptimizer(const ReplicatedModelOptions& options) {
-  PS_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(options.optimizer));
+  OptimizerConfig config = options.optimizer;
   if (options.scale_learning_rate && replicas_ > 1) {
-    OptimizerConfig scaled = optimizer_->config();
-    scaled.set_learning_rate(scaled.learning_rate() * static_cast<float>(replicas_));
-    PS_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(scaled));
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> resolved, Optimizer::Create(config));
+    config = resolved->config();
+    config.set_learning_rate(config.learning_rate() * static_cast<float>(replicas_));
   }
+  AddMovingAverageRules(variables(), &config);
+  PS_ASSIGN_OR_RETURN(update_rules_, UpdateRules::Create(config));
   if (options.initial_weights != nullptr) {
     const std::vector<VariableSpec>& variables = models_[0]->variables();
     const std::vector<Tensor>& initial = *options.initial_weights;
@@ -257,7 +262,10 @@ absl::Status ReplicatedModel::BuildOptimizer(const ReplicatedModelOptions& optio
   } else {
     weights_ = models_[0]->InitialValues(options.seed);
   }
-  for (const Tensor& w : weights_) states_.push_back(optimizer_->NewState(w.num_elements()));
+  for (size_t v = 0; v < weights_.size(); ++v) {
+    updates_.push_back(&update_rules_->For(variables()[v].name));
+    states_.push_back(updates_.back()->NewState(weights_[v].num_elements()));
+  }
   grads_.resize(replicas_);
   reduced_.resize(weights_.size());
   return absl::OkStatus();
@@ -307,7 +315,7 @@ absl::StatusOr<bool> ReplicatedModel::ApplyGradients(absl::Span<const int64_t> s
     PS_ASSIGN_OR_RETURN(const bool apply,
                         GradientsApplicable(spans, variables(), nonfinite_, global_step));
     for (size_t v = 0; v < num_vars && apply; ++v) {
-      optimizer_->Apply(grads_[0][v].values(), weights_[v].values(), states_[v].get());
+      updates_[v]->Apply(grads_[0][v].values(), weights_[v].values(), states_[v].get());
     }
     return apply;
   }
@@ -335,7 +343,7 @@ absl::StatusOr<bool> ReplicatedModel::ApplyGradients(absl::Span<const int64_t> s
   PS_ASSIGN_OR_RETURN(const bool apply,
                       GradientsApplicable(spans, variables(), nonfinite_, global_step));
   for (size_t v = 0; v < num_vars && apply; ++v) {
-    optimizer_->Apply(reduced_[v], weights_[v].values(), states_[v].get());
+    updates_[v]->Apply(reduced_[v], weights_[v].values(), states_[v].get());
   }
   return apply;
 }

@@ -79,7 +79,7 @@ class ReplicatedModel {
   const std::vector<VariableSpec>& variables() const { return models_[0]->variables(); }
   // Replica 0's model (its shapes, for checks).
   const Model& model() const { return *models_[0]; }
-  const Optimizer& optimizer() const { return *optimizer_; }
+  const Optimizer& optimizer() const { return update_rules_->optimizer(); }
   const std::vector<Tensor>& weights() const { return weights_; }
   // The update count of the first variable (each step updates every variable).
   int64_t iterations() const { return states_.empty() ? 0 : states_[0]->iterations(); }
@@ -141,7 +141,8 @@ class ReplicatedModel {
   std::vector<std::unique_ptr<Backend>> backends_;  // one per local replica
   std::vector<std::unique_ptr<Model>> models_;      // one per local replica
   std::unique_ptr<Model> eval_model_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<UpdateRules> update_rules_;
+  std::vector<const Optimizer*> updates_;  // per variable, owned by update_rules_
   std::vector<Tensor> weights_;
   std::vector<std::unique_ptr<OptimizerState>> states_;  // one per variable
   // By global replica id (only the local ones are used).

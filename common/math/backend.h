@@ -82,6 +82,19 @@ enum class AccuracyKind {
   kBinary,             // (pred > threshold) == (target > 0.5), cols must be 1
 };
 
+// Where a 2-D window (a convolution kernel or a pooling window) sits over a channels_last
+// input [batch, in_h, in_w, channels]: output position (oh, ow) covers input rows
+// oh * stride_h - pad_top + [0, k_h) and columns ow * stride_w - pad_left + [0, k_w);
+// positions outside the input are padding (zeros for a convolution, skipped by pooling).
+struct Window2D {
+  int64_t batch = 0;
+  int64_t in_h = 0, in_w = 0, channels = 0;
+  int64_t k_h = 1, k_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t out_h = 0, out_w = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -151,6 +164,67 @@ class Backend {
   // used by kBinary only (0.5 on probabilities, 0 on logits).
   virtual void CountCorrect(AccuracyKind kind, int64_t rows, int64_t cols, const float* pred,
                             const float* target, float threshold, float* correct) = 0;
+
+  // y = x. In place allowed (a no-op).
+  virtual void Copy(int64_t size, const float* x, float* y) = 0;
+
+  // --- Convolution and pooling (Window2D above; tensors channels_last) -----------------
+
+  // cols[(b, oh, ow), (kh, kw, c)] = x[b, oh*stride_h + kh - pad_top, ow*stride_w + kw -
+  // pad_left, c], zero where that is padding. cols is [batch*out_h*out_w, k_h*k_w*channels],
+  // so that cols times a Keras kernel [k_h, k_w, channels, filters] is the convolution.
+  virtual void Im2Col(const Window2D& w, const float* x, float* cols) = 0;
+  // The adjoint of Im2Col: dx[b, ih, iw, c] = the sum of every cols entry Im2Col copied
+  // from x[b, ih, iw, c]. Overwrites dx.
+  virtual void Col2Im(const Window2D& w, const float* cols, float* dx) = 0;
+
+  // y[b, oh, ow, c] = max of the window's non-padding elements; argmax[b, oh, ow, c] =
+  // kh * k_w + kw of the first maximal one (row-major order), as a float.
+  virtual void MaxPoolForward(const Window2D& w, const float* x, float* y, float* argmax) = 0;
+  // dx[b, ih, iw, c] = the sum of dy over the windows whose argmax is that element.
+  // Overwrites dx.
+  virtual void MaxPoolBackward(const Window2D& w, const float* dy, const float* argmax,
+                               float* dx) = 0;
+  // y = the mean of the window's non-padding elements (padding is not counted).
+  virtual void AvgPoolForward(const Window2D& w, const float* x, float* y) = 0;
+  // dx[b, ih, iw, c] = the sum over windows covering it of dy / (that window's count).
+  // Overwrites dx.
+  virtual void AvgPoolBackward(const Window2D& w, const float* dy, float* dx) = 0;
+
+  // Global average pooling of x[batch, positions, channels]: y[b, c] = mean over p of
+  // x[b, p, c]; backward dx[b, p, c] = dy[b, c] / positions (overwrites dx).
+  virtual void MeanOverPositions(int64_t batch, int64_t positions, int64_t channels,
+                                 const float* x, float* y) = 0;
+  virtual void MeanOverPositionsBackward(int64_t batch, int64_t positions, int64_t channels,
+                                         const float* dy, float* dx) = 0;
+
+  // --- Batch normalization over the rows of x[rows, cols] (cols = channels) -----------
+
+  // mean[c] and the biased variance var[c] of column c (accumulated in double).
+  virtual void ColumnMoments(int64_t rows, int64_t cols, const float* x, float* mean,
+                             float* var) = 0;
+  // y[r, c] = gamma[c] * (x[r, c] - mean[c]) / sqrt(var[c] + epsilon) + beta[c]; a null
+  // gamma is 1, a null beta 0. In place allowed.
+  virtual void BatchNormForward(int64_t rows, int64_t cols, const float* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta,
+                                float epsilon, float* y) = 0;
+  // Backward of BatchNormForward when mean and var are x's own ColumnMoments (training):
+  // dbeta[c] = sum of dy, dgamma[c] = sum of dy * xhat (xhat the normalized x), and, when
+  // dx is not null, dx = gamma * invstd / rows * (rows * dy - dbeta - xhat * dgamma).
+  // dgamma and dbeta must not be null.
+  virtual void BatchNormBackward(int64_t rows, int64_t cols, const float* x, const float* dy,
+                                 const float* mean, const float* var, const float* gamma,
+                                 float epsilon, float* dgamma, float* dbeta, float* dx) = 0;
+
+  // --- Embedding lookups (ids are integers carried as floats, validated by the caller) --
+
+  // out[i, :] = table[ids[i], :] for i < n, rows of `dim`.
+  virtual void GatherRows(int64_t n, int64_t dim, const float* ids, const float* table,
+                          float* out) = 0;
+  // dtable[vocab, dim] = 0, then dtable[ids[i], :] += dy[i, :] for i < n (duplicate ids
+  // sum; the order of a parallel sum may differ between backends).
+  virtual void ScatterAddRows(int64_t n, int64_t dim, int64_t vocab, const float* ids,
+                              const float* dy, float* dtable) = 0;
 
  protected:
   friend class DeviceBuffer;

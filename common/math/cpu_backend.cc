@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -111,7 +112,10 @@ class CpuBackend : public Backend {
         if (dx != dy) std::memcpy(dx, dy, n * sizeof(float));
         return;
       case Activation::kRelu:
-        for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          const float g = dy[i];  // loaded unconditionally, so the select vectorizes
+          dx[i] = y[i] > 0.0f ? g : 0.0f;
+        }
         return;
       case Activation::kSigmoid:
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
@@ -236,10 +240,308 @@ class CpuBackend : public Backend {
     }
   }
 
+  void Copy(int64_t size, const float* x, float* y) override {
+    if (size > 0 && x != y) std::memcpy(y, x, size * sizeof(float));
+  }
+
+  void Im2Col(const Window2D& w, const float* x, float* cols) override {
+    const int64_t c = w.channels;
+    const int64_t depth = w.k_h * w.k_w * c;
+    for (int64_t b = 0; b < w.batch; ++b) {
+      const float* xb = x + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          float* row = cols + ((b * w.out_h + oh) * w.out_w + ow) * depth;
+          const int64_t iw0 = ow * w.stride_w - w.pad_left;
+          const bool inside_w = iw0 >= 0 && iw0 + w.k_w <= w.in_w;
+          for (int64_t kh = 0; kh < w.k_h; ++kh) {
+            const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+            float* dst = row + kh * w.k_w * c;
+            if (ih < 0 || ih >= w.in_h) {
+              std::fill(dst, dst + w.k_w * c, 0.0f);
+            } else if (inside_w) {  // the window's row is contiguous in x
+              std::memcpy(dst, xb + (ih * w.in_w + iw0) * c, w.k_w * c * sizeof(float));
+            } else {
+              for (int64_t kw = 0; kw < w.k_w; ++kw) {
+                const int64_t iw = iw0 + kw;
+                if (iw < 0 || iw >= w.in_w) {
+                  std::fill(dst + kw * c, dst + (kw + 1) * c, 0.0f);
+                } else {
+                  std::memcpy(dst + kw * c, xb + (ih * w.in_w + iw) * c, c * sizeof(float));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void Col2Im(const Window2D& w, const float* cols, float* dx) override {
+    const int64_t c = w.channels;
+    const int64_t depth = w.k_h * w.k_w * c;
+    std::fill(dx, dx + w.batch * w.in_h * w.in_w * c, 0.0f);
+    for (int64_t b = 0; b < w.batch; ++b) {
+      float* db = dx + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const float* row = cols + ((b * w.out_h + oh) * w.out_w + ow) * depth;
+          for (int64_t kh = 0; kh < w.k_h; ++kh) {
+            const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+            if (ih < 0 || ih >= w.in_h) continue;
+            for (int64_t kw = 0; kw < w.k_w; ++kw) {
+              const int64_t iw = ow * w.stride_w + kw - w.pad_left;
+              if (iw < 0 || iw >= w.in_w) continue;
+              float* d = db + (ih * w.in_w + iw) * c;
+              const float* s = row + (kh * w.k_w + kw) * c;
+              for (int64_t k = 0; k < c; ++k) d[k] += s[k];
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void MaxPoolForward(const Window2D& w, const float* x, float* y, float* argmax) override {
+    const int64_t c = w.channels;
+    for (int64_t b = 0; b < w.batch; ++b) {
+      const float* xb = x + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const int64_t o = ((b * w.out_h + oh) * w.out_w + ow) * c;
+          float* __restrict yo = y + o;
+          float* __restrict ao = argmax + o;
+          std::fill(yo, yo + c, -std::numeric_limits<float>::infinity());
+          std::fill(ao, ao + c, 0.0f);
+          for (int64_t kh = 0; kh < w.k_h; ++kh) {
+            const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+            if (ih < 0 || ih >= w.in_h) continue;
+            for (int64_t kw = 0; kw < w.k_w; ++kw) {
+              const int64_t iw = ow * w.stride_w + kw - w.pad_left;
+              if (iw < 0 || iw >= w.in_w) continue;
+              const float* __restrict xi = xb + (ih * w.in_w + iw) * c;
+              const float index = static_cast<float>(kh * w.k_w + kw);
+              for (int64_t k = 0; k < c; ++k) {
+                // Arithmetic instead of a branch, so the loop vectorizes (GCC does not
+                // if-convert it); exact, as the window indices are small integers.
+                const float v = xi[k], best = yo[k];
+                const float greater = static_cast<float>(v > best);
+                yo[k] = std::max(best, v);
+                ao[k] += (index - ao[k]) * greater;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void MaxPoolBackward(const Window2D& w, const float* dy, const float* argmax,
+                       float* dx) override {
+    const int64_t c = w.channels;
+    std::fill(dx, dx + w.batch * w.in_h * w.in_w * c, 0.0f);
+    for (int64_t b = 0; b < w.batch; ++b) {
+      float* db = dx + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const int64_t o = ((b * w.out_h + oh) * w.out_w + ow) * c;
+          for (int64_t k = 0; k < c; ++k) {
+            const int64_t index = static_cast<int64_t>(argmax[o + k]);
+            const int64_t ih = oh * w.stride_h + index / w.k_w - w.pad_top;
+            const int64_t iw = ow * w.stride_w + index % w.k_w - w.pad_left;
+            db[(ih * w.in_w + iw) * c + k] += dy[o + k];
+          }
+        }
+      }
+    }
+  }
+
+  void AvgPoolForward(const Window2D& w, const float* x, float* y) override {
+    const int64_t c = w.channels;
+    for (int64_t b = 0; b < w.batch; ++b) {
+      const float* xb = x + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          float* yo = y + ((b * w.out_h + oh) * w.out_w + ow) * c;
+          std::fill(yo, yo + c, 0.0f);
+          const WindowRange r = Range(w, oh, ow);
+          for (int64_t ih = r.h0; ih < r.h1; ++ih) {
+            for (int64_t iw = r.w0; iw < r.w1; ++iw) {
+              const float* xi = xb + (ih * w.in_w + iw) * c;
+              for (int64_t k = 0; k < c; ++k) yo[k] += xi[k];
+            }
+          }
+          const float inv = 1.0f / static_cast<float>(r.count());
+          for (int64_t k = 0; k < c; ++k) yo[k] *= inv;
+        }
+      }
+    }
+  }
+
+  void AvgPoolBackward(const Window2D& w, const float* dy, float* dx) override {
+    const int64_t c = w.channels;
+    std::fill(dx, dx + w.batch * w.in_h * w.in_w * c, 0.0f);
+    for (int64_t b = 0; b < w.batch; ++b) {
+      float* db = dx + b * w.in_h * w.in_w * c;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const float* dyo = dy + ((b * w.out_h + oh) * w.out_w + ow) * c;
+          const WindowRange r = Range(w, oh, ow);
+          const float inv = 1.0f / static_cast<float>(r.count());
+          for (int64_t ih = r.h0; ih < r.h1; ++ih) {
+            for (int64_t iw = r.w0; iw < r.w1; ++iw) {
+              float* d = db + (ih * w.in_w + iw) * c;
+              for (int64_t k = 0; k < c; ++k) d[k] += dyo[k] * inv;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void MeanOverPositions(int64_t batch, int64_t positions, int64_t channels, const float* x,
+                         float* y) override {
+    const float inv = 1.0f / static_cast<float>(positions);
+    for (int64_t b = 0; b < batch; ++b) {
+      float* yb = y + b * channels;
+      std::fill(yb, yb + channels, 0.0f);
+      for (int64_t p = 0; p < positions; ++p) {
+        const float* xp = x + (b * positions + p) * channels;
+        for (int64_t k = 0; k < channels; ++k) yb[k] += xp[k];
+      }
+      for (int64_t k = 0; k < channels; ++k) yb[k] *= inv;
+    }
+  }
+
+  void MeanOverPositionsBackward(int64_t batch, int64_t positions, int64_t channels,
+                                 const float* dy, float* dx) override {
+    const float inv = 1.0f / static_cast<float>(positions);
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* dyb = dy + b * channels;
+      for (int64_t p = 0; p < positions; ++p) {
+        float* dxp = dx + (b * positions + p) * channels;
+        for (int64_t k = 0; k < channels; ++k) dxp[k] = dyb[k] * inv;
+      }
+    }
+  }
+
+  void ColumnMoments(int64_t rows, int64_t cols, const float* x, float* mean,
+                     float* var) override {
+    sums_.assign(2 * cols, 0.0);
+    double* sum = sums_.data();
+    double* sq = sums_.data() + cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      for (int64_t c = 0; c < cols; ++c) sum[c] += xr[c];
+    }
+    for (int64_t c = 0; c < cols; ++c) sum[c] /= static_cast<double>(rows);
+    // Two passes (mean, then squared deviations): no cancellation for large means.
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double d = xr[c] - sum[c];
+        sq[c] += d * d;
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      mean[c] = static_cast<float>(sum[c]);
+      var[c] = static_cast<float>(sq[c] / static_cast<double>(rows));
+    }
+  }
+
+  void BatchNormForward(int64_t rows, int64_t cols, const float* x, const float* mean,
+                        const float* var, const float* gamma, const float* beta,
+                        float epsilon, float* y) override {
+    // y = x * a + b per column, with a = gamma * invstd and b = beta - mean * a.
+    scale_shift_.resize(2 * cols);
+    float* a = scale_shift_.data();
+    float* s = scale_shift_.data() + cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float invstd = 1.0f / std::sqrt(var[c] + epsilon);
+      a[c] = (gamma ? gamma[c] : 1.0f) * invstd;
+      s[c] = (beta ? beta[c] : 0.0f) - mean[c] * a[c];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * a[c] + s[c];
+    }
+  }
+
+  void BatchNormBackward(int64_t rows, int64_t cols, const float* x, const float* dy,
+                         const float* mean, const float* var, const float* gamma,
+                         float epsilon, float* dgamma, float* dbeta, float* dx) override {
+    sums_.assign(2 * cols, 0.0);
+    double* sum_dy = sums_.data();
+    double* sum_dy_xhat = sums_.data() + cols;
+    scale_shift_.resize(cols);
+    float* invstd = scale_shift_.data();
+    for (int64_t c = 0; c < cols; ++c) invstd[c] = 1.0f / std::sqrt(var[c] + epsilon);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* dyr = dy + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum_dy[c] += dyr[c];
+        sum_dy_xhat[c] += dyr[c] * ((xr[c] - mean[c]) * invstd[c]);
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      dbeta[c] = static_cast<float>(sum_dy[c]);
+      dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
+    }
+    if (dx == nullptr) return;
+    const float n = static_cast<float>(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* dyr = dy + r * cols;
+      float* dxr = dx + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float xhat = (xr[c] - mean[c]) * invstd[c];
+        const float k = (gamma ? gamma[c] : 1.0f) * invstd[c] / n;
+        dxr[c] = k * (n * dyr[c] - dbeta[c] - xhat * dgamma[c]);
+      }
+    }
+  }
+
+  void GatherRows(int64_t n, int64_t dim, const float* ids, const float* table,
+                  float* out) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = static_cast<int64_t>(ids[i]);
+      std::memcpy(out + i * dim, table + row * dim, dim * sizeof(float));
+    }
+  }
+
+  void ScatterAddRows(int64_t n, int64_t dim, int64_t vocab, const float* ids, const float* dy,
+                      float* dtable) override {
+    std::fill(dtable, dtable + vocab * dim, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      float* d = dtable + static_cast<int64_t>(ids[i]) * dim;
+      const float* g = dy + i * dim;
+      for (int64_t k = 0; k < dim; ++k) d[k] += g[k];
+    }
+  }
+
  protected:
   void Free(float* data) override { std::free(data); }
 
  private:
+  // The input rows [h0, h1) and columns [w0, w1) a pooling window covers, padding cut off.
+  struct WindowRange {
+    int64_t h0, h1, w0, w1;
+    int64_t count() const { return (h1 - h0) * (w1 - w0); }
+  };
+  static WindowRange Range(const Window2D& w, int64_t oh, int64_t ow) {
+    const int64_t h = oh * w.stride_h - w.pad_top;
+    const int64_t v = ow * w.stride_w - w.pad_left;
+    return {std::max<int64_t>(h, 0), std::min(h + w.k_h, w.in_h), std::max<int64_t>(v, 0),
+            std::min(v + w.k_w, w.in_w)};
+  }
+
+  // Scratch reused across calls (a backend serves one thread), so the batch-normalization
+  // kernels allocate nothing per step.
+  std::vector<double> sums_;
+  std::vector<float> scale_shift_;
+
   static int64_t Argmax(int64_t n, const float* x) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i) {

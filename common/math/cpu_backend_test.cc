@@ -158,5 +158,52 @@ TEST(CpuBackendTest, BiasColumnSumsAndCountCorrect) {
   EXPECT_EQ(correct, (std::vector<float>{1, 0}));
 }
 
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
+
+// Col2Im is Im2Col's transpose, and the pooling backwards are their forwards' (linear at a
+// fixed argmax): <F(x), g> == <x, B(g)> for every window shape, padding and stride.
+TEST(CpuBackendTest, WindowOpsBackwardsAreTheForwardsTransposes) {
+  auto backend = CreateCpuBackend();
+  Window2D w;
+  w.batch = 2;
+  w.in_h = 7;
+  w.in_w = 6;
+  w.channels = 3;
+  for (int64_t k : {1, 2, 3}) {
+    for (int64_t s : {1, 2}) {
+      // As TensorFlow pads: less than a window, so no window is all padding.
+      for (int64_t pad = 0; pad < k; ++pad) {
+        w.k_h = k;
+        w.k_w = k + 1;
+        w.stride_h = s;
+        w.stride_w = 1;
+        w.pad_top = pad;
+        w.pad_left = pad;
+        w.out_h = (w.in_h + 2 * pad - w.k_h) / s + 1;
+        w.out_w = (w.in_w + 2 * pad - w.k_w) + 1;
+        const size_t in = w.batch * w.in_h * w.in_w * w.channels;
+        const size_t out = w.batch * w.out_h * w.out_w * w.channels;
+        const size_t cols = out * w.k_h * w.k_w;
+        const std::vector<float> x = RandomVector(in, 1), g_cols = RandomVector(cols, 2),
+                                 g = RandomVector(out, 3);
+        std::vector<float> c(cols), dx(in), y(out), arg(out);
+        backend->Im2Col(w, x.data(), c.data());
+        backend->Col2Im(w, g_cols.data(), dx.data());
+        EXPECT_NEAR(Dot(c, g_cols), Dot(x, dx), 1e-3) << "im2col k=" << k << " s=" << s;
+        backend->AvgPoolForward(w, x.data(), y.data());
+        backend->AvgPoolBackward(w, g.data(), dx.data());
+        EXPECT_NEAR(Dot(y, g), Dot(x, dx), 1e-3) << "avg pool k=" << k << " s=" << s;
+        backend->MaxPoolForward(w, x.data(), y.data(), arg.data());
+        backend->MaxPoolBackward(w, g.data(), arg.data(), dx.data());
+        EXPECT_NEAR(Dot(y, g), Dot(x, dx), 1e-3) << "max pool k=" << k << " s=" << s;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -198,6 +198,98 @@ class CudaBackend : public Backend {
            "CountCorrect kernel launch");
   }
 
+  void Copy(int64_t size, const float* x, float* y) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::Copy(stream_, size, x, y), "Copy (device to device)");
+  }
+
+  void Im2Col(const Window2D& w, const float* x, float* cols) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::Im2Col(stream_, ToKernel(w), x, cols), "Im2Col kernel launch");
+  }
+
+  void Col2Im(const Window2D& w, const float* cols, float* dx) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::Col2Im(stream_, ToKernel(w), cols, dx), "Col2Im kernel launch");
+  }
+
+  void MaxPoolForward(const Window2D& w, const float* x, float* y, float* argmax) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::MaxPoolForward(stream_, ToKernel(w), x, y, argmax),
+           "MaxPoolForward kernel launch");
+  }
+
+  void MaxPoolBackward(const Window2D& w, const float* dy, const float* argmax,
+                       float* dx) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::MaxPoolBackward(stream_, ToKernel(w), dy, argmax, dx),
+           "MaxPoolBackward kernel launch");
+  }
+
+  void AvgPoolForward(const Window2D& w, const float* x, float* y) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::AvgPoolForward(stream_, ToKernel(w), x, y),
+           "AvgPoolForward kernel launch");
+  }
+
+  void AvgPoolBackward(const Window2D& w, const float* dy, float* dx) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::AvgPoolBackward(stream_, ToKernel(w), dy, dx),
+           "AvgPoolBackward kernel launch");
+  }
+
+  void MeanOverPositions(int64_t batch, int64_t positions, int64_t channels, const float* x,
+                         float* y) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::MeanOverPositions(stream_, batch, positions, channels, x, y),
+           "MeanOverPositions kernel launch");
+  }
+
+  void MeanOverPositionsBackward(int64_t batch, int64_t positions, int64_t channels,
+                                 const float* dy, float* dx) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::MeanOverPositionsBackward(stream_, batch, positions, channels, dy, dx),
+           "MeanOverPositionsBackward kernel launch");
+  }
+
+  void ColumnMoments(int64_t rows, int64_t cols, const float* x, float* mean,
+                     float* var) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::ColumnMoments(stream_, rows, cols, x, mean, var),
+           "ColumnMoments kernel launch");
+  }
+
+  void BatchNormForward(int64_t rows, int64_t cols, const float* x, const float* mean,
+                        const float* var, const float* gamma, const float* beta,
+                        float epsilon, float* y) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::BatchNormForward(stream_, rows, cols, x, mean, var, gamma, beta,
+                                          epsilon, y),
+           "BatchNormForward kernel launch");
+  }
+
+  void BatchNormBackward(int64_t rows, int64_t cols, const float* x, const float* dy,
+                         const float* mean, const float* var, const float* gamma,
+                         float epsilon, float* dgamma, float* dbeta, float* dx) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::BatchNormBackward(stream_, rows, cols, x, dy, mean, var, gamma,
+                                           epsilon, dgamma, dbeta, dx),
+           "BatchNormBackward kernel launch");
+  }
+
+  void GatherRows(int64_t n, int64_t dim, const float* ids, const float* table,
+                  float* out) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::GatherRows(stream_, n, dim, ids, table, out), "GatherRows kernel launch");
+  }
+
+  void ScatterAddRows(int64_t n, int64_t dim, int64_t vocab, const float* ids, const float* dy,
+                      float* dtable) override {
+    if (!ActivateOrRecord()) return;
+    Record(cuda_kernels::ScatterAddRows(stream_, n, dim, vocab, ids, dy, dtable),
+           "ScatterAddRows kernel launch");
+  }
+
  protected:
   void Free(float* data) override {
     // cudaFree may return an error left by earlier asynchronous work; keep it for the next
@@ -207,6 +299,11 @@ class CudaBackend : public Backend {
   }
 
  private:
+  static cuda_kernels::Window ToKernel(const Window2D& w) {
+    return {w.batch,    w.in_h,     w.in_w,     w.channels, w.k_h,  w.k_w,
+            w.stride_h, w.stride_w, w.pad_top, w.pad_left, w.out_h, w.out_w};
+  }
+
   absl::Status CudaStatus(cudaError_t err, const char* what) const {
     if (err == cudaSuccess) return absl::OkStatus();
     // The runtime also keeps the error as its "last error"; clear it so that the next

@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/math/backend.h"
 #include "common/math/cpu_backend.h"
 #include "common/math/cuda_kernels.h"
 #include "common/model/loss.h"
+#include "common/model/layers/window.h"
 #include "common/model/model.h"
 #include "common/tensor.h"
 #include "gtest/gtest.h"
@@ -443,6 +445,138 @@ TEST_F(CudaBackendTest, CountCorrectMatchesCpu) {
   }
 }
 
+// ---- Convolution, pooling, normalization and embedding ops -------------------------------
+
+TEST_F(CudaBackendTest, ConvolutionAndPoolingOpsMatchCpu) {
+  struct Case {
+    std::vector<int64_t> input;  // h, w, c
+    std::vector<int64_t> kernel, strides;
+    std::string padding;
+  };
+  for (const Case& c : {Case{{7, 6, 3}, {3, 3}, {1, 1}, "same"},
+                        Case{{8, 8, 2}, {2, 2}, {2, 2}, "valid"},
+                        Case{{9, 5, 4}, {3, 2}, {2, 1}, "same"},
+                        Case{{6, 6, 1}, {3, 3}, {2, 2}, "same"}}) {
+    absl::StatusOr<Window2D> planned = PlanWindow2D(c.input, c.kernel, c.strides, c.padding);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    Window2D w = *planned;
+    w.batch = 3;
+    const std::string what = absl::StrCat(absl::StrJoin(c.input, "x"), " k ",
+                                          absl::StrJoin(c.kernel, "x"), " s ",
+                                          absl::StrJoin(c.strides, "x"), " ", c.padding);
+    const int64_t in = w.batch * w.in_h * w.in_w * w.channels;
+    const int64_t out = w.batch * w.out_h * w.out_w * w.channels;
+    const int64_t cols = w.batch * w.out_h * w.out_w * w.k_h * w.k_w * w.channels;
+    const Floats x = Uniform(in, 60);
+    DeviceBuffer dx_in = Up(x);
+
+    Floats want_cols(cols);
+    cpu_->Im2Col(w, x.data(), want_cols.data());
+    DeviceBuffer d_cols = Junk(cols);
+    cuda_->Im2Col(w, dx_in.data(), d_cols.data());
+    EXPECT_EQ(Down(d_cols), want_cols) << "Im2Col " << what;  // copies: exact
+
+    const Floats g_cols = Uniform(cols, 61);
+    Floats want_dx(in);
+    cpu_->Col2Im(w, g_cols.data(), want_dx.data());
+    DeviceBuffer d_gcols = Up(g_cols), d_dx = Junk(in);
+    cuda_->Col2Im(w, d_gcols.data(), d_dx.data());
+    ExpectClose(Down(d_dx), want_dx, 1e-5f, 1e-6f, "Col2Im " + what);
+
+    Floats want_y(out), want_arg(out);
+    cpu_->MaxPoolForward(w, x.data(), want_y.data(), want_arg.data());
+    DeviceBuffer d_y = Junk(out), d_arg = Junk(out);
+    cuda_->MaxPoolForward(w, dx_in.data(), d_y.data(), d_arg.data());
+    EXPECT_EQ(Down(d_y), want_y) << "MaxPoolForward " << what;
+    EXPECT_EQ(Down(d_arg), want_arg) << "MaxPoolForward argmax " << what;
+
+    const Floats dy = Uniform(out, 62);
+    DeviceBuffer d_dy = Up(dy);
+    cpu_->MaxPoolBackward(w, dy.data(), want_arg.data(), want_dx.data());
+    cuda_->MaxPoolBackward(w, d_dy.data(), d_arg.data(), d_dx.data());
+    ExpectClose(Down(d_dx), want_dx, 1e-5f, 1e-6f, "MaxPoolBackward " + what);
+
+    cpu_->AvgPoolForward(w, x.data(), want_y.data());
+    cuda_->AvgPoolForward(w, dx_in.data(), d_y.data());
+    ExpectClose(Down(d_y), want_y, 1e-5f, 1e-6f, "AvgPoolForward " + what);
+    cpu_->AvgPoolBackward(w, dy.data(), want_dx.data());
+    cuda_->AvgPoolBackward(w, d_dy.data(), d_dx.data());
+    ExpectClose(Down(d_dx), want_dx, 1e-5f, 1e-6f, "AvgPoolBackward " + what);
+  }
+}
+
+TEST_F(CudaBackendTest, NormalizationAndEmbeddingOpsMatchCpu) {
+  // Global average pooling.
+  const int64_t batch = 4, positions = 37, channels = 5;
+  const Floats x = Uniform(batch * positions * channels, 70);
+  Floats want(batch * channels);
+  cpu_->MeanOverPositions(batch, positions, channels, x.data(), want.data());
+  DeviceBuffer d_x = Up(x), d_y = Junk(batch * channels);
+  cuda_->MeanOverPositions(batch, positions, channels, d_x.data(), d_y.data());
+  ExpectClose(Down(d_y), want, 1e-5f, 1e-6f, "MeanOverPositions");
+  Floats want_dx(x.size());
+  cpu_->MeanOverPositionsBackward(batch, positions, channels, want.data(), want_dx.data());
+  DeviceBuffer d_dx = Junk(static_cast<int64_t>(x.size()));
+  cuda_->MeanOverPositionsBackward(batch, positions, channels, d_y.data(), d_dx.data());
+  ExpectClose(Down(d_dx), want_dx, 1e-5f, 1e-7f, "MeanOverPositionsBackward");
+
+  // Batch normalization: many rows and a large mean (the two-pass variance matters).
+  const int64_t rows = 5000, cols = 7;
+  Floats bx = Uniform(rows * cols, 71, 2.0f, 4.0f);
+  Floats mean(cols), var(cols);
+  cpu_->ColumnMoments(rows, cols, bx.data(), mean.data(), var.data());
+  DeviceBuffer d_bx = Up(bx), d_mean = Junk(cols), d_var = Junk(cols);
+  cuda_->ColumnMoments(rows, cols, d_bx.data(), d_mean.data(), d_var.data());
+  ExpectClose(Down(d_mean), mean, 1e-6f, 0.0f, "ColumnMoments mean");
+  ExpectClose(Down(d_var), var, 1e-5f, 0.0f, "ColumnMoments var");
+  const Floats gamma = Uniform(cols, 72, 0.5f, 1.5f), beta = Uniform(cols, 73);
+  DeviceBuffer d_gamma = Up(gamma), d_beta = Up(beta);
+  const Floats dy = Uniform(rows * cols, 74);
+  DeviceBuffer d_dy = Up(dy);
+  for (bool affine : {true, false}) {
+    const std::string what = affine ? " with gamma, beta" : " without gamma, beta";
+    Floats y(rows * cols);
+    cpu_->BatchNormForward(rows, cols, bx.data(), mean.data(), var.data(),
+                           affine ? gamma.data() : nullptr, affine ? beta.data() : nullptr,
+                           1e-3f, y.data());
+    DeviceBuffer d_out = Junk(rows * cols);
+    cuda_->BatchNormForward(rows, cols, d_bx.data(), d_mean.data(), d_var.data(),
+                            affine ? d_gamma.data() : nullptr, affine ? d_beta.data() : nullptr,
+                            1e-3f, d_out.data());
+    ExpectClose(Down(d_out), y, 1e-4f, 1e-5f, "BatchNormForward" + what);
+    Floats dgamma(cols), dbeta(cols), dx(rows * cols);
+    cpu_->BatchNormBackward(rows, cols, bx.data(), dy.data(), mean.data(), var.data(),
+                            affine ? gamma.data() : nullptr, 1e-3f, dgamma.data(), dbeta.data(),
+                            dx.data());
+    DeviceBuffer d_dgamma = Junk(cols), d_dbeta = Junk(cols), d_bdx = Junk(rows * cols);
+    cuda_->BatchNormBackward(rows, cols, d_bx.data(), d_dy.data(), d_mean.data(), d_var.data(),
+                             affine ? d_gamma.data() : nullptr, 1e-3f, d_dgamma.data(),
+                             d_dbeta.data(), d_bdx.data());
+    ExpectClose(Down(d_dgamma), dgamma, 1e-4f, 1e-3f, "BatchNormBackward dgamma" + what);
+    ExpectClose(Down(d_dbeta), dbeta, 1e-4f, 1e-3f, "BatchNormBackward dbeta" + what);
+    ExpectClose(Down(d_bdx), dx, 1e-3f, 1e-5f, "BatchNormBackward dx" + what);
+  }
+
+  // Embedding rows, with repeated ids.
+  const int64_t n = 300, dim = 6, vocab = 20;
+  const Floats ids = Labels(n, vocab, 75);
+  const Floats table = Uniform(vocab * dim, 76);
+  Floats rows_out(n * dim);
+  cpu_->GatherRows(n, dim, ids.data(), table.data(), rows_out.data());
+  DeviceBuffer d_ids = Up(ids), d_table = Up(table), d_rows = Junk(n * dim);
+  cuda_->GatherRows(n, dim, d_ids.data(), d_table.data(), d_rows.data());
+  EXPECT_EQ(Down(d_rows), rows_out) << "GatherRows";
+  const Floats g = Uniform(n * dim, 77);
+  Floats dtable(vocab * dim);
+  cpu_->ScatterAddRows(n, dim, vocab, ids.data(), g.data(), dtable.data());
+  DeviceBuffer d_g = Up(g), d_dtable = Junk(vocab * dim);
+  cuda_->ScatterAddRows(n, dim, vocab, d_ids.data(), d_g.data(), d_dtable.data());
+  ExpectClose(Down(d_dtable), dtable, 1e-5f, 1e-5f, "ScatterAddRows");
+  DeviceBuffer d_copy = Junk(vocab * dim);
+  cuda_->Copy(vocab * dim, d_table.data(), d_copy.data());
+  EXPECT_EQ(Down(d_copy), table) << "Copy";
+}
+
 // ---- A whole training step: the same model, weights, batch and dropout seed on both
 // backends must give the same loss and gradients (to 1e-4 of each tensor's scale).
 
@@ -483,11 +617,16 @@ void ExpectTensorClose(const Tensor& got, const Tensor& want, double rtol,
       << want.data()[worst_at] << " (tensor scale " << scale << ")";
 }
 
+std::string Layer(const std::string& class_name, const std::string& config) {
+  return absl::StrCat(R"({"class_name":")", class_name, R"(","config":{)", config, "}}");
+}
+
 struct ModelCase {
   std::string name;
   std::string json;
   LossConfig loss;
   bool sparse_labels;
+  int64_t vocab = 0;  // > 0: x holds ids in [0, vocab) (an Embedding first)
 };
 
 TEST_F(CudaBackendTest, ModelTrainStepMatchesCpu) {
@@ -509,6 +648,29 @@ TEST_F(CudaBackendTest, ModelTrainStepMatchesCpu) {
        Seq(input, {DenseLayer(32, "relu"), DenseLayer(5, "linear")}),
        {LossConfig::Kind::kCategoricalCrossentropy, true},
        false},
+      {"conv, batch norm, max/avg pooling, strided conv, softmax, sparse CE (fused)",
+       Seq(input,
+           {Layer("Reshape", R"("target_shape":[5,4,1])"),
+            Layer("Conv2D", R"("filters":6,"kernel_size":3,"padding":"same","activation":"relu")"),
+            Layer("BatchNormalization", ""),
+            Layer("MaxPooling2D", R"("pool_size":2,"strides":1,"padding":"same")"),
+            Layer("Conv2D", R"("filters":4,"kernel_size":2,"strides":2,"padding":"same","activation":"tanh")"),
+            Layer("AveragePooling2D", R"("pool_size":2,"padding":"same")"),
+            Layer("Flatten", ""), DropoutLayer(0.2f), DenseLayer(10, "softmax")}),
+       {LossConfig::Kind::kSparseCategoricalCrossentropy, false},
+       true},
+      {"conv, global average pooling, MSE",
+       Seq(input, {Layer("Reshape", R"("target_shape":[4,5,1])"),
+                   Layer("Conv2D", R"("filters":8,"kernel_size":[2,3],"activation":"sigmoid")"),
+                   Layer("GlobalAveragePooling2D", ""), DenseLayer(3, "linear")}),
+       {LossConfig::Kind::kMeanSquaredError, false},
+       false},
+      {"embedding, global average pooling 1D, softmax, sparse CE",
+       Seq(input, {Layer("Embedding", R"("input_dim":50,"output_dim":8)"),
+                   Layer("GlobalAveragePooling1D", ""), DenseLayer(5, "softmax")}),
+       {LossConfig::Kind::kSparseCategoricalCrossentropy, false},
+       true,
+       50},
   };
   for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -522,7 +684,8 @@ TEST_F(CudaBackendTest, ModelTrainStepMatchesCpu) {
     const int64_t batch = 64;
     const int64_t out = (*cpu_model)->output_size();
     const std::vector<Tensor> weights = (*cpu_model)->InitialValues(123);
-    Tensor x({batch, input}, Uniform(batch * input, 90, -2.0f, 2.0f));
+    Tensor x({batch, input}, c.vocab > 0 ? Labels(batch * input, c.vocab, 89)
+                                          : Uniform(batch * input, 90, -2.0f, 2.0f));
     Tensor y;
     if (c.sparse_labels) {
       y = Tensor({batch}, Labels(batch, out, 91));

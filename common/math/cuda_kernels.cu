@@ -461,6 +461,280 @@ __global__ void CountCorrectKernel(int kind, int64_t rows, int64_t cols, const f
   }
 }
 
+// --- Convolution and pooling -------------------------------------------------------------
+// One thread per output element of each op; the backward ops gather over the windows that
+// cover an input element (no atomics: deterministic, and the same order as the CPU's sum
+// for each element up to the order of its terms).
+
+#define PS_GRID_STRIDE_LOOP(i, n)                                                   \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void Im2ColKernel(Window w, const float* x, float* cols) {
+  const int64_t depth = w.k_h * w.k_w * w.channels;
+  const int64_t n = w.batch * w.out_h * w.out_w * depth;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t row = i / depth;
+    const int64_t k = i % depth;
+    const int64_t c = k % w.channels;
+    const int64_t kw = (k / w.channels) % w.k_w;
+    const int64_t kh = k / (w.channels * w.k_w);
+    const int64_t ow = row % w.out_w;
+    const int64_t oh = (row / w.out_w) % w.out_h;
+    const int64_t b = row / (w.out_w * w.out_h);
+    const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+    const int64_t iw = ow * w.stride_w + kw - w.pad_left;
+    cols[i] = (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w)
+                  ? 0.0f
+                  : x[((b * w.in_h + ih) * w.in_w + iw) * w.channels + c];
+  }
+}
+
+// The output rows (columns) whose window covers input row ih: [first, last].
+__device__ __forceinline__ void Covering(int64_t i, int64_t pad, int64_t k, int64_t stride,
+                                         int64_t out, int64_t* first, int64_t* last) {
+  const int64_t p = i + pad;  // position in the padded input
+  *first = p < k ? 0 : (p - k) / stride + 1;
+  *last = p / stride;
+  if (*last > out - 1) *last = out - 1;
+}
+
+__global__ void Col2ImKernel(Window w, const float* cols, float* dx) {
+  const int64_t depth = w.k_h * w.k_w * w.channels;
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = i % w.channels;
+    const int64_t iw = (i / w.channels) % w.in_w;
+    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
+    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    int64_t oh0, oh1, ow0, ow1;
+    Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
+    Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      const int64_t kh = ih + w.pad_top - oh * w.stride_h;
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t kw = iw + w.pad_left - ow * w.stride_w;
+        sum += cols[((b * w.out_h + oh) * w.out_w + ow) * depth +
+                    (kh * w.k_w + kw) * w.channels + c];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+__global__ void MaxPoolForwardKernel(Window w, const float* x, float* y, float* argmax) {
+  const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = i % w.channels;
+    const int64_t ow = (i / w.channels) % w.out_w;
+    const int64_t oh = (i / (w.channels * w.out_w)) % w.out_h;
+    const int64_t b = i / (w.channels * w.out_w * w.out_h);
+    float best = -INFINITY;
+    float best_index = 0.0f;
+    for (int64_t kh = 0; kh < w.k_h; ++kh) {
+      const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+      if (ih < 0 || ih >= w.in_h) continue;
+      for (int64_t kw = 0; kw < w.k_w; ++kw) {
+        const int64_t iw = ow * w.stride_w + kw - w.pad_left;
+        if (iw < 0 || iw >= w.in_w) continue;
+        const float v = x[((b * w.in_h + ih) * w.in_w + iw) * w.channels + c];
+        if (v > best) {
+          best = v;
+          best_index = static_cast<float>(kh * w.k_w + kw);
+        }
+      }
+    }
+    y[i] = best;
+    argmax[i] = best_index;
+  }
+}
+
+__global__ void MaxPoolBackwardKernel(Window w, const float* dy, const float* argmax,
+                                      float* dx) {
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = i % w.channels;
+    const int64_t iw = (i / w.channels) % w.in_w;
+    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
+    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    int64_t oh0, oh1, ow0, ow1;
+    Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
+    Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      const int64_t kh = ih + w.pad_top - oh * w.stride_h;
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t kw = iw + w.pad_left - ow * w.stride_w;
+        const int64_t o = ((b * w.out_h + oh) * w.out_w + ow) * w.channels + c;
+        if (static_cast<int64_t>(argmax[o]) == kh * w.k_w + kw) sum += dy[o];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// The number of input elements (padding cut off) the window at (oh, ow) covers.
+__device__ __forceinline__ int64_t WindowCount(const Window& w, int64_t oh, int64_t ow) {
+  const int64_t h = oh * w.stride_h - w.pad_top;
+  const int64_t v = ow * w.stride_w - w.pad_left;
+  const int64_t h0 = h > 0 ? h : 0, h1 = h + w.k_h < w.in_h ? h + w.k_h : w.in_h;
+  const int64_t w0 = v > 0 ? v : 0, w1 = v + w.k_w < w.in_w ? v + w.k_w : w.in_w;
+  return (h1 - h0) * (w1 - w0);
+}
+
+__global__ void AvgPoolForwardKernel(Window w, const float* x, float* y) {
+  const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = i % w.channels;
+    const int64_t ow = (i / w.channels) % w.out_w;
+    const int64_t oh = (i / (w.channels * w.out_w)) % w.out_h;
+    const int64_t b = i / (w.channels * w.out_w * w.out_h);
+    float sum = 0.0f;
+    for (int64_t kh = 0; kh < w.k_h; ++kh) {
+      const int64_t ih = oh * w.stride_h + kh - w.pad_top;
+      if (ih < 0 || ih >= w.in_h) continue;
+      for (int64_t kw = 0; kw < w.k_w; ++kw) {
+        const int64_t iw = ow * w.stride_w + kw - w.pad_left;
+        if (iw < 0 || iw >= w.in_w) continue;
+        sum += x[((b * w.in_h + ih) * w.in_w + iw) * w.channels + c];
+      }
+    }
+    y[i] = sum * (1.0f / static_cast<float>(WindowCount(w, oh, ow)));
+  }
+}
+
+__global__ void AvgPoolBackwardKernel(Window w, const float* dy, float* dx) {
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  PS_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = i % w.channels;
+    const int64_t iw = (i / w.channels) % w.in_w;
+    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
+    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    int64_t oh0, oh1, ow0, ow1;
+    Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
+    Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const float inv = 1.0f / static_cast<float>(WindowCount(w, oh, ow));
+        sum += dy[((b * w.out_h + oh) * w.out_w + ow) * w.channels + c] * inv;
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+__global__ void MeanOverPositionsKernel(int64_t batch, int64_t positions, int64_t channels,
+                                        const float* x, float* y) {
+  const float inv = 1.0f / static_cast<float>(positions);
+  PS_GRID_STRIDE_LOOP(i, batch * channels) {
+    const int64_t b = i / channels;
+    const int64_t c = i % channels;
+    float sum = 0.0f;
+    for (int64_t p = 0; p < positions; ++p) sum += x[(b * positions + p) * channels + c];
+    y[i] = sum * inv;
+  }
+}
+
+__global__ void MeanOverPositionsBackwardKernel(int64_t batch, int64_t positions,
+                                                int64_t channels, const float* dy, float* dx) {
+  const float inv = 1.0f / static_cast<float>(positions);
+  PS_GRID_STRIDE_LOOP(i, batch * positions * channels) {
+    const int64_t c = i % channels;
+    const int64_t b = i / (positions * channels);
+    dx[i] = dy[b * channels + c] * inv;
+  }
+}
+
+// --- Batch normalization: one block per column for the sums (double, as the CPU) -------
+
+__global__ void ColumnMomentsKernel(int64_t rows, int64_t cols, const float* x, float* mean,
+                                    float* var) {
+  __shared__ double scratch[32];
+  for (int64_t c = blockIdx.x; c < cols; c += gridDim.x) {
+    double sum = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += x[r * cols + c];
+    const double m = BlockReduce(sum, SumOp(), scratch) / static_cast<double>(rows);
+    double sq = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      const double d = x[r * cols + c] - m;
+      sq += d * d;
+    }
+    sq = BlockReduce(sq, SumOp(), scratch);
+    if (threadIdx.x == 0) {
+      mean[c] = static_cast<float>(m);
+      var[c] = static_cast<float>(sq / static_cast<double>(rows));
+    }
+  }
+}
+
+__global__ void BatchNormForwardKernel(int64_t rows, int64_t cols, const float* x,
+                                       const float* mean, const float* var, const float* gamma,
+                                       const float* beta, float epsilon, float* y) {
+  PS_GRID_STRIDE_LOOP(i, rows * cols) {
+    const int64_t c = i % cols;
+    const float a = (gamma ? gamma[c] : 1.0f) * (1.0f / sqrtf(var[c] + epsilon));
+    const float s = (beta ? beta[c] : 0.0f) - mean[c] * a;
+    y[i] = x[i] * a + s;
+  }
+}
+
+__global__ void BatchNormSumsKernel(int64_t rows, int64_t cols, const float* x, const float* dy,
+                                    const float* mean, const float* var, float epsilon,
+                                    float* dgamma, float* dbeta) {
+  __shared__ double scratch[32];
+  for (int64_t c = blockIdx.x; c < cols; c += gridDim.x) {
+    const float invstd = 1.0f / sqrtf(var[c] + epsilon);
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      const float g = dy[r * cols + c];
+      sum_dy += g;
+      sum_dy_xhat += g * ((x[r * cols + c] - mean[c]) * invstd);
+    }
+    sum_dy = BlockReduce(sum_dy, SumOp(), scratch);
+    sum_dy_xhat = BlockReduce(sum_dy_xhat, SumOp(), scratch);
+    if (threadIdx.x == 0) {
+      dbeta[c] = static_cast<float>(sum_dy);
+      dgamma[c] = static_cast<float>(sum_dy_xhat);
+    }
+  }
+}
+
+__global__ void BatchNormInputGradKernel(int64_t rows, int64_t cols, const float* x,
+                                         const float* dy, const float* mean, const float* var,
+                                         const float* gamma, float epsilon, const float* dgamma,
+                                         const float* dbeta, float* dx) {
+  const float n = static_cast<float>(rows);
+  PS_GRID_STRIDE_LOOP(i, rows * cols) {
+    const int64_t c = i % cols;
+    const float invstd = 1.0f / sqrtf(var[c] + epsilon);
+    const float xhat = (x[i] - mean[c]) * invstd;
+    const float k = (gamma ? gamma[c] : 1.0f) * invstd / n;
+    dx[i] = k * (n * dy[i] - dbeta[c] - xhat * dgamma[c]);
+  }
+}
+
+// --- Embedding -------------------------------------------------------------------------
+
+__global__ void GatherRowsKernel(int64_t n, int64_t dim, const float* ids, const float* table,
+                                 float* out) {
+  PS_GRID_STRIDE_LOOP(i, n * dim) {
+    const int64_t row = static_cast<int64_t>(ids[i / dim]);
+    out[i] = table[row * dim + i % dim];
+  }
+}
+
+__global__ void ScatterAddRowsKernel(int64_t n, int64_t dim, const float* ids, const float* dy,
+                                     float* dtable) {
+  PS_GRID_STRIDE_LOOP(i, n * dim) {
+    const int64_t row = static_cast<int64_t>(ids[i / dim]);
+    atomicAdd(dtable + row * dim + i % dim, dy[i]);
+  }
+}
+
+#undef PS_GRID_STRIDE_LOOP
+
 }  // namespace
 
 cudaError_t AddBias(cudaStream_t stream, int64_t rows, int64_t cols, const float* bias,
@@ -567,6 +841,126 @@ cudaError_t CountCorrect(cudaStream_t stream, int accuracy_kind, int64_t rows, i
   if (rows <= 0) return cudaSuccess;
   CountCorrectKernel<<<ElementwiseBlocks(rows), kThreads, 0, stream>>>(
       accuracy_kind, rows, cols, pred, target, threshold, correct);
+  return cudaGetLastError();
+}
+
+cudaError_t Copy(cudaStream_t stream, int64_t size, const float* x, float* y) {
+  if (size <= 0 || x == y) return cudaSuccess;
+  return cudaMemcpyAsync(y, x, static_cast<size_t>(size) * sizeof(float),
+                         cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t Im2Col(cudaStream_t stream, const Window& w, const float* x, float* cols) {
+  const int64_t n = w.batch * w.out_h * w.out_w * w.k_h * w.k_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  Im2ColKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, x, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t Col2Im(cudaStream_t stream, const Window& w, const float* cols, float* dx) {
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  Col2ImKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, cols, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t MaxPoolForward(cudaStream_t stream, const Window& w, const float* x, float* y,
+                           float* argmax) {
+  const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  MaxPoolForwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, x, y, argmax);
+  return cudaGetLastError();
+}
+
+cudaError_t MaxPoolBackward(cudaStream_t stream, const Window& w, const float* dy,
+                            const float* argmax, float* dx) {
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  MaxPoolBackwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, dy, argmax, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPoolForward(cudaStream_t stream, const Window& w, const float* x, float* y) {
+  const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  AvgPoolForwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPoolBackward(cudaStream_t stream, const Window& w, const float* dy, float* dx) {
+  const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
+  if (n <= 0) return cudaSuccess;
+  AvgPoolBackwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(w, dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t MeanOverPositions(cudaStream_t stream, int64_t batch, int64_t positions,
+                              int64_t channels, const float* x, float* y) {
+  if (batch <= 0 || channels <= 0 || positions <= 0) return cudaSuccess;
+  MeanOverPositionsKernel<<<ElementwiseBlocks(batch * channels), kThreads, 0, stream>>>(
+      batch, positions, channels, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t MeanOverPositionsBackward(cudaStream_t stream, int64_t batch, int64_t positions,
+                                      int64_t channels, const float* dy, float* dx) {
+  const int64_t n = batch * positions * channels;
+  if (n <= 0) return cudaSuccess;
+  MeanOverPositionsBackwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(
+      batch, positions, channels, dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t ColumnMoments(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                          float* mean, float* var) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  ColumnMomentsKernel<<<RowBlocks(cols), kThreads, 0, stream>>>(rows, cols, x, mean, var);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormForward(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                             const float* mean, const float* var, const float* gamma,
+                             const float* beta, float epsilon, float* y) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  BatchNormForwardKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(
+      rows, cols, x, mean, var, gamma, beta, epsilon, y);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormBackward(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                              const float* dy, const float* mean, const float* var,
+                              const float* gamma, float epsilon, float* dgamma, float* dbeta,
+                              float* dx) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  BatchNormSumsKernel<<<RowBlocks(cols), kThreads, 0, stream>>>(rows, cols, x, dy, mean, var,
+                                                                epsilon, dgamma, dbeta);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || dx == nullptr) return err;
+  BatchNormInputGradKernel<<<ElementwiseBlocks(rows * cols), kThreads, 0, stream>>>(
+      rows, cols, x, dy, mean, var, gamma, epsilon, dgamma, dbeta, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t GatherRows(cudaStream_t stream, int64_t n, int64_t dim, const float* ids,
+                       const float* table, float* out) {
+  if (n <= 0 || dim <= 0) return cudaSuccess;
+  GatherRowsKernel<<<ElementwiseBlocks(n * dim), kThreads, 0, stream>>>(n, dim, ids, table,
+                                                                        out);
+  return cudaGetLastError();
+}
+
+cudaError_t ScatterAddRows(cudaStream_t stream, int64_t n, int64_t dim, int64_t vocab,
+                           const float* ids, const float* dy, float* dtable) {
+  if (vocab * dim > 0) {
+    FillKernel<<<ElementwiseBlocks(vocab * dim), kThreads, 0, stream>>>(vocab * dim, 0.0f,
+                                                                        dtable);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  if (n <= 0 || dim <= 0) return cudaSuccess;
+  ScatterAddRowsKernel<<<ElementwiseBlocks(n * dim), kThreads, 0, stream>>>(n, dim, ids, dy,
+                                                                            dtable);
   return cudaGetLastError();
 }
 

@@ -46,6 +46,41 @@ cudaError_t CountCorrect(cudaStream_t stream, int accuracy_kind, int64_t rows, i
                          const float* pred, const float* target, float threshold,
                          float* correct);
 
+// Convolution, pooling, normalization and embedding ops (Backend's Window2D fields passed
+// one by one, since this header cannot include backend.h).
+struct Window {
+  int64_t batch, in_h, in_w, channels, k_h, k_w, stride_h, stride_w, pad_top, pad_left,
+      out_h, out_w;
+};
+cudaError_t Copy(cudaStream_t stream, int64_t size, const float* x, float* y);
+cudaError_t Im2Col(cudaStream_t stream, const Window& w, const float* x, float* cols);
+cudaError_t Col2Im(cudaStream_t stream, const Window& w, const float* cols, float* dx);
+cudaError_t MaxPoolForward(cudaStream_t stream, const Window& w, const float* x, float* y,
+                           float* argmax);
+cudaError_t MaxPoolBackward(cudaStream_t stream, const Window& w, const float* dy,
+                            const float* argmax, float* dx);
+cudaError_t AvgPoolForward(cudaStream_t stream, const Window& w, const float* x, float* y);
+cudaError_t AvgPoolBackward(cudaStream_t stream, const Window& w, const float* dy, float* dx);
+cudaError_t MeanOverPositions(cudaStream_t stream, int64_t batch, int64_t positions,
+                              int64_t channels, const float* x, float* y);
+cudaError_t MeanOverPositionsBackward(cudaStream_t stream, int64_t batch, int64_t positions,
+                                      int64_t channels, const float* dy, float* dx);
+cudaError_t ColumnMoments(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                          float* mean, float* var);
+// gamma, beta may be null.
+cudaError_t BatchNormForward(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                             const float* mean, const float* var, const float* gamma,
+                             const float* beta, float epsilon, float* y);
+// gamma and dx may be null.
+cudaError_t BatchNormBackward(cudaStream_t stream, int64_t rows, int64_t cols, const float* x,
+                              const float* dy, const float* mean, const float* var,
+                              const float* gamma, float epsilon, float* dgamma, float* dbeta,
+                              float* dx);
+cudaError_t GatherRows(cudaStream_t stream, int64_t n, int64_t dim, const float* ids,
+                       const float* table, float* out);
+cudaError_t ScatterAddRows(cudaStream_t stream, int64_t n, int64_t dim, int64_t vocab,
+                           const float* ids, const float* dy, float* dtable);
+
 // The dropout draw for (seed, index) computed by the device code, for tests that check it
 // against pstrain::DropoutUniform bit for bit. Writes `n` draws for indices
 // first .. first+n-1 to `out` (device memory).

@@ -249,6 +249,90 @@ class RmsProp : public KerasOptimizer {
 
 }  // namespace
 
+namespace {
+
+// A non-trainable variable's rule: the "gradient" is an observation to average in.
+class MovingAverage : public Optimizer {
+ public:
+  explicit MovingAverage(float momentum) {
+    config_.set_name("moving_average");
+    config_.set_momentum(momentum);
+  }
+  std::string name() const override { return "moving_average"; }
+  const OptimizerConfig& config() const override { return config_; }
+  std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
+    return std::make_unique<OptimizerState>(n);
+  }
+  void Apply(absl::Span<const float> observation, absl::Span<float> value,
+             OptimizerState* s) const override {
+    const float m = config_.momentum();
+    const float* __restrict o = observation.data();
+    float* __restrict v = value.data();
+    // Keras's assign_moving_average: v -= (v - o) * (1 - m).
+    for (size_t i = 0; i < value.size(); ++i) v[i] -= (v[i] - o[i]) * (1.0f - m);
+    s->set_iterations(s->iterations() + 1);
+  }
+
+ private:
+  OptimizerConfig config_;
+};
+
+// "<base>/part_<digits>" -> "<base>", else "".
+std::string ShardBase(const std::string& name) {
+  const size_t at = name.rfind("/part_");
+  if (at == std::string::npos || at + 6 == name.size()) return "";
+  for (size_t i = at + 6; i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return "";
+  }
+  return name.substr(0, at);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UpdateRules>> UpdateRules::Create(const OptimizerConfig& config) {
+  std::unique_ptr<UpdateRules> rules(new UpdateRules());
+  auto optimizer = Optimizer::Create(config);
+  if (!optimizer.ok()) return optimizer.status();
+  rules->optimizer_ = std::move(*optimizer);
+  for (const MovingAverageVariable& v : config.moving_averages()) {
+    if (v.variable().empty()) {
+      return absl::InvalidArgumentError("a moving-average variable has no name");
+    }
+    if (!(v.momentum() >= 0.0f && v.momentum() <= 1.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat("moving-average variable ", v.variable(),
+                                                     ": momentum ", v.momentum(),
+                                                     " is outside [0, 1]"));
+    }
+    for (const auto& [name, rule] : rules->moving_averages_) {
+      if (name == v.variable()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("moving-average variable ", v.variable(), " is listed twice"));
+      }
+    }
+    rules->moving_averages_.emplace_back(v.variable(),
+                                         std::make_unique<MovingAverage>(v.momentum()));
+  }
+  return rules;
+}
+
+const Optimizer& UpdateRules::For(const std::string& variable) const {
+  if (moving_averages_.empty()) return *optimizer_;
+  const std::string base = ShardBase(variable);
+  for (const auto& [name, rule] : moving_averages_) {
+    if (name == variable || name == base) return *rule;
+  }
+  return *optimizer_;
+}
+
+void AddMovingAverageRules(const std::vector<VariableSpec>& variables, OptimizerConfig* config) {
+  for (const VariableSpec& v : variables) {
+    if (v.trainable) continue;
+    MovingAverageVariable* rule = config->add_moving_averages();
+    rule->set_variable(v.name);
+    rule->set_momentum(v.moving_average_momentum);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
   auto resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/model/variable_spec.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
@@ -70,6 +71,32 @@ class Optimizer {
   virtual void Apply(absl::Span<const float> gradient, absl::Span<float> variable,
                      OptimizerState* state) const = 0;
 };
+
+// The update each variable gets under one OptimizerConfig: the optimizer, or for a variable
+// listed in config.moving_averages (or one of its shards, "<variable>/part_<i>") a moving
+// average, an Optimizer whose Apply folds the pushed observation into the value
+// (value = momentum * value + (1 - momentum) * observation; no slots; iterations count the
+// updates). Immutable after Create: safe to share between threads.
+class UpdateRules {
+ public:
+  // Errors: Optimizer::Create's; INVALID_ARGUMENT for a moving-average entry with an empty
+  // or repeated variable name or a momentum outside [0, 1].
+  static absl::StatusOr<std::unique_ptr<UpdateRules>> Create(const OptimizerConfig& config);
+
+  // The update of `variable` (a model variable or a shard name).
+  const Optimizer& For(const std::string& variable) const;
+  const Optimizer& optimizer() const { return *optimizer_; }
+
+ private:
+  UpdateRules() = default;
+
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::pair<std::string, std::unique_ptr<Optimizer>>> moving_averages_;
+};
+
+// Adds a moving-average entry to `config` for every non-trainable variable of a model
+// (VariableSpec::trainable false), with its momentum; trainable ones keep the optimizer.
+void AddMovingAverageRules(const std::vector<VariableSpec>& variables, OptimizerConfig* config);
 
 // Reads Keras's compile(optimizer=...) value: a string ("adam", "sgd", "SGD", "rmsprop",
 // "adagrad") or a config dict {"class_name": "Adam", "config": {"learning_rate": 0.01, ...}}

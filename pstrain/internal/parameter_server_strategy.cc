@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/math/cpu_backend.h"
+#include "common/model/optimizer.h"
 #include "common/status_macros.h"
 #include "common/training/evaluator.h"
 #include "pstrain/internal/tf_config.h"
@@ -83,6 +84,9 @@ class ChiefModel : public PsModel {
       optimizer.set_learning_rate(optimizer.learning_rate() *
                                   static_cast<float>(cluster->num_workers()));
     }
+    // Non-trainable variables (BatchNormalization's moving statistics) live on the ps too,
+    // folding in each push's batch statistics as a moving average (as the chief's job does).
+    AddMovingAverageRules(variables(), &optimizer);
     PS_RETURN_IF_ERROR(cluster->WaitForPs());
     sharded_ = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
                                                   ConsistencyConfig());

@@ -5,10 +5,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model/layers/activation_layer.h"
+#include "common/model/layers/average_pooling2d.h"
+#include "common/model/layers/batch_normalization.h"
+#include "common/model/layers/conv2d.h"
 #include "common/model/layers/dense.h"
 #include "common/model/layers/dropout.h"
+#include "common/model/layers/embedding.h"
 #include "common/model/layers/flatten.h"
+#include "common/model/layers/global_average_pooling1d.h"
+#include "common/model/layers/global_average_pooling2d.h"
 #include "common/model/layers/input_layer.h"
+#include "common/model/layers/max_pooling2d.h"
+#include "common/model/layers/reshape.h"
+#include "common/model/layers/softmax_layer.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -75,6 +84,18 @@ LayerRegistry& LayerRegistry::Default() {
         {"Dropout", "dropout", true, &DropoutLayer::FromConfig},
         {"Activation", "activation", true, &ActivationLayer::FromConfig},
         {"Flatten", "flatten", true, &FlattenLayer::FromConfig},
+        {"Conv2D", "conv2d", true, &Conv2DLayer::FromConfig},
+        {"MaxPooling2D", "max_pooling2d", true, &MaxPooling2DLayer::FromConfig},
+        {"AveragePooling2D", "average_pooling2d", true, &AveragePooling2DLayer::FromConfig},
+        {"GlobalAveragePooling2D", "global_average_pooling2d", true,
+         &GlobalAveragePooling2DLayer::FromConfig},
+        {"GlobalAveragePooling1D", "global_average_pooling1d", true,
+         &GlobalAveragePooling1DLayer::FromConfig},
+        {"Reshape", "reshape", true, &ReshapeLayer::FromConfig},
+        {"BatchNormalization", "batch_normalization", true,
+         &BatchNormalizationLayer::FromConfig},
+        {"Embedding", "embedding", true, &EmbeddingLayer::FromConfig},
+        {"Softmax", "softmax", true, &SoftmaxLayer::FromConfig},
     };
     for (const Entry& entry : builtin) {
       absl::Status registered = r->Register(entry);
