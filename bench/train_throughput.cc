@@ -1,10 +1,11 @@
-// Training throughput of the seed's 784-64-10 model on Fashion-MNIST, one process, with
+// Training throughput of the seed's 784-64-10 model (or, with --job, of a job's model,
+// e.g. the CNN of examples/fashion_mnist_cnn.json) on Fashion-MNIST, one process, with
 // the OpenBLAS sgemm rate measured in the same run as the yardstick, and PyTorch's rate
 // on the same model, data, batch, optimizer and thread count as the peer
 // (bench/torch_baseline.py, skipped when python3-torch is not installed).
 //
 //   bazel run -c opt //bench:train_throughput -- [--threads=1] [--batch_sizes=64,256]
-//       [--seconds=3]
+//       [--seconds=3] [--job=examples/fashion_mnist_cnn.json]
 //
 // Prints a table; asserts nothing about time (machines are shared and noisy: read the
 // figures against the baseline measured in the same run).
@@ -13,6 +14,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -44,6 +47,8 @@ ABSL_FLAG(std::string, batch_sizes, "64,256", "Comma-separated batch sizes.");
 ABSL_FLAG(double, seconds, 3.0, "Seconds per measurement.");
 ABSL_FLAG(std::string, torch_script, "", "bench/torch_baseline.py (found in runfiles by default).");
 ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch.");
+ABSL_FLAG(std::string, job, "",
+          "A job spec whose model and optimizer to measure (default: the seed's model, Adam).");
 
 namespace pstrain {
 namespace {
@@ -62,15 +67,40 @@ constexpr char kModel[] = R"json({"class_name": "Sequential", "config": {"name":
     {"class_name": "Dense", "config": {"name": "dense_1", "units": 10, "activation": "softmax"}}
   ]}})json";
 
-// Forward + backward FLOPs per sample of a stack of Dense layers: 2*in*out for the
-// forward product, the kernel gradient and the input gradient (not needed by the first).
+// The product of a layer with a kernel (Dense, Conv2D) per sample: positions x
+// [depth] . [depth, units], e.g. Dense 1 x 784 . 784x64, Conv2D (h*w) x (3*3*c) . (3*3*c)x64.
+struct KernelProduct {
+  double positions = 0;
+  double depth = 0;
+  double units = 0;
+  double flops() const { return 2.0 * positions * depth * units; }
+};
+
+std::vector<KernelProduct> KernelProducts(const Model& model) {
+  std::vector<KernelProduct> out;
+  for (const VariableSpec& v : model.variables()) {
+    if (v.shape.size() < 2 || v.name.size() < 7 ||
+        v.name.compare(v.name.size() - 7, 7, "/kernel") != 0) {
+      continue;
+    }
+    KernelProduct p;
+    p.units = static_cast<double>(v.shape.back());
+    p.depth = static_cast<double>(NumElements(v.shape)) / p.units;
+    p.positions =
+        static_cast<double>(NumElements(model.layers()[v.layer]->output_shape())) / p.units;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Forward + backward FLOPs per sample of the layers with kernels: the forward product,
+// the kernel gradient and the input gradient (not needed by the first), as many FLOPs
+// each. (Pooling, normalization and activations are not counted.)
 double FlopsPerSample(const Model& model) {
   double flops = 0;
   bool first = true;
-  for (const VariableSpec& v : model.trainable_variables()) {
-    if (v.shape.size() != 2) continue;
-    const double mn = 2.0 * v.shape[0] * v.shape[1];
-    flops += mn * (first ? 2 : 3);
+  for (const KernelProduct& p : KernelProducts(model)) {
+    flops += p.flops() * (first ? 2 : 3);
     first = false;
   }
   return flops;
@@ -96,11 +126,17 @@ double SgemmRate(bool ta, bool tb, int m, int n, int k, double seconds) {
   return 2.0 * m * n * k * reps / elapsed / 1e9;
 }
 
-// The rate sgemm reaches on the first layer's three products at this batch (forward
-// [B,784]x[784,64], kernel gradient [784,B]x[B,64], both dominant), as one figure.
-double SgemmAtModelShapes(int batch, double seconds) {
-  const double fwd = SgemmRate(false, false, batch, 64, 784, seconds / 2);
-  const double dw = SgemmRate(true, false, 784, 64, batch, seconds / 2);
+// The rate sgemm reaches on the costliest layer's products at this batch (the seed:
+// forward [B,784]x[784,64] and kernel gradient [784,B]x[B,64]), as one figure.
+double SgemmAtModelShapes(const Model& model, int batch, double seconds) {
+  KernelProduct top;
+  for (const KernelProduct& p : KernelProducts(model)) {
+    if (p.flops() > top.flops()) top = p;
+  }
+  const int m = static_cast<int>(batch * top.positions);
+  const int k = static_cast<int>(top.depth), n = static_cast<int>(top.units);
+  const double fwd = SgemmRate(false, false, m, n, k, seconds / 2);
+  const double dw = SgemmRate(true, false, k, n, m, seconds / 2);
   // Equal FLOPs each: the combined rate is the harmonic mean.
   return 2.0 / (1.0 / fwd + 1.0 / dw);
 }
@@ -110,22 +146,49 @@ struct StepFigures {
   double final_loss = 0;
 };
 
-// TrainStep + Adam on batches cut beforehand: the training step alone.
+// The job measured: --job's, or the seed's model with Adam(1e-3) and sparse CE.
+absl::StatusOr<JobSpec> BenchJob(int batch, int64_t steps_per_epoch) {
+  std::string text;
+  const std::string path = absl::GetFlag(FLAGS_job);
+  if (path.empty()) {
+    text = absl::StrCat(R"({"model": )", kModel,
+                        R"(, "compile": {"optimizer": {"class_name": "Adam", "config":
+                           {"learning_rate": 0.001}}, "loss": "sparse_categorical_crossentropy"}})");
+  } else {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read --job ", path));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string dir = path.empty() ? "." : path.substr(0, path.find_last_of('/') + 1);
+  absl::StatusOr<JobSpec> job = ParseJobSpec(text, dir.empty() ? "." : dir);
+  if (!job.ok()) return job.status();
+  job->epochs = 1;
+  job->batch_size = batch;
+  job->steps_per_epoch = steps_per_epoch;
+  job->seed = 1;
+  return job;
+}
+
+// TrainStep + the optimizer on batches cut beforehand: the training step alone.
 absl::StatusOr<StepFigures> MeasureStep(std::shared_ptr<const Dataset> data, int batch,
                                         double seconds) {
+  absl::StatusOr<JobSpec> job = BenchJob(batch, 0);
+  if (!job.ok()) return job.status();
   std::unique_ptr<Backend> backend = CreateCpuBackend();
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJsonText(kModel, backend.get());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, backend.get());
   if (!model.ok()) return model.status();
-  LossConfig loss;
-  if (absl::Status s = (*model)->SetLoss(loss); !s.ok()) return s;
-  OptimizerConfig config;
-  config.set_name("adam");
-  config.set_learning_rate(0.001f);
-  absl::StatusOr<std::unique_ptr<Optimizer>> opt = Optimizer::Create(config);
-  if (!opt.ok()) return opt.status();
+  if (absl::Status s = (*model)->SetLoss(job->loss); !s.ok()) return s;
+  OptimizerConfig config = job->optimizer;
+  AddMovingAverageRules((*model)->variables(), &config);
+  absl::StatusOr<std::unique_ptr<UpdateRules>> rules = UpdateRules::Create(config);
+  if (!rules.ok()) return rules.status();
   std::vector<Tensor> weights = (*model)->InitialValues(1);
+  std::vector<const Optimizer*> updates;
   std::vector<std::unique_ptr<OptimizerState>> states;
-  for (const Tensor& w : weights) states.push_back((*opt)->NewState(w.num_elements()));
+  for (size_t v = 0; v < weights.size(); ++v) {
+    updates.push_back(&(*rules)->For((*model)->variables()[v].name));
+    states.push_back(updates.back()->NewState(weights[v].num_elements()));
+  }
   BatcherOptions bo;
   bo.batch_size = batch;
   bo.drop_remainder = true;
@@ -147,7 +210,7 @@ absl::StatusOr<StepFigures> MeasureStep(std::shared_ptr<const Dataset> data, int
     absl::StatusOr<StepResult> r = (*model)->TrainStep(weights, b.x, b.y, step, &grads);
     if (!r.ok()) return r.status();
     for (size_t v = 0; v < weights.size(); ++v) {
-      (*opt)->Apply(grads[v].values(), weights[v].values(), states[v].get());
+      updates[v]->Apply(grads[v].values(), weights[v].values(), states[v].get());
     }
     figures.final_loss = r->loss_sum / r->samples;
     ++step;
@@ -170,14 +233,11 @@ absl::StatusOr<StepFigures> MeasureStep(std::shared_ptr<const Dataset> data, int
   return figures;
 }
 
-// One epoch of Fit (batching, prefetch thread and all), no validation.
-absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int batch) {
-  const std::string job_text = absl::StrCat(
-      R"({"model": )", kModel,
-      R"(, "compile": {"optimizer": "adam", "loss": "sparse_categorical_crossentropy"},
-          "fit": {"epochs": 1, "batch_size": )",
-      batch, R"(}, "seed": 1})");
-  absl::StatusOr<JobSpec> job = ParseJobSpec(job_text, ".");
+// One epoch of Fit (batching, prefetch thread and all), no validation: a whole pass
+// (steps 0), or `steps` steps.
+absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int batch,
+                                       int64_t steps) {
+  absl::StatusOr<JobSpec> job = BenchJob(batch, steps);
   if (!job.ok()) return job.status();
   DefaultStrategy strategy;
   FitData fit_data{data, nullptr};
@@ -205,9 +265,10 @@ std::map<int, double> RunTorch(const std::string& script, int threads, double se
     std::printf("torch baseline: bench/torch_baseline.py not found: skipped\n");
     return out;
   }
-  const std::string cmd =
+  std::string cmd =
       absl::StrCat(absl::GetFlag(FLAGS_python), " ", script, " --threads=", threads,
                    " --batch_sizes=", absl::GetFlag(FLAGS_batch_sizes), " --seconds=", seconds);
+  if (!absl::GetFlag(FLAGS_job).empty()) absl::StrAppend(&cmd, " --job=", absl::GetFlag(FLAGS_job));
   const bool ran = RunPeer(cmd, [&out](const char* line) {
     int batch = 0;
     double rate = 0;
@@ -253,11 +314,23 @@ int Main(const char* argv0) {
     data = std::make_shared<const Dataset>(*std::move(synthetic));
     source = absl::StrCat("synthetic 60000 x 784 (", loaded.status().message(), ")");
   }
-  std::unique_ptr<Model> probe = *Model::FromKerasJsonText(kModel, nullptr);
+  absl::StatusOr<JobSpec> job = BenchJob(batch_sizes[0], 0);
+  if (!job.ok()) {
+    std::fprintf(stderr, "train_throughput: %s\n", job.status().ToString().c_str());
+    return 2;
+  }
+  std::unique_ptr<Model> probe = *Model::FromKerasJson(job->model, nullptr);
   const double flops = FlopsPerSample(*probe);
 
-  std::printf("model 784-64(relu)-dropout(0.2)-10(softmax), Adam, sparse CE; data: %s\n",
-              source.c_str());
+  if (absl::GetFlag(FLAGS_job).empty()) {
+    std::printf("model 784-64(relu)-dropout(0.2)-10(softmax), Adam, sparse CE; data: %s\n",
+                source.c_str());
+  } else {
+    std::printf("model %s of %s (%zu layers), %s, %s; data: %s\n", probe->name().c_str(),
+                absl::GetFlag(FLAGS_job).c_str(), probe->layers().size(),
+                job->optimizer.name().c_str(), LossName(job->loss.kind).c_str(),
+                source.c_str());
+  }
   std::printf("threads: %d (openblas_set_num_threads), %.0f FLOP per sample (fwd+bwd)\n",
               threads, flops);
   const double peak = SgemmRate(false, false, 1024, 1024, 1024, seconds / 2);
@@ -271,13 +344,19 @@ int Main(const char* argv0) {
               "step GFLOP/s", "sgemm@shape", "%sgemm@sh", "%peak", "fit samples/s",
               "torch samp/s", "x torch");
   for (int batch : batch_sizes) {
-    const double at_shape = SgemmAtModelShapes(batch, seconds);
+    const double at_shape = SgemmAtModelShapes(*probe, batch, seconds);
     absl::StatusOr<StepFigures> step = MeasureStep(data, batch, seconds);
     if (!step.ok()) {
       std::fprintf(stderr, "train_throughput: %s\n", step.status().ToString().c_str());
       return 1;
     }
-    absl::StatusOr<double> fit = MeasureFitEpoch(data, batch);
+    // A job's model (a CNN) may take minutes per pass: as many steps as the step
+    // measurement ran instead.
+    const int64_t fit_steps =
+        absl::GetFlag(FLAGS_job).empty()
+            ? 0
+            : std::max<int64_t>(20, static_cast<int64_t>(step->samples_per_s * seconds / batch));
+    absl::StatusOr<double> fit = MeasureFitEpoch(data, batch, fit_steps);
     if (!fit.ok()) {
       std::fprintf(stderr, "train_throughput: %s\n", fit.status().ToString().c_str());
       return 1;
@@ -293,8 +372,9 @@ int Main(const char* argv0) {
     }
   }
   std::printf(
-      "\nstep: TrainStep + Adam on pre-cut batches; fit: one Fit epoch (shuffle, batching,\n"
-      "prefetch); sgemm@shape: sgemm at the first layer's forward and kernel-gradient shapes.\n");
+      "\nstep: TrainStep + the optimizer on pre-cut batches; fit: one Fit epoch (shuffle,\n"
+      "batching, prefetch; with --job as many steps as the step measurement ran); sgemm@shape:\n"
+      "sgemm at the costliest layer's forward and kernel-gradient shapes.\n");
   return 0;
 }
 

@@ -177,6 +177,20 @@ TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
   return cluster;
 }
 
+std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(int ps,
+                                                                              int workers) {
+  auto ports = PickFreePorts(1 + ps + workers);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"chief", {}}, {"ps", {}}, {"worker", {}}};
+  if (!ports.ok()) return cluster;
+  for (int i = 0; i < 1 + ps + workers; ++i) {
+    const int job = i == 0 ? 0 : (i <= ps ? 1 : 2);
+    cluster[job].second.push_back("127.0.0.1:" + std::to_string((*ports)[i]));
+  }
+  return cluster;
+}
+
 DaemonOptions FastDaemonOptions(const std::string& tf_config) {
   DaemonOptions options;
   absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);

@@ -96,6 +96,11 @@ TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
                              const std::vector<std::string>& chief_flags,
                              const std::map<int, std::vector<std::string>>& worker_flags = {});
 
+// Addresses on free loopback ports for a cluster of 1 chief, `ps` ps and `workers`
+// workers, in MakeTfConfig's form (deploy/local/local_cluster.h).
+std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(int ps,
+                                                                              int workers);
+
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
 // for tests (a lost chief is noticed in 10 s, not the default 30 s).
 DaemonOptions FastDaemonOptions(const std::string& tf_config);

@@ -10,6 +10,7 @@
 #include "common/model/job_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/mirrored_strategy.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -341,6 +342,55 @@ TEST(FitTest, ScaleLearningRateMultipliesTheRateByTheReplicas) {
     EXPECT_EQ(scaled_one->weights[i].values(), plain_one->weights[i].values()) << i;
   }
   EXPECT_NE(scaled_two->weights[0].values(), plain_two->weights[0].values());
+}
+
+// BatchNormalization's moving statistics are trained by their moving-average rule: after
+// one step the moving mean is momentum * 0 + (1 - momentum) * the batch's mean; with two
+// mirrored replicas each normalizes with its half's statistics, and the update folds in
+// their slice-weighted mean (README, Layers).
+TEST(FitTest, BatchNormalizationStatisticsFollowTheReplicas) {
+  nlohmann::json model = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"name", "bn"},
+        {"layers",
+         {{{"class_name", "InputLayer"}, {"config", {{"batch_shape", {nullptr, 4}}}}},
+          {{"class_name", "BatchNormalization"}, {"config", {{"momentum", 0.5}}}},
+          {{"class_name", "Dense"}, {"config", {{"units", 3}, {"activation", "softmax"}}}}}}}}};
+  JobSpec job = MakeJob({{"model", model}, {"fit", {{"epochs", 1}, {"batch_size", 8},
+                                                    {"steps_per_epoch", 1},
+                                                    {"shuffle", false}}}});
+  const std::shared_ptr<const Dataset> data = Blobs(8, 3);
+  auto moments = [&](int64_t first, int64_t count, int f, double* mean, double* var) {
+    *mean = 0;
+    *var = 0;
+    for (int64_t r = first; r < first + count; ++r) *mean += data->x.data()[r * 4 + f] / count;
+    for (int64_t r = first; r < first + count; ++r) {
+      *var += std::pow(data->x.data()[r * 4 + f] - *mean, 2) / count;
+    }
+  };
+  std::unique_ptr<Strategy> single = CreateDefaultStrategy();
+  auto mirrored = CreateMirroredStrategy("cpu:0,cpu:1");
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  for (Strategy* strategy : {single.get(), static_cast<Strategy*>(mirrored->get())}) {
+    SCOPED_TRACE(strategy->name());
+    absl::StatusOr<FitResult> r = Fit(job, FitData{data, nullptr}, strategy, FitOptions());
+    ASSERT_TRUE(r.ok()) << r.status();
+    // gamma, beta, moving_mean, moving_variance, dense kernel and bias.
+    ASSERT_EQ(r->weights.size(), 6u);
+    const int replicas = strategy->num_replicas_in_sync();
+    for (int f = 0; f < 4; ++f) {
+      double want_mean = 0, want_var = 0;
+      for (int k = 0; k < replicas; ++k) {
+        double mean, var;
+        moments(k * 8 / replicas, 8 / replicas, f, &mean, &var);
+        want_mean += mean / replicas;
+        want_var += var / replicas;
+      }
+      EXPECT_NEAR(r->weights[2].data()[f], 0.5 * want_mean, 1e-5) << "feature " << f;
+      EXPECT_NEAR(r->weights[3].data()[f], 0.5 + 0.5 * want_var, 1e-5) << "feature " << f;
+    }
+  }
 }
 
 }  // namespace

@@ -490,6 +490,25 @@ __global__ void Im2ColKernel(Window w, const float* x, float* cols) {
   }
 }
 
+// An element's coordinates in a [batch, h, w, c] tensor of the window's input or output.
+struct Coordinates {
+  int64_t b, h, w, c;
+};
+
+__device__ __forceinline__ Coordinates At(int64_t i, int64_t height, int64_t width,
+                                          int64_t channels) {
+  return {i / (channels * width * height), (i / (channels * width)) % height,
+          (i / channels) % width, i % channels};
+}
+
+__device__ __forceinline__ Coordinates InputAt(const Window& w, int64_t i) {
+  return At(i, w.in_h, w.in_w, w.channels);
+}
+
+__device__ __forceinline__ Coordinates OutputAt(const Window& w, int64_t i) {
+  return At(i, w.out_h, w.out_w, w.channels);
+}
+
 // The output rows (columns) whose window covers input row ih: [first, last].
 __device__ __forceinline__ void Covering(int64_t i, int64_t pad, int64_t k, int64_t stride,
                                          int64_t out, int64_t* first, int64_t* last) {
@@ -503,10 +522,8 @@ __global__ void Col2ImKernel(Window w, const float* cols, float* dx) {
   const int64_t depth = w.k_h * w.k_w * w.channels;
   const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
   PS_GRID_STRIDE_LOOP(i, n) {
-    const int64_t c = i % w.channels;
-    const int64_t iw = (i / w.channels) % w.in_w;
-    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
-    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    const Coordinates at = InputAt(w, i);
+    const int64_t b = at.b, ih = at.h, iw = at.w, c = at.c;
     int64_t oh0, oh1, ow0, ow1;
     Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
     Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);
@@ -526,10 +543,8 @@ __global__ void Col2ImKernel(Window w, const float* cols, float* dx) {
 __global__ void MaxPoolForwardKernel(Window w, const float* x, float* y, float* argmax) {
   const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
   PS_GRID_STRIDE_LOOP(i, n) {
-    const int64_t c = i % w.channels;
-    const int64_t ow = (i / w.channels) % w.out_w;
-    const int64_t oh = (i / (w.channels * w.out_w)) % w.out_h;
-    const int64_t b = i / (w.channels * w.out_w * w.out_h);
+    const Coordinates at = OutputAt(w, i);
+    const int64_t b = at.b, oh = at.h, ow = at.w, c = at.c;
     float best = -INFINITY;
     float best_index = 0.0f;
     for (int64_t kh = 0; kh < w.k_h; ++kh) {
@@ -554,10 +569,8 @@ __global__ void MaxPoolBackwardKernel(Window w, const float* dy, const float* ar
                                       float* dx) {
   const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
   PS_GRID_STRIDE_LOOP(i, n) {
-    const int64_t c = i % w.channels;
-    const int64_t iw = (i / w.channels) % w.in_w;
-    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
-    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    const Coordinates at = InputAt(w, i);
+    const int64_t b = at.b, ih = at.h, iw = at.w, c = at.c;
     int64_t oh0, oh1, ow0, ow1;
     Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
     Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);
@@ -586,10 +599,8 @@ __device__ __forceinline__ int64_t WindowCount(const Window& w, int64_t oh, int6
 __global__ void AvgPoolForwardKernel(Window w, const float* x, float* y) {
   const int64_t n = w.batch * w.out_h * w.out_w * w.channels;
   PS_GRID_STRIDE_LOOP(i, n) {
-    const int64_t c = i % w.channels;
-    const int64_t ow = (i / w.channels) % w.out_w;
-    const int64_t oh = (i / (w.channels * w.out_w)) % w.out_h;
-    const int64_t b = i / (w.channels * w.out_w * w.out_h);
+    const Coordinates at = OutputAt(w, i);
+    const int64_t b = at.b, oh = at.h, ow = at.w, c = at.c;
     float sum = 0.0f;
     for (int64_t kh = 0; kh < w.k_h; ++kh) {
       const int64_t ih = oh * w.stride_h + kh - w.pad_top;
@@ -607,10 +618,8 @@ __global__ void AvgPoolForwardKernel(Window w, const float* x, float* y) {
 __global__ void AvgPoolBackwardKernel(Window w, const float* dy, float* dx) {
   const int64_t n = w.batch * w.in_h * w.in_w * w.channels;
   PS_GRID_STRIDE_LOOP(i, n) {
-    const int64_t c = i % w.channels;
-    const int64_t iw = (i / w.channels) % w.in_w;
-    const int64_t ih = (i / (w.channels * w.in_w)) % w.in_h;
-    const int64_t b = i / (w.channels * w.in_w * w.in_h);
+    const Coordinates at = InputAt(w, i);
+    const int64_t b = at.b, ih = at.h, iw = at.w, c = at.c;
     int64_t oh0, oh1, ow0, ow1;
     Covering(ih, w.pad_top, w.k_h, w.stride_h, w.out_h, &oh0, &oh1);
     Covering(iw, w.pad_left, w.k_w, w.stride_w, w.out_w, &ow0, &ow1);

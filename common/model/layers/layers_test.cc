@@ -374,6 +374,37 @@ TEST_F(LayersTest, EveryLayerRoundTripsThroughKerasJson) {
   EXPECT_EQ(Values(e->InitialValues(0)[0]), Values((*e2)->InitialValues(0)[0]));
 }
 
+// What tf.keras 2.15's to_json() writes for Sequential([Conv2D(8, 3, padding="same",
+// use_bias=False, input_shape=(28, 28, 1)), BatchNormalization(), Activation("relu"),
+// MaxPooling2D(), Flatten(), Dense(10, "softmax")]): BatchNormalization's axis is the
+// built, positive list [3].
+const char kKeras2Cnn[] = R"({"class_name": "Sequential", "config": {"name": "sequential", "layers": [{"class_name": "InputLayer", "config": {"batch_input_shape": [null, 28, 28, 1], "dtype": "float32", "sparse": false, "ragged": false, "name": "conv2d_input"}}, {"class_name": "Conv2D", "config": {"name": "conv2d", "trainable": true, "dtype": "float32", "batch_input_shape": [null, 28, 28, 1], "filters": 8, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same", "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 1, "activation": "linear", "use_bias": false, "kernel_initializer": {"module": "keras.initializers", "class_name": "GlorotUniform", "config": {"seed": null}, "registered_name": null}, "bias_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {}, "registered_name": null}, "kernel_regularizer": null, "bias_regularizer": null, "activity_regularizer": null, "kernel_constraint": null, "bias_constraint": null}}, {"class_name": "BatchNormalization", "config": {"name": "batch_normalization", "trainable": true, "dtype": "float32", "axis": [3], "momentum": 0.99, "epsilon": 0.001, "center": true, "scale": true, "beta_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {}, "registered_name": null}, "gamma_initializer": {"module": "keras.initializers", "class_name": "Ones", "config": {}, "registered_name": null}, "moving_mean_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {}, "registered_name": null}, "moving_variance_initializer": {"module": "keras.initializers", "class_name": "Ones", "config": {}, "registered_name": null}, "beta_regularizer": null, "gamma_regularizer": null, "beta_constraint": null, "gamma_constraint": null}}, {"class_name": "Activation", "config": {"name": "activation", "trainable": true, "dtype": "float32", "activation": "relu"}}, {"class_name": "MaxPooling2D", "config": {"name": "max_pooling2d", "trainable": true, "dtype": "float32", "pool_size": [2, 2], "padding": "valid", "strides": [2, 2], "data_format": "channels_last"}}, {"class_name": "Flatten", "config": {"name": "flatten", "trainable": true, "dtype": "float32", "data_format": "channels_last"}}, {"class_name": "Dense", "config": {"name": "dense", "trainable": true, "dtype": "float32", "units": 10, "activation": "softmax", "use_bias": true, "kernel_initializer": {"module": "keras.initializers", "class_name": "GlorotUniform", "config": {"seed": null}, "registered_name": null}, "bias_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {}, "registered_name": null}, "kernel_regularizer": null, "bias_regularizer": null, "activity_regularizer": null, "kernel_constraint": null, "bias_constraint": null}}]}, "keras_version": "2.15.0", "backend": "tensorflow"})";
+
+// What Keras 3 writes for Sequential([Input((10,)), Embedding(1000, 16),
+// GlobalAveragePooling1D(), Dense(1, "sigmoid")]).
+const char kKeras3Text[] = R"({"module": "keras", "class_name": "Sequential", "config": {"name": "sequential", "trainable": true, "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": null}, "layers": [{"module": "keras.layers", "class_name": "InputLayer", "config": {"batch_shape": [null, 10], "dtype": "float32", "sparse": false, "ragged": false, "name": "input_layer"}, "registered_name": null}, {"module": "keras.layers", "class_name": "Embedding", "config": {"name": "embedding", "trainable": true, "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": null}, "input_dim": 1000, "output_dim": 16, "embeddings_initializer": {"module": "keras.initializers", "class_name": "RandomUniform", "config": {"seed": null, "minval": -0.05, "maxval": 0.05}, "registered_name": null}, "embeddings_regularizer": null, "activity_regularizer": null, "embeddings_constraint": null, "mask_zero": false, "quantization_config": null}, "registered_name": null, "build_config": {"input_shape": [null, 10]}}, {"module": "keras.layers", "class_name": "GlobalAveragePooling1D", "config": {"name": "global_average_pooling1d", "trainable": true, "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": null}, "data_format": "channels_last", "keepdims": false}, "registered_name": null, "build_config": {"input_shape": [null, 10, 16]}}, {"module": "keras.layers", "class_name": "Dense", "config": {"name": "dense", "trainable": true, "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": null}, "units": 1, "activation": "sigmoid", "use_bias": true, "kernel_initializer": {"module": "keras.initializers", "class_name": "GlorotUniform", "config": {"seed": null}, "registered_name": null}, "bias_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {}, "registered_name": null}, "kernel_regularizer": null, "bias_regularizer": null, "kernel_constraint": null, "bias_constraint": null}, "registered_name": null, "build_config": {"input_shape": [null, 16]}}], "build_input_shape": [null, 10]}, "registered_name": null, "build_config": {"input_shape": [null, 10]}})";
+
+TEST_F(LayersTest, ReadsKeras2And3ToJson) {
+  std::unique_ptr<Model> cnn = Build(kKeras2Cnn);
+  ASSERT_NE(cnn, nullptr);
+  EXPECT_EQ(cnn->input_shape(), (std::vector<int64_t>{28, 28, 1}));
+  std::vector<std::string> names;
+  for (const VariableSpec& v : cnn->variables()) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "conv2d/kernel", "batch_normalization/gamma", "batch_normalization/beta",
+                       "batch_normalization/moving_mean", "batch_normalization/moving_variance",
+                       "dense/kernel", "dense/bias"}));
+  EXPECT_EQ(cnn->variables()[0].shape, (std::vector<int64_t>{3, 3, 1, 8}));
+  EXPECT_EQ(cnn->variables()[5].shape, (std::vector<int64_t>{14 * 14 * 8, 10}));
+  std::unique_ptr<Model> text = Build(kKeras3Text);
+  ASSERT_NE(text, nullptr);
+  EXPECT_EQ(text->variables()[0].name, "embedding/embeddings");
+  EXPECT_EQ(text->variables()[0].shape, (std::vector<int64_t>{1000, 16}));
+  EXPECT_EQ(text->output_size(), 1);
+  ASSERT_TRUE(text->SetLoss({LossConfig::Kind::kBinaryCrossentropy, false}).ok());
+  EXPECT_EQ(text->accuracy_metric(), AccuracyMetric::kBinary);
+}
+
 TEST_F(LayersTest, RejectsWhatItCannotCompute) {
   auto expect = [&](const std::string& text, const std::string& needle) {
     auto m = Model::FromKerasJsonText(text, backend_.get());
