@@ -123,6 +123,8 @@ def keras_model(job, torch):
     opt = job.get("compile", {}).get("optimizer")
     if isinstance(opt, dict):
         lr = opt.get("config", {}).get("learning_rate", lr)
+        if isinstance(lr, dict):  # a schedule: its first rate (speed does not depend on it)
+            lr = lr.get("config", {}).get("initial_learning_rate", 1e-3)
     return (lambda: nn.Sequential(*modules)), [shape[2], shape[0], shape[1]] if len(shape) == 3 else shape, lr
 
 

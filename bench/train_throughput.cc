@@ -151,9 +151,9 @@ absl::StatusOr<JobSpec> BenchJob(int batch, int64_t steps_per_epoch) {
   std::string text;
   const std::string path = absl::GetFlag(FLAGS_job);
   if (path.empty()) {
-    text = absl::StrCat(R"({"model": )", kModel,
-                        R"(, "compile": {"optimizer": {"class_name": "Adam", "config":
-                           {"learning_rate": 0.001}}, "loss": "sparse_categorical_crossentropy"}})");
+    text = absl::StrCat(R"({"model": )", kModel, R"(, "compile": {
+        "optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
+        "loss": "sparse_categorical_crossentropy"}})");
   } else {
     std::ifstream in(path);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot read --job ", path));

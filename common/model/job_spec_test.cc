@@ -93,6 +93,17 @@ TEST(JobSpecTest, RejectsBadSpecs) {
                        R"({"loss":"mse"})"),
                    ""),
       "LSTM");
+  // A misspelled layer key, and a per-sample loss on a per-position output.
+  ExpectInvalid(
+      ParseJobSpec(Job(R"({"class_name":"Sequential","config":{"layers":[{"class_name":"InputLayer","config":{"batch_input_shape":[null,4]}},{"class_name":"Dense","config":{"units":3,"activaton":"relu"}}]}})",
+                       R"({"loss":"mse"})"),
+                   ""),
+      "unknown config key \"activaton\"");
+  ExpectInvalid(
+      ParseJobSpec(Job(R"({"class_name":"Sequential","config":{"layers":[{"class_name":"InputLayer","config":{"batch_input_shape":[null,5,4]}},{"class_name":"Dense","config":{"units":3}}]}})",
+                       R"({"loss":"sparse_categorical_crossentropy"})"),
+                   ""),
+      "compile.loss: sparse_categorical_crossentropy needs an output of shape [classes]");
 }
 
 TEST(JobSpecTest, UnknownNamesAreNamedNotIgnored) {

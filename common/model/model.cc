@@ -21,6 +21,12 @@ absl::Status Bad(const std::string& what, const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg));
 }
 
+// A config a layer entry without one reads as.
+const json& EmptyObject() {
+  static const json* const empty = new json(json::object());
+  return *empty;
+}
+
 absl::Status Prefixed(const std::string& what, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
@@ -105,8 +111,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::FromKerasJson(const json& keras_mo
   auto cfg_it = keras_model.find("config");
   if (cfg_it == keras_model.end()) return Bad("model", "has no \"config\"");
   const json* layers_json = nullptr;
-  static const json* const kEmpty = new json(json::object());
-  const json* model_config = kEmpty;
+  const json* model_config = &EmptyObject();
   if (cfg_it->is_array()) {  // very old Keras: config is the layer list
     layers_json = &*cfg_it;
   } else if (cfg_it->is_object()) {
@@ -142,15 +147,15 @@ absl::Status Model::AddLayers(const json& layers_json, std::vector<int64_t> shap
     auto c = entry.find("class_name");
     if (c == entry.end() || !c->is_string()) return Bad(what, "has no class_name");
     const std::string lclass = c->get<std::string>();
-    static const json* const kEmpty = new json(json::object());
-    const json* config = kEmpty;
+    const json* config = &EmptyObject();
     auto cfg = entry.find("config");
     if (cfg != entry.end() && !cfg->is_null()) {
       if (!cfg->is_object()) return Bad(what, "config must be an object");
       config = &*cfg;
     }
     auto n = config->find("name");
-    const std::string given_name = n != config->end() && n->is_string() ? n->get<std::string>() : "";
+    const std::string given_name =
+        n != config->end() && n->is_string() ? n->get<std::string>() : "";
     what = absl::StrCat("layer ", i, " '", given_name, "' (", lclass, ")");
     LayerConfig reader(config, what);
     PS_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, registry.Create(lclass, reader));

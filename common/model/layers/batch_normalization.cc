@@ -86,16 +86,17 @@ absl::Status BatchNormalizationLayer::Prepare(Backend* backend, int64_t batch) {
 
 const float* BatchNormalizationLayer::Forward(const ForwardPass& p) {
   const int64_t rows = RowsOf(input_shape(), p.batch);
+  const float epsilon = static_cast<float>(epsilon_);
   const float* gamma = scale_ ? p.weights[gamma_] : nullptr;
   const float* beta = center_ ? p.weights[beta_] : nullptr;
   if (p.training) {
     p.backend->ColumnMoments(rows, channels_, p.input, batch_mean_.data(),
                              batch_variance_.data());
     p.backend->BatchNormForward(rows, channels_, p.input, batch_mean_.data(),
-                                batch_variance_.data(), gamma, beta, static_cast<float>(epsilon_), p.output);
+                                batch_variance_.data(), gamma, beta, epsilon, p.output);
   } else {
     p.backend->BatchNormForward(rows, channels_, p.input, p.weights[moving_mean_],
-                                p.weights[moving_variance_], gamma, beta, static_cast<float>(epsilon_), p.output);
+                                p.weights[moving_variance_], gamma, beta, epsilon, p.output);
   }
   return p.output;
 }

@@ -14,7 +14,6 @@ namespace pstrain {
 
 class GlobalAveragePoolingLayer : public Layer {
  public:
-  absl::Status Prepare(Backend* backend, int64_t batch) override { return absl::OkStatus(); }
   const float* Forward(const ForwardPass& pass) override;
   float* Backward(const BackwardPass& pass) override;
 

@@ -1,7 +1,8 @@
 #ifndef PSTRAIN_COMMON_MODEL_LAYERS_GLOBAL_AVERAGE_POOLING2D_H_
 #define PSTRAIN_COMMON_MODEL_LAYERS_GLOBAL_AVERAGE_POOLING2D_H_
 
-// Keras GlobalAveragePooling2D: [height, width, channels] -> [channels], the mean over the other axes.
+// Keras GlobalAveragePooling2D: [height, width, channels] -> [channels], the mean over
+// the other axes.
 
 #include <memory>
 
