@@ -22,6 +22,8 @@
 #include "common/logging.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
+#include "common/model/model_memory.h"
+#include "common/model/optimizer.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
@@ -100,6 +102,20 @@ absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOpti
   return absl::OkStatus();
 }
 
+// Whether the chief's share of the model fits --max_memory (common/model/model_memory.h):
+// it makes the initial values, reads back every value and optimizer slot for a
+// checkpoint, and evaluates a batch at a time.
+absl::Status CheckChiefMemory(const Model& model, const JobSpec& job) {
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
+  const int64_t slots = static_cast<int64_t>(optimizer->NewState(1)->slots().size());
+  ModelMemoryUse use;
+  use.copies_per_variable = 2 + slots;
+  use.copies_are = absl::StrCat("initial values, and values with ", slots, " optimizer slot",
+                                slots == 1 ? "" : "s", " read for checkpoints");
+  use.batch = job.batch_size;
+  return CheckModelMemory(model, use, "chief");
+}
+
 // The model (the variables' shapes and initial values, and evaluation) and the
 // validation data.
 absl::Status BuildModelAndValidation(const ChiefOptions& options, ChiefJob* chief) {
@@ -109,6 +125,10 @@ absl::Status BuildModelAndValidation(const ChiefOptions& options, ChiefJob* chie
   if (!model.ok()) return InJobSpec(options, model.status());
   if (absl::Status loss = (*model)->SetLoss(chief->job.loss); !loss.ok()) {
     return InJobSpec(options, loss);
+  }
+  // Before any task is waited for.
+  if (absl::Status fits = CheckChiefMemory(**model, chief->job); !fits.ok()) {
+    return absl::Status(fits.code(), absl::StrCat(options.job_path, ": ", fits.message()));
   }
   chief->model = *std::move(model);
   const nlohmann::json& data = chief->job.data;

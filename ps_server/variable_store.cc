@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/finite.h"
 #include "common/logging.h"
+#include "common/memory_budget.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -64,6 +65,10 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
           ", not ", v.tensor.ShapeString()));
     }
   }
+  // The optimizer's slots bound every variable's (a moving average has none).
+  PS_RETURN_IF_ERROR(CheckVariablesFit(
+      variables, new_rules != nullptr ? new_rules->optimizer() : update_rules_->optimizer(),
+      consistency.mode() == CONSISTENCY_SYNC));
   if (new_rules != nullptr) {
     update_rules_ = std::move(new_rules);
     optimizer_config_ = optimizer;
@@ -88,6 +93,31 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     variables_.emplace(v.name, std::move(variable));
   }
   return absl::OkStatus();
+}
+
+absl::Status VariableStore::CheckVariablesFit(const std::vector<NamedTensor>& variables,
+                                              const Optimizer& optimizer, bool sync) const {
+  // Per element: the value (already here), each optimizer slot, and in sync mode the
+  // aggregate of pending gradients.
+  const int64_t copies =
+      1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size()) + (sync ? 1 : 0);
+  int64_t total = 0;
+  for (const auto& [name, v] : variables_) {
+    total = SaturatingAdd(total, SaturatingMul(v->num_elements, copies * 4));
+  }
+  const NamedTensor* largest = nullptr;
+  for (const NamedTensor& v : variables) {
+    if (variables_.contains(v.name)) continue;
+    total = SaturatingAdd(total, SaturatingMul(v.tensor.num_elements(), copies * 4));
+    if (largest == nullptr || v.tensor.num_elements() > largest->tensor.num_elements()) {
+      largest = &v;
+    }
+  }
+  if (largest == nullptr) return absl::OkStatus();
+  return CheckMemoryBudget(
+      total, absl::StrCat("this ps's variables with the new ones (the largest \"", largest->name,
+                          "\" ", largest->tensor.ShapeString(), "; values and ", copies - 1,
+                          " more arrays per element)"));
 }
 
 absl::StatusOr<VariableStore::Variable*> VariableStore::Find(const std::string& name) const {

@@ -66,7 +66,8 @@ class VariableStore {
   // The first call also sets the consistency mode; a later call must repeat it.
   // Errors: INVALID_ARGUMENT also an invalid consistency config, or one that differs from
   //         the one already set, or an initial value holding a NaN or an infinity
-  //         (counted in nonfinite_refused()).
+  //         (counted in nonfinite_refused()); RESOURCE_EXHAUSTED the variables with their
+  //         optimizer slots would pass the memory budget (--max_memory).
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency = ConsistencyConfig());
@@ -217,6 +218,13 @@ class VariableStore {
   void CountPush(const PushContext& context) ABSL_LOCKS_EXCLUDED(pushers_mu_);
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether the variables held and the new ones among `variables`, with `optimizer`'s
+  // slots (and sync's aggregates), fit the memory budget (common/memory_budget.h).
+  // Errors: RESOURCE_EXHAUSTED naming the largest new variable.
+  absl::Status CheckVariablesFit(const std::vector<NamedTensor>& variables,
+                                 const Optimizer& optimizer, bool sync) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);

@@ -95,6 +95,7 @@ class FitRun {
     mo.optimizer = job_.optimizer;
     mo.seed = job_.seed;
     mo.initial_weights = job_.initial_weights;
+    mo.batch_size = job_.batch_size;
     mo.scale_learning_rate = job_.scale_learning_rate;
     mo.make_backend = options_.make_backend;
     PS_ASSIGN_OR_RETURN(model_, ReplicatedModel::Create(strategy_, mo));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_budget.h"
 #include "common/model/job_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -171,6 +172,26 @@ TEST(FitTest, ABadLabelIsNamedInFileOrderBeforeTraining) {
   EXPECT_EQ(r.status().message(),
             "data.train: label 5 of example 41 (row 42 in file order) is not a class id in "
             "[0, 3) for the model's 3 outputs");
+}
+
+// A model too large for the memory budget is refused before its weights are allocated,
+// naming its largest layer (a Dense(3e8) aborted with std::bad_alloc).
+TEST(FitTest, AModelOverTheMemoryBudgetIsRefusedNamingTheLayer) {
+  nlohmann::json wide = MakeJob({}, /*dropout=*/false).model;
+  wide["config"]["layers"][1]["config"]["units"] = 300000000;
+  absl::StatusOr<JobSpec> job = ParseJobSpec(
+      nlohmann::json({{"model", wide}, {"compile", {{"loss", "sparse_categorical_crossentropy"}}}})
+          .dump(),
+      ".");
+  ASSERT_TRUE(job.ok()) << job.status();
+  FitData data{Blobs(60, 3), nullptr};
+  DefaultStrategy strategy;
+  SetMemoryBudgetForTesting(int64_t{8} << 30);
+  absl::StatusOr<FitResult> r = Fit(*job, data, &strategy, FitOptions());
+  SetMemoryBudgetForTesting(0);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("its largest layer, dense (Dense), needs"), std::string::npos)
+      << r.status();
 }
 
 TEST(FitTest, DeterministicForASeed) {

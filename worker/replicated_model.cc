@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/finite.h"
 #include "common/math/cpu_backend.h"
+#include "common/model/model_memory.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -248,6 +249,16 @@ absl::Status ReplicatedModel::BuildOptimizer(const ReplicatedModelOptions& optio
   }
   AddMovingAverageRules(variables(), &config);
   PS_ASSIGN_OR_RETURN(update_rules_, UpdateRules::Create(config));
+  // Before anything is allocated: the weights, each local replica's gradients, the
+  // reduced sum, the optimizer's slots and every replica's activations.
+  ModelMemoryUse use;
+  const int64_t slots =
+      static_cast<int64_t>(update_rules_->optimizer().NewState(1)->slots().size());
+  use.copies_per_variable = 1 + local_count_ + (replicas_ > 1 ? 1 : 0) + slots;
+  use.copies_are =
+      absl::StrCat("values, gradients and ", slots, " optimizer slot", slots == 1 ? "" : "s");
+  use.batch = options.batch_size;
+  PS_RETURN_IF_ERROR(CheckModelMemory(*models_[0], use, "this process"));
   if (options.initial_weights != nullptr) {
     const std::vector<VariableSpec>& variables = models_[0]->variables();
     const std::vector<Tensor>& initial = *options.initial_weights;

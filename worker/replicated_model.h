@@ -49,6 +49,9 @@ struct ReplicatedModelOptions {
   // The weights to start from (a .keras model's), in variables() order; null: drawn from
   // the seed.
   std::shared_ptr<const std::vector<Tensor>> initial_weights;
+  // The batch each replica's activations are sized for, checked with the weights against
+  // the memory budget (--max_memory) before anything is allocated; 0 checks the weights.
+  int64_t batch_size = 0;
   // Multiply the learning rate by num_replicas_in_sync (the linear scaling rule).
   bool scale_learning_rate = false;
   // One backend per local replica (a Backend serves one thread), called with the local
@@ -71,7 +74,8 @@ class ReplicatedModel {
   // `strategy` is not owned and must outlive the model.
   // Errors: INVALID_ARGUMENT a strategy whose replicas do not fit (fewer than 1, a local
   // range outside them); Model::FromKerasJson's and SetLoss's; Optimizer::Create's; the
-  // backend factory's (INTERNAL when it returns null).
+  // backend factory's (INTERNAL when it returns null); RESOURCE_EXHAUSTED a model over the
+  // memory budget, naming its largest layer.
   static absl::StatusOr<std::unique_ptr<ReplicatedModel>> Create(
       Strategy* strategy, const ReplicatedModelOptions& options);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/data/data_spec.h"
+#include "common/model/model_memory.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -19,6 +20,13 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
+  // Before the data or anything of the model is allocated: the pulled weights, the
+  // gradients, their copy on the wire, and a batch's activations.
+  ModelMemoryUse use;
+  use.copies_per_variable = 3;
+  use.copies_are = "pulled values, gradients and their copy on the wire";
+  use.batch = job.batch_size;
+  PS_RETURN_IF_ERROR(CheckModelMemory(*model, use, absl::StrCat("worker ", worker_index)));
   PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
                                                     job.one_hot_labels));
   if (train.num_features() != model->input_size()) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/data/input_file.h"
+#include "common/memory_budget.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -26,6 +27,10 @@ absl::Status Problem(const std::string& path, absl::string_view message) {
 // to be read for 2 GiB) or is larger than kMaxCsvBytes.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   PS_ASSIGN_OR_RETURN(InputFile input, OpenInputFile(path, "CSV file", kMaxCsvBytes));
+  // The text, and at most one float per two bytes of it.
+  PS_RETURN_IF_ERROR(CheckMemoryBudget(
+      SaturatingMul(input.size, 3), absl::StrCat("CSV file ", path, " (", input.size,
+                                                 " bytes of text, parsed to floats)")));
   std::string text(static_cast<size_t>(input.size), '\0');
   const size_t got = std::fread(text.data(), 1, text.size(), input.file.get());
   if (std::ferror(input.file.get()) != 0) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/data/input_file.h"
+#include "common/memory_budget.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -132,6 +133,9 @@ absl::StatusOr<std::vector<float>> ReadIdx(const std::string& path, int want_ndi
     }
     total *= dim;
   }
+  PS_RETURN_IF_ERROR(CheckMemoryBudget(
+      total * static_cast<int64_t>(sizeof(float)),
+      absl::StrCat("IDX file ", path, " (", absl::StrJoin(*dims, "x"), " values as floats)")));
   if (input->raw_size() >= 0 && input->raw_size() != static_cast<int64_t>(header_bytes) + total) {
     return Problem(
         path, absl::StrCat(input->raw_size() < static_cast<int64_t>(header_bytes) + total

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "common/memory_budget.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -74,6 +75,19 @@ TEST(IdxReaderTest, ReadsRawFiles) {
   absl::StatusOr<Tensor> y = ReadIdxLabels(labels);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(y->values(), ElementsAre(2, 0, 1));
+}
+
+// A gzip header that declares more than the memory budget is refused before anything is
+// read or allocated, naming the file and its dimensions.
+TEST(IdxReaderTest, AHeaderOverTheMemoryBudgetIsRefused) {
+  const std::string images = WriteGzip("budget.gz", IdxBytes(0x803, {60000, 28, 28}, {1, 2, 3}));
+  SetMemoryBudgetForTesting(int64_t{64} << 20);  // 60000 x 784 floats are 179 MiB
+  absl::Status status = ReadIdxImages(images).status();
+  SetMemoryBudgetForTesting(0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find(images + " (60000x28x28 values as floats) needs 179.4 MiB"),
+            std::string::npos)
+      << status;
 }
 
 TEST(IdxReaderTest, ReadsGzipFilesWithScale) {

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "common/data/input_file.h"
 #include "common/finite.h"
+#include "common/memory_budget.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -167,6 +168,9 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
         absl::StrCat("size ", file_size, " does not match shape ", shape_text, " of ", descr,
                      " (want ", data_offset + total * static_cast<int64_t>(item_size), " bytes)"));
   }
+  PS_RETURN_IF_ERROR(CheckMemoryBudget(
+      total * static_cast<int64_t>(sizeof(float) + (item_size == 4 ? 0 : item_size)),
+      absl::StrCat("NPY file ", path, " (", shape_text, " values as floats)")));
   *shape_out = shape;
   std::vector<float> out(total);
   if (item_size == 4) {

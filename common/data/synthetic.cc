@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_budget.h"
 
 namespace pstrain {
 
@@ -21,6 +22,12 @@ absl::StatusOr<Dataset> MakeSyntheticDataset(const SyntheticOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("synthetic data of ", options.samples, " x ",
                                                    options.features, " values is too large (limit ",
                                                    kMaxSyntheticValues, ")"));
+  }
+  if (absl::Status fits = CheckMemoryBudget(
+          (options.samples * options.features + options.samples) * 4,
+          absl::StrCat("synthetic data of ", options.samples, " x ", options.features, " values"));
+      !fits.ok()) {
+    return fits;
   }
   std::mt19937_64 engine(options.seed);
   Tensor x({options.samples, options.features});

@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/memory_budget.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
@@ -237,6 +238,22 @@ TEST_F(HostileTest, LearningRateZeroOverTheWireIsRefused) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("learning_rate 0"), std::string::npos)
       << status.error_message();
+  EXPECT_TRUE(store_.List().empty());
+}
+
+// Variables too large for the ps's memory budget (values and optimizer slots) are refused
+// before their slots are allocated, naming the largest, and nothing is created.
+TEST_F(HostileTest, VariablesOverTheMemoryBudgetAreRefused) {
+  Start();
+  SetMemoryBudgetForTesting(int64_t{1} << 20);  // 1 MiB: 256 Ki floats
+  OptimizerConfig adam;
+  adam.set_name("adam");
+  absl::Status status = unary_client_->CreateVariables(
+      {{"small", Tensor({1000})}, {"big", Tensor({100000})}}, adam);  // 3 x 400 KB for big
+  SetMemoryBudgetForTesting(0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("the largest \"big\" [100000]"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("--max_memory"), std::string::npos) << status;
   EXPECT_TRUE(store_.List().empty());
 }
 
