@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/checkpoint/checkpoint.h"
 
 namespace pstrain {
@@ -34,6 +35,24 @@ absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
                               const std::vector<std::string>& names,
                               const std::map<std::string, std::string>& metadata,
                               const std::string& out_path);
+
+// A safetensors file as read back: its "__metadata__" and its tensors in data order.
+struct SafetensorsFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<NamedTensor> tensors;
+};
+
+// Reads what WriteSafetensors writes (and any safetensors file of F32 tensors). Nothing in
+// the file is trusted: the header length must fit the file, every tensor's offsets must
+// lie in the data and match its shape's byte count, and the tensors must tile the data
+// exactly (no overlap, no hole), as the format requires.
+// Errors: DATA_LOSS naming the problem (a header that does not fit or does not parse, a
+// dtype other than F32, a shape or offsets that do not match, trailing or missing bytes).
+absl::StatusOr<SafetensorsFile> ParseSafetensors(absl::string_view bytes);
+
+// ParseSafetensors of the file at `path`. Errors: also NOT_FOUND / PERMISSION_DENIED /
+// INTERNAL when it cannot be read.
+absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path);
 
 }  // namespace pstrain
 

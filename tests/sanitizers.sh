@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds and runs the test suite under a sanitizer, with Debian's clang 14:
+#   tests/sanitizers.sh asan|tsan [--unit] [TARGET...]
+# asan: AddressSanitizer + UndefinedBehaviorSanitizer (leaks included); tsan:
+# ThreadSanitizer, with the third-party suppressions of tests/tsan_suppressions.txt. Any
+# report fails its test. --unit runs only the tests outside //tests/ and //deploy/ (no
+# multi-process cluster runs). Bazel runs with an output base of its own (see
+# tests/clang_output_base.sh), so the gcc build is not disturbed. Ends with one line
+# "N passed, N failed" and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. tests/clang_output_base.sh
+
+usage() { echo "usage: tests/sanitizers.sh asan|tsan [--unit] [TARGET...]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+config=$1
+shift
+case "$config" in asan|tsan) ;; *) usage ;; esac
+unit=0
+if [ "${1:-}" = "--unit" ]; then unit=1; shift; fi
+
+output_base=$(clang_output_base)
+mkdir -p "$output_base"
+bazel_clang() { bazel --output_base="$output_base" "$@"; }
+
+if [ $# -gt 0 ]; then
+  targets=("$@")
+elif [ "$unit" -eq 1 ]; then
+  mapfile -t targets < <(bazel_clang query 'tests(//...) except tests(//tests/...) except tests(//deploy/...)' 2>/dev/null)
+else
+  targets=(//...)
+fi
+
+extra=()
+if [ "$config" = tsan ]; then
+  extra+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt")
+fi
+
+log=$(mktemp /tmp/pstrain-sanitizers-XXXXXX.log)
+trap 'rm -f "$log"' EXIT
+echo "== bazel test --config=$config (output base $output_base)"
+bazel_clang test --config="$config" --test_summary=short -k "${extra[@]}" "${targets[@]}" >"$log" 2>&1
+status=$?
+grep -E "^//" "$log"
+passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$log")
+failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log")
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  grep -E "^ERROR" "$log" | head -20 || tail -30 "$log"
+  failed=1
+fi
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
