@@ -11,9 +11,11 @@ absl::Status ValidateConsistency(const ConsistencyConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown consistency mode ", static_cast<int>(mode)));
   }
-  if (config.timeout_ms() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("consistency timeout_ms must be >= 1, got ", config.timeout_ms()));
+  // Bounded above too: a push waits up to this long holding a server thread.
+  if (config.timeout_ms() < 1 || config.timeout_ms() > kMaxConsistencyTimeoutMs) {
+    return absl::InvalidArgumentError(absl::StrCat("consistency timeout_ms must be in [1, ",
+                                                   kMaxConsistencyTimeoutMs, "], got ",
+                                                   config.timeout_ms()));
   }
   if (mode == CONSISTENCY_BOUNDED_STALENESS && config.staleness() < 0) {
     return absl::InvalidArgumentError(

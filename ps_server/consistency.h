@@ -26,10 +26,15 @@ struct PushContext {
   uint64_t request_id = 0;
 };
 
+// Longest consistency wait a ps accepts (one hour): a push waits up to timeout_ms on a
+// server thread, so it must not be unbounded.
+inline constexpr int64_t kMaxConsistencyTimeoutMs = int64_t{3600} * 1000;
+
 // Checks a config as a ps receives it (the chief resolved it: see
 // common/training/consistency_config.h).
 // Errors: INVALID_ARGUMENT an unknown mode (its number named), a negative staleness, sync
-//         with replicas_to_aggregate < 1, or a non-async mode with timeout_ms < 1.
+//         with replicas_to_aggregate < 1, or a non-async mode with timeout_ms outside
+//         [1, kMaxConsistencyTimeoutMs].
 absl::Status ValidateConsistency(const ConsistencyConfig& config);
 
 }  // namespace pstrain

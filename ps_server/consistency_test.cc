@@ -1,5 +1,7 @@
 #include "ps_server/consistency.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -30,6 +32,13 @@ TEST(ValidateConsistencyTest, RefusesWhatAPsCannotRun) {
   ConsistencyConfig no_timeout;
   no_timeout.set_mode(CONSISTENCY_BOUNDED_STALENESS);
   EXPECT_EQ(ValidateConsistency(no_timeout).code(), absl::StatusCode::kInvalidArgument);
+  // A wait of 2^63 ms would hold a server thread for ever.
+  ConsistencyConfig endless = sync;
+  endless.set_replicas_to_aggregate(2);
+  endless.set_timeout_ms(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(ValidateConsistency(endless).code(), absl::StatusCode::kInvalidArgument);
+  endless.set_timeout_ms(kMaxConsistencyTimeoutMs);
+  EXPECT_TRUE(ValidateConsistency(endless).ok());
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ for t in "${targets[@]}"; do
   # -timeout: one input running longer is a hang; -rss_limit_mb: one using more is a leak
   # or an unbounded allocation. Both are failures with a reproducer.
   if TEST_TMPDIR="$dir/tmp" \
-     ASAN_OPTIONS=detect_leaks=1 \
+     ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt \
      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      "$bin/tests/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 \
        -artifact_prefix="$dir/artifacts/" -print_final_stats=1 "$dir/corpus" \
