@@ -10,6 +10,7 @@ PACKAGES=(
   libabsl-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev
   prometheus-cpp-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev
+  clang libclang-rt-14-dev
   dataset-fashion-mnist
   python3 python3-numpy
   libhdf5-dev libzip-dev
