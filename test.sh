@@ -11,9 +11,9 @@
 # Every test target must be in a suite of the top-level BUILD (//:unit_tests or
 # //:cluster_tests); one that is not is named and counted as a failure.
 #
-# After the bazel tests, ./demo.sh --epochs=1 runs once per strategy and counts as a test,
-# and so does tests/deploy/netns_cluster.sh (skipped where network namespaces are not
-# permitted).
+# After the bazel tests, each fuzzer of tests/fuzz/ runs for a few seconds, and
+# ./demo.sh --epochs=1 runs once per strategy; each counts as a test, and so does
+# tests/deploy/netns_cluster.sh (skipped where network namespaces are not permitted).
 #
 # With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
 # also test what a CUDA build changes) run in the CUDA build too; the GPU ones skip at
@@ -26,6 +26,8 @@ if ! ./tools/install_deps.sh || ! ./tools/install_test_deps.sh; then
   exit 1
 fi
 
+# Seconds each fuzzer runs (tests/fuzz/run_fuzzers.sh); PSTRAIN_FUZZ_SECONDS overrides.
+FUZZ_SECONDS=${PSTRAIN_FUZZ_SECONDS:-3}
 log=$(mktemp /tmp/pstrain-test-XXXXXX.log)
 trap 'rm -f "$log"' EXIT
 passed=0
@@ -99,10 +101,26 @@ if [ "$status" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
   # The build itself failed (no test could report): show why and count it.
   count_build_failure "build"
 fi
+tests_failed=$failed
+# Each libFuzzer target of tests/fuzz/ for a few seconds, each counted as a test
+# (tests/fuzz/run_fuzzers.sh: clang, ASan and UBSan, in a Bazel output base of its own; the
+# seed corpora themselves already ran above as //tests/fuzz:*_corpus_test). The full suite
+# under ASan or TSan takes longer than this script may: tests/sanitizers.sh runs it.
+if [ "$tests_failed" -eq "$failed_before" ]; then
+  echo "== tests/fuzz/run_fuzzers.sh $FUZZ_SECONDS (each fuzzer)"
+  if tests/fuzz/run_fuzzers.sh "$FUZZ_SECONDS" >"$log" 2>&1; then :; fi
+  fuzz_passed=$(grep -cE "^[a-z_]+_fuzzer: passed" "$log")
+  fuzz_failed=$(grep -cE "^[a-z_]+_fuzzer: FAILED" "$log")
+  grep -vE "^(== |[0-9]+ fuzzers passed)" "$log" | grep -vE "^[a-z_]+_fuzzer: passed" || true
+  if [ $((fuzz_passed + fuzz_failed)) -eq 0 ]; then count_build_failure "fuzzers"; fi
+  echo "$fuzz_passed fuzzers passed, $fuzz_failed failed"
+  passed=$((passed + fuzz_passed))
+  failed=$((failed + fuzz_failed))
+fi
 # The README's first command, one epoch with each strategy, as a user runs it (everything
 # is built by now, so its build step finds nothing to do): each must exit 0 and print the
 # epoch line. Logs and checkpoints go to a temp folder removed afterwards.
-if [ "$failed" -eq "$failed_before" ]; then
+if [ "$tests_failed" -eq "$failed_before" ]; then
   echo "== ./demo.sh --epochs=1, each strategy"
   demo_dir=$(mktemp -d /tmp/pstrain-demo-XXXXXX)
   trap 'rm -f "$log"; rm -rf "$demo_dir"' EXIT
