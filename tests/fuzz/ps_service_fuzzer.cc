@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -19,15 +20,30 @@ bool Parse(const uint8_t* data, size_t size, Request* request) {
   return request->ParseFromArray(data, static_cast<int>(size));
 }
 
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "ps_service_fuzzer: %s\n", what.c_str());
+  std::abort();
+}
+
 void CheckStore(const pstrain::VariableStore& store) {
   std::vector<std::string> names;
   for (const auto& info : store.List()) names.push_back(info.name);
   absl::StatusOr<std::vector<pstrain::VariableSnapshot>> state = store.ReadState(names);
-  if (!state.ok()) std::abort();
+  if (!state.ok()) Fail("ReadState failed: " + state.status().ToString());
   for (const pstrain::VariableSnapshot& s : *state) {
-    if (s.value.num_elements() != pstrain::NumElements(s.value.shape())) std::abort();
+    if (s.value.num_elements() != pstrain::NumElements(s.value.shape())) {
+      Fail("variable " + s.name + " does not hold its shape's element count");
+    }
     for (float v : s.value.values()) {
-      if (!std::isfinite(v)) std::abort();  // nothing non-finite gets in
+      // Nothing non-finite gets in.
+      if (!std::isfinite(v)) Fail("variable " + s.name + " holds " + std::to_string(v));
+    }
+    for (const pstrain::NamedTensor& slot : s.slots) {
+      for (float v : slot.tensor.values()) {
+        if (!std::isfinite(v)) {
+          Fail("slot " + slot.name + " of " + s.name + " holds " + std::to_string(v));
+        }
+      }
     }
   }
 }
