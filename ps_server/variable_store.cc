@@ -1,6 +1,8 @@
 #include "ps_server/variable_store.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,13 @@ namespace {
 ConsistencyConfig Normalized(const ConsistencyConfig& config) {
   if (config.mode() != CONSISTENCY_ASYNC) return config;
   return ConsistencyConfig();
+}
+
+// Whether sum + g stays finite in every element (neither holds a NaN or an infinity).
+bool SumStaysFinite(absl::Span<const float> sum, absl::Span<const float> g) {
+  bool finite = true;
+  for (size_t k = 0; k < g.size(); ++k) finite &= std::fabs(sum[k] + g[k]) <= FLT_MAX;
+  return finite;
 }
 
 }  // namespace
@@ -224,16 +233,7 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   for (const NamedTensor& g : gradients) {
     absl::Status finite =
         CheckFinite(g.tensor.values(), absl::StrCat("gradient for \"", g.name, "\""));
-    if (finite.ok()) continue;
-    if (optimizer->config().nonfinite() == NONFINITE_SKIP) {
-      ++nonfinite_skipped_;
-      if (!logged_nonfinite_.exchange(true)) {
-        LogInfo(absl::StrCat("skipped a push: ", finite.message(),
-                             " (nonfinite: skip; logged once, counted in psctl ps)"));
-      }
-      return absl::OkStatus();
-    }
-    return RefuseNonFinite(std::move(finite));
+    if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
   }
   if (rules.mode == Mode::kSync) {
     if (context.versions.size() != gradients.size()) {
@@ -248,15 +248,51 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
     return absl::OkStatus();
   }
   if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
-  // Shapes never change after creation, so the checks above still hold here.
+  // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
+  // learning rate), and a non-finite value or slot is never repaired: every update is
+  // checked before any variable changes, then again under the lock that applies it
+  // (another push may have changed the variable in between).
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
     absl::MutexLock lock(&v->mu);
+    if (!v->optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v->value.values(),
+                                         *v->state)) {
+      return DropNonFinitePush(UpdateOverflows(gradients[i].name), *optimizer);
+    }
+  }
+  // Shapes never change after creation, so the checks above still hold here.
+  absl::Status overflowed;
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    absl::MutexLock lock(&v->mu);
+    if (!v->optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v->value.values(),
+                                         *v->state)) {
+      if (overflowed.ok()) overflowed = UpdateOverflows(gradients[i].name);
+      continue;
+    }
     v->optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
     ++v->version;
   }
   CountPush(context);
   ++pushes_;
+  if (!overflowed.ok()) return DropNonFinitePush(std::move(overflowed), *optimizer);
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::UpdateOverflows(absl::string_view name) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the update of \"", name,
+      "\" by this gradient overflows a float (its value or an optimizer slot would not be "
+      "finite)"));
+}
+
+absl::Status VariableStore::DropNonFinitePush(absl::Status problem, const Optimizer& optimizer) {
+  if (optimizer.config().nonfinite() != NONFINITE_SKIP) return RefuseNonFinite(std::move(problem));
+  ++nonfinite_skipped_;
+  if (!logged_nonfinite_.exchange(true)) {
+    LogInfo(absl::StrCat("skipped a push: ", problem.message(),
+                         " (nonfinite: skip; logged once, counted in psctl ps)"));
+  }
   return absl::OkStatus();
 }
 
@@ -457,7 +493,17 @@ void VariableStore::ApplyPending(Variable* v, const Rules& rules) {
     const float scale = 1.0f / static_cast<float>(v->pending_count);
     for (float& x : v->pending_sum) x *= scale;
   }
-  v->optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
+  if (v->optimizer->UpdateStaysFinite(v->pending_sum, v->value.values(), *v->state)) {
+    v->optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
+  } else {
+    // The pushes that made this aggregate were accepted; its update is dropped, counted.
+    ++nonfinite_skipped_;
+    if (!logged_nonfinite_.exchange(true)) {
+      LogError(
+          "sync: dropped an aggregate update that overflows a float (a value or an optimizer "
+          "slot would not be finite; logged once, counted in psctl ps)");
+    }
+  }
   std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
   v->pending_count = 0;
   ++v->version;
@@ -500,6 +546,15 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
     }
     absl::Span<const float> g = gradients[i].tensor.values();
     if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
+    if (!SumStaysFinite(v->pending_sum, g)) {
+      // Finite gradients whose sum overflows a float: this one stays out of the aggregate.
+      ++nonfinite_skipped_;
+      if (!logged_nonfinite_.exchange(true)) {
+        LogError(absl::StrCat("sync: dropped a gradient for \"", gradients[i].name,
+                              "\": its sum with the others overflows a float (logged once)"));
+      }
+      continue;
+    }
     for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
     if (++v->pending_count >= replicas_to_aggregate) {
       ApplyPending(v, rules);

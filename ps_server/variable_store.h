@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/model/optimizer.h"
 #include "common/tensor.h"
@@ -84,9 +85,15 @@ class VariableStore {
   // applied, so a bad request changes nothing.
   // `context` says who pushes and at which step and versions (see the class comment);
   // in sync or bounded_staleness mode the call may block up to timeout_ms.
-  // A gradient holding a NaN or an infinity changes nothing: the push is refused
-  // (INVALID_ARGUMENT, nonfinite_refused()) or, when the optimizer's policy is
-  // NONFINITE_SKIP, dropped with OK (nonfinite_skipped()). A push whose
+  // A gradient holding a NaN or an infinity, or one whose update would overflow a float
+  // (a value or an optimizer slot would not be finite; checked for every variable before
+  // any changes), changes nothing: the push is refused (INVALID_ARGUMENT,
+  // nonfinite_refused()) or, when the optimizer's policy is NONFINITE_SKIP, dropped with
+  // OK (nonfinite_skipped()). A variable changed by another push between that check and
+  // its update is checked again and left out alone if its update would now overflow. In
+  // sync mode a gradient whose sum with the aggregate overflows stays out of it, and an
+  // aggregate whose update would overflow is dropped; both are counted in
+  // nonfinite_skipped(). A push whose
   // context.request_id was applied before returns OK without applying
   // (duplicate_pushes()); one still being applied by another call is waited for.
   // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a shape differs from the
@@ -231,6 +238,10 @@ class VariableStore {
 
   // Refused values: counts them and logs the first once.
   absl::Status RefuseNonFinite(absl::Status problem);
+  // A push holding a non-finite value, or whose update overflows: refused (the problem,
+  // counted by RefuseNonFinite) or, under NONFINITE_SKIP, dropped (OK, counted).
+  absl::Status DropNonFinitePush(absl::Status problem, const Optimizer& optimizer);
+  static absl::Status UpdateOverflows(absl::string_view name);
 
   // State below is protected by mu_. Variables are never removed, so a Variable* found
   // under mu_ stays valid after mu_ is released.

@@ -24,6 +24,13 @@ std::vector<float>* OptimizerState::slot(const std::string& name) {
   return nullptr;
 }
 
+const std::vector<float>* OptimizerState::slot(const std::string& name) const {
+  for (const auto& s : slots_) {
+    if (s.first == name) return &s.second;
+  }
+  return nullptr;
+}
+
 std::vector<std::pair<std::string, std::vector<float>*>> OptimizerState::slots() {
   std::vector<std::pair<std::string, std::vector<float>*>> out;
   for (auto& s : slots_) out.emplace_back(s.first, &s.second);
@@ -117,7 +124,23 @@ float LearningRateAt(const OptimizerConfig& config, int64_t iterations) {
   return static_cast<float>(config.learning_rate() * std::pow(config.decay_rate(), exponent));
 }
 
+bool Optimizer::UpdateStaysFinite(absl::Span<const float> gradient,
+                                  absl::Span<const float> variable,
+                                  const OptimizerState& state) const {
+  std::vector<float> value(variable.begin(), variable.end());
+  OptimizerState copy = state;
+  Apply(gradient, absl::MakeSpan(value), &copy);
+  if (FirstNonFinite(value) >= 0) return false;
+  for (const auto& [name, slot] : copy.slots()) {
+    if (FirstNonFinite(*slot) >= 0) return false;
+  }
+  return true;
+}
+
 namespace {
+
+// x is neither NaN nor an infinity (a comparison, so the loops below stay vectorisable).
+inline bool IsFinite(float x) { return std::fabs(x) <= FLT_MAX; }
 
 // What every optimizer shares: its resolved config, and an Apply that hands the update
 // raw pointers (absl::Span's checked operator[] keeps GCC from vectorising the loops),
@@ -133,11 +156,23 @@ class KerasOptimizer : public Optimizer {
     s->set_iterations(s->iterations() + 1);
   }
 
+  bool UpdateStaysFinite(absl::Span<const float> g, absl::Span<const float> w,
+                         const OptimizerState& s) const final {
+    // The kernels store nothing when they only check, so w and the slots stay unchanged.
+    return UpdateIsFinite(g.data(), const_cast<float*>(w.data()), w.size(),
+                          LearningRateAt(c_, s.iterations()), const_cast<OptimizerState*>(&s));
+  }
+
  protected:
   // One update of the n elements of w from gradient g; `s` holds this variable's slots
   // and the count of updates before this one.
   virtual void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
                       OptimizerState* s) const = 0;
+  // The same update's arithmetic without storing it: whether every result is finite.
+  // Each optimizer runs one kernel for both (kStore true or false), so the check sees
+  // exactly the values Update would store.
+  virtual bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
+                              OptimizerState* s) const = 0;
 
   const OptimizerConfig c_;
 };
@@ -154,17 +189,43 @@ class Sgd : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s) const override {
+    Kernel<true>(g, w, n, lr, s);
+  }
+  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
+                      OptimizerState* s) const override {
+    return Kernel<false>(g, w, n, lr, s);
+  }
+
+ private:
+  template <bool kStore>
+  bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
+    bool finite = true;
     if (mu > 0.0f) {
       float* __restrict m = s->slot("momentum")->data();
       for (size_t i = 0; i < n; ++i) {
-        m[i] = mu * m[i] - lr * g[i];
-        w[i] += nesterov ? mu * m[i] - lr * g[i] : m[i];
+        const float mi = mu * m[i] - lr * g[i];
+        const float wi = w[i] + (nesterov ? mu * mi - lr * g[i] : mi);
+        if constexpr (kStore) {
+          m[i] = mi;
+          w[i] = wi;
+        } else {
+          finite &= IsFinite(mi) & IsFinite(wi);
+        }
       }
     } else {
-      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      for (size_t i = 0; i < n; ++i) {
+        const float wi = w[i] - lr * g[i];
+        if constexpr (kStore) {
+          w[i] = wi;
+        } else {
+          finite &= IsFinite(wi);
+        }
+      }
     }
+    return finite;
   }
 };
 
@@ -181,6 +242,17 @@ class Adam : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s) const override {
+    Kernel<true>(g, w, n, lr, s);
+  }
+  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
+                      OptimizerState* s) const override {
+    return Kernel<false>(g, w, n, lr, s);
+  }
+
+ private:
+  template <bool kStore>
+  bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
@@ -188,11 +260,20 @@ class Adam : public KerasOptimizer {
         static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
     float* __restrict m = s->slot("momentum")->data();
     float* __restrict v = s->slot("velocity")->data();
+    bool finite = true;
     for (size_t i = 0; i < n; ++i) {
-      m[i] += (g[i] - m[i]) * (1.0f - b1);
-      v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+      const float mi = m[i] + (g[i] - m[i]) * (1.0f - b1);
+      const float vi = v[i] + (g[i] * g[i] - v[i]) * (1.0f - b2);
+      const float wi = w[i] - alpha * mi / (std::sqrt(vi) + eps);
+      if constexpr (kStore) {
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi;
+      } else {
+        finite &= IsFinite(mi) & IsFinite(vi) & IsFinite(wi);
+      }
     }
+    return finite;
   }
 };
 
@@ -208,13 +289,32 @@ class Adagrad : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s) const override {
+    Kernel<true>(g, w, n, lr, s);
+  }
+  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
+                      OptimizerState* s) const override {
+    return Kernel<false>(g, w, n, lr, s);
+  }
+
+ private:
+  template <bool kStore>
+  bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const {
     const float eps = c_.epsilon();
     float* __restrict acc = s->slot("accumulator")->data();
+    bool finite = true;
     for (size_t i = 0; i < n; ++i) {
-      acc[i] += g[i] * g[i];
+      const float ai = acc[i] + g[i] * g[i];
       // Keras 3: epsilon inside the square root.
-      w[i] -= lr * g[i] / std::sqrt(acc[i] + eps);
+      const float wi = w[i] - lr * g[i] / std::sqrt(ai + eps);
+      if constexpr (kStore) {
+        acc[i] = ai;
+        w[i] = wi;
+      } else {
+        finite &= IsFinite(ai) & IsFinite(wi);
+      }
     }
+    return finite;
   }
 };
 
@@ -231,19 +331,35 @@ class RmsProp : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s) const override {
+    Kernel<true>(g, w, n, lr, s);
+  }
+  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
+                      OptimizerState* s) const override {
+    return Kernel<false>(g, w, n, lr, s);
+  }
+
+ private:
+  template <bool kStore>
+  bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s) const {
     const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
     float* __restrict v = s->slot("velocity")->data();
     float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
+    bool finite = true;
     for (size_t i = 0; i < n; ++i) {
-      v[i] = rho * v[i] + (1.0f - rho) * g[i] * g[i];
-      const float inc = lr * g[i] / std::sqrt(v[i] + eps);
-      if (m != nullptr) {
-        m[i] = mu * m[i] + inc;
-        w[i] -= m[i];
+      const float vi = rho * v[i] + (1.0f - rho) * g[i] * g[i];
+      const float inc = lr * g[i] / std::sqrt(vi + eps);
+      const float mi = m != nullptr ? mu * m[i] + inc : 0.0f;
+      const float wi = w[i] - (m != nullptr ? mi : inc);
+      if constexpr (kStore) {
+        v[i] = vi;
+        if (m != nullptr) m[i] = mi;
+        w[i] = wi;
       } else {
-        w[i] -= inc;
+        finite &= IsFinite(vi) & IsFinite(mi) & IsFinite(wi);
       }
     }
+    return finite;
   }
 };
 

@@ -39,6 +39,7 @@ class OptimizerState {
   std::vector<float>* AddSlot(const std::string& name, float initial_value);
   // The slot named `name`, or null.
   std::vector<float>* slot(const std::string& name);
+  const std::vector<float>* slot(const std::string& name) const;
   // Every slot, in creation order, for checkpointing (write and restore in place).
   std::vector<std::pair<std::string, std::vector<float>*>> slots();
 
@@ -70,6 +71,15 @@ class Optimizer {
   // variable's lock. Never fails.
   virtual void Apply(absl::Span<const float> gradient, absl::Span<float> variable,
                      OptimizerState* state) const = 0;
+
+  // Whether Apply(gradient, variable, state) would leave the variable and every slot
+  // finite: a finite gradient can still overflow a float (Adam's velocity squares it,
+  // SGD multiplies it by the learning rate), and a non-finite slot is never repaired by
+  // later updates. Changes nothing; same preconditions as Apply. This default runs Apply
+  // on copies; the built-in optimizers run their update's arithmetic without storing it.
+  virtual bool UpdateStaysFinite(absl::Span<const float> gradient,
+                                 absl::Span<const float> variable,
+                                 const OptimizerState& state) const;
 };
 
 // The update each variable gets under one OptimizerConfig: the optimizer, or for a variable

@@ -97,6 +97,58 @@ TEST(OptimizerTest, RmsProp) {
   EXPECT_NEAR(m[1], 0.9296242f, 1e-6);
 }
 
+// Every optimizer's own check agrees with running the update on copies (the base class's
+// way) on updates that overflow and ones that do not, and changes nothing.
+TEST(OptimizerTest, UpdateStaysFiniteMatchesTheUpdateAndChangesNothing) {
+  std::vector<OptimizerConfig> configs;
+  for (const char* name : {"sgd", "adam", "adagrad", "rmsprop"}) configs.push_back(Config(name));
+  OptimizerConfig momentum = Config("sgd");
+  momentum.set_momentum(0.9f);
+  configs.push_back(momentum);
+  momentum.set_nesterov(true);
+  configs.push_back(momentum);
+  OptimizerConfig rms_momentum = Config("rmsprop");
+  rms_momentum.set_momentum(0.5f);
+  configs.push_back(rms_momentum);
+  OptimizerConfig huge_lr = Config("sgd");
+  huge_lr.set_learning_rate(1e30f);
+  configs.push_back(huge_lr);
+  const float kMax = 3.4e38f;
+  int overflows = 0;
+  for (const OptimizerConfig& config : configs) {
+    auto opt = Optimizer::Create(config);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    for (float g : {0.5f, -1e9f, 1e18f, 1e20f, kMax, -kMax}) {
+      for (float w0 : {1.0f, kMax, -kMax}) {
+        auto state = (*opt)->NewState(2);
+        // One ordinary step first, so that slots are not all zero.
+        std::vector<float> w = {w0, 1.0f};
+        (*opt)->Apply(std::vector<float>{0.25f, 0.25f}, absl::MakeSpan(w), state.get());
+        const std::vector<float> w_before = w;
+        std::vector<std::vector<float>> slots_before;
+        for (const auto& [name, slot] : state->slots()) slots_before.push_back(*slot);
+        const std::vector<float> grad = {g, 0.5f};
+        const bool finite = (*opt)->UpdateStaysFinite(grad, w, *state);
+        EXPECT_EQ(finite, (*opt)->Optimizer::UpdateStaysFinite(grad, w, *state))
+            << config.ShortDebugString() << " g " << g << " w " << w0;
+        EXPECT_EQ(w, w_before);
+        size_t i = 0;
+        for (const auto& [name, slot] : state->slots()) EXPECT_EQ(*slot, slots_before[i++]);
+        EXPECT_EQ(state->iterations(), 1);
+        if (!finite) ++overflows;
+      }
+    }
+  }
+  EXPECT_GT(overflows, 0);
+  // Adam squares the gradient: 1e18 is fine, 1e20 is not.
+  auto adam = Optimizer::Create(Config("adam"));
+  ASSERT_TRUE(adam.ok());
+  auto state = (*adam)->NewState(1);
+  const std::vector<float> w = {1.0f};
+  EXPECT_TRUE((*adam)->UpdateStaysFinite(std::vector<float>{1e18f}, w, *state));
+  EXPECT_FALSE((*adam)->UpdateStaysFinite(std::vector<float>{1e20f}, w, *state));
+}
+
 TEST(OptimizerTest, StateExposesSlotsByName) {
   auto opt = Optimizer::Create(Config("adam"));
   ASSERT_TRUE(opt.ok());

@@ -181,6 +181,31 @@ TEST_F(HostileTest, NonFiniteGradientsAreRefusedCountedAndChangeNothing) {
   EXPECT_EQ(status.pushes(), 1);
 }
 
+// Found by ps_service_fuzzer: a finite gradient of 1e20 squared in Adam's velocity is an
+// infinity, and the variable stopped learning for good (m / sqrt(inf) = 0 ever after).
+TEST_F(HostileTest, FiniteGradientsWhoseUpdateOverflowsAreRefusedAndChangeNothing) {
+  Start();
+  CreateAdam({{"w", Tensor({4}, {1, 2, 3, 4})}, {"b", Tensor({2}, {5, 6})}});
+  ASSERT_TRUE(unary_client_->PushPull({{"w", Tensor({4}, {1, 1, 1, 1})}}, 0).ok());
+  const std::string w_before = StateOf("w");
+  const std::string b_before = StateOf("b");
+  for (PsClient* client : {unary_client_.get(), stream_client_.get()}) {
+    // b's update is fine and w's overflows: neither is applied.
+    auto values = client->PushPull(
+        {{"b", Tensor({2}, {1, 1})}, {"w", Tensor({4}, {0.5f, 1e20f, 0.5f, 0.5f})}}, 1);
+    EXPECT_EQ(values.status().code(), absl::StatusCode::kInvalidArgument) << values.status();
+    EXPECT_NE(values.status().message().find("update of \"w\" by this gradient overflows"),
+              std::string::npos)
+        << values.status();
+  }
+  EXPECT_EQ(StateOf("w"), w_before);
+  EXPECT_EQ(StateOf("b"), b_before);
+  EXPECT_EQ(Status().nonfinite_refused(), 2);
+  // The largest gradient whose square is finite still trains.
+  ASSERT_TRUE(unary_client_->PushPull({{"w", Tensor({4}, {1e18f, 1, 1, 1})}}, 0).ok());
+  EXPECT_NE(StateOf("w"), w_before);
+}
+
 TEST_F(HostileTest, SkipPolicyDropsTheStepAnswersOkAndCountsIt) {
   Start();
   CreateAdam({{"w", Tensor({4}, {1, 2, 3, 4})}}, NONFINITE_SKIP);
