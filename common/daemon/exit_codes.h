@@ -17,7 +17,8 @@ namespace pstrain {
 // |      | still waiting for its tasks                                     |               |
 // |  1   | a runtime failure: the port is taken, the chief (or a task) did | often helps   |
 // |      | not answer in time, the job failed                              |               |
-// |  2   | bad configuration: flags, TF_CONFIG, job spec, device           | will not help |
+// |  2   | bad configuration: flags, TF_CONFIG, job spec, device, a model  | will not help |
+// |      | that needs more than --max_memory                               |               |
 // |  42  | preempted: SIGTERM/SIGINT reached the chief (or train) during   | yes: resumes  |
 // |      | training; it stopped handing out work and wrote a checkpoint    |               |
 // |      | (TensorFlow's PreemptionCheckpointHandler exits with 42 too)    |               |
@@ -33,11 +34,14 @@ enum ExitCode : int {
 };
 
 // How a daemon exits when `status` stops it: the configuration's fault (INVALID_ARGUMENT,
-// NOT_FOUND: a restart will not help) is 2, anything else (UNAVAILABLE: the port is taken,
-// a peer did not answer, ...) 1.
+// NOT_FOUND, and RESOURCE_EXHAUSTED, which before training means a model or data set over
+// the memory budget: a restart will not help) is 2, anything else (UNAVAILABLE: the port
+// is taken, a peer did not answer, ...) 1.
 inline int ExitCodeFor(const absl::Status& status) {
-  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ? kExitBadConfiguration
-                                                                     : kExitFailure;
+  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+                 absl::IsResourceExhausted(status)
+             ? kExitBadConfiguration
+             : kExitFailure;
 }
 
 }  // namespace pstrain
