@@ -16,6 +16,8 @@
 #include "common/cluster_spec.h"
 #include "common/daemon/rpc/grpc_chief_client.h"
 #include "common/daemon/version.h"
+#include "common/daemon/daemon_security.h"
+#include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "proto/health.grpc.pb.h"
 #include "common/sharding/shard_layout.h"
@@ -33,7 +35,10 @@ constexpr char kUsage[] =
     "       psctl ps --address=HOST:PORT [--timeout=5s] [--json]\n"
     "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n"
     "       psctl health [--address=HOST:PORT] [--timeout=5s]\n"
-    "       psctl --version\n";
+    "       psctl --version\n"
+    "Every command but health sends the job's auth token, from --auth_token_file=FILE or\n"
+    "the PSTRAIN_AUTH_TOKEN environment variable, as the \"admin\" role (status, ps,\n"
+    "checkpoint; the daemons refuse it training's own calls).\n";
 
 // The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
 // empty fields included so a reader finds every key).
@@ -99,6 +104,7 @@ struct Flags {
   std::string command;
   std::string chief;
   std::string address;
+  std::string auth_token_file;
   absl::Duration timeout = absl::Seconds(5);
   bool timeout_given = false;
   bool help = false;
@@ -120,6 +126,11 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
       flags->chief = arg.substr(8);
     } else if (absl::StartsWith(arg, "--address=")) {
       flags->address = arg.substr(10);
+    } else if (absl::StartsWith(arg, "--auth_token_file=")) {
+      flags->auth_token_file = arg.substr(18);
+      if (flags->auth_token_file.empty()) {
+        return absl::InvalidArgumentError("--auth_token_file needs a file");
+      }
     } else if (absl::StartsWith(arg, "--timeout=")) {
       PS_RETURN_IF_ERROR(ParsePositiveDuration("--timeout", arg.substr(10), &flags->timeout));
       flags->timeout_given = true;
@@ -356,6 +367,15 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return kPsctlOk;
   }
   if (flags.command == "health") return CheckHealth(flags, out, err);
+  if (!flags.auth_token_file.empty()) {
+    // Every channel made from here on sends it (common/rpc/client_security.h).
+    absl::StatusOr<std::string> token = ReadAuthToken(flags.auth_token_file);
+    if (!token.ok()) {
+      err << "psctl: " << token.status().message() << "\n";
+      return kPsctlUsage;
+    }
+    SetClientSecurity({*token, {Role::kAdmin, 0}});
+  }
   if (flags.command == "ps") {
     std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);
     absl::StatusOr<PsStatusResponse> status = ps->GetStatus();

@@ -176,7 +176,11 @@ absl::Status SetUpMultiWorkerMirrored(DaemonRuntime* runtime, const Backend& fir
   absl::StatusOr<CollectiveKind> collective_kind =
       ParseCollectiveKind(absl::GetFlag(FLAGS_collective));
   if (!collective_kind.ok()) return BadConfiguration("--collective: ", collective_kind.status());
-  out->collective_service = std::make_unique<CollectiveService>(&out->mailbox, (rank + n - 1) % n);
+  // Only the left neighbour's task may send this rank chunks (RingFromTfConfig's order).
+  const int left = (rank + n - 1) % n;
+  const int chiefs = runtime->options().config.cluster.num_tasks("chief");
+  out->collective_service = std::make_unique<CollectiveService>(
+      &out->mailbox, left, left < chiefs ? "chief" : "worker", left < chiefs ? left : left - chiefs);
   PS_RETURN_IF_ERROR(runtime->Serve({out->collective_service.get()}));
   out->serving = true;
   absl::StatusOr<std::unique_ptr<GrpcRingTransport>> transport =

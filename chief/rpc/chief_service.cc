@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 
 namespace pstrain {
@@ -20,9 +21,16 @@ ChiefServiceImpl::ChiefServiceImpl(Membership* membership, std::string job_json,
       describe_(std::move(describe)),
       save_checkpoint_(std::move(save_checkpoint)) {}
 
-grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext*,
+grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext* context,
                                             const RegisterTaskRequest* request,
                                             RegisterTaskResponse* response) {
+  // A task registers as itself only: a worker's certificate or claim cannot take ps 0's
+  // place (and be answered with the job).
+  if (grpc::Status caller =
+          CheckCallerIsTask(*context, request->task_type(), request->task_index());
+      !caller.ok()) {
+    return caller;
+  }
   absl::Status status = membership_->Register(request->task_type(), request->task_index(),
                                               request->address(), request->incarnation());
   if (!status.ok()) return ToGrpcStatus(status);
@@ -33,8 +41,14 @@ grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext*, const HeartbeatRequest* request,
+grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext* context,
+                                         const HeartbeatRequest* request,
                                          HeartbeatResponse* response) {
+  if (grpc::Status caller =
+          CheckCallerIsTask(*context, request->task_type(), request->task_index());
+      !caller.ok()) {
+    return caller;
+  }
   absl::StatusOr<bool> over = membership_->Heartbeat(request->task_type(), request->task_index(),
                                                      request->incarnation());
   if (!over.ok()) return ToGrpcStatus(over.status());
@@ -42,8 +56,13 @@ grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext*, const HeartbeatRe
   return grpc::Status::OK;
 }
 
-grpc::Status ChiefServiceImpl::Report(grpc::ServerContext*, const ReportRequest* request,
+grpc::Status ChiefServiceImpl::Report(grpc::ServerContext* context, const ReportRequest* request,
                                       ReportResponse*) {
+  if (grpc::Status caller =
+          CheckCallerIsTask(*context, request->task_type(), request->task_index());
+      !caller.ok()) {
+    return caller;
+  }
   // Only members may write to the chief's log, and only one line each.
   if (absl::Status known = membership_->CheckKnown(request->task_type(), request->task_index());
       !known.ok()) {

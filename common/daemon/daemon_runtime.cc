@@ -6,10 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/daemon/command_line.h"
+#include "common/daemon/daemon_security.h"
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/signals.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/metrics/metrics_registry.h"
+#include "common/rpc/call_authorizer.h"
+#include "common/rpc/client_security.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -108,6 +112,22 @@ std::string LogTagFor(const DaemonOptions& options, const std::string& binary) {
   return absl::StrCat(task.type, task.index);
 }
 
+// pstrain_rpc_refused_total{reason}: the calls the authorizer refused.
+void CountRefusedCalls(std::shared_ptr<CallAuthorizer> authorizer, MetricsRegistry* registry) {
+  registry->AddCollector([authorizer](std::vector<prometheus::MetricFamily>* families) {
+    MetricFamilyBuilder("pstrain_rpc_refused_total",
+                        "Calls refused before any handler ran: no or a wrong token or "
+                        "certificate (unauthenticated), a role the method is not for "
+                        "(permission_denied)",
+                        prometheus::MetricType::Counter)
+        .Add(static_cast<double>(authorizer->refused_unauthenticated()),
+             {{"reason", "unauthenticated"}})
+        .Add(static_cast<double>(authorizer->refused_permission_denied()),
+             {{"reason", "permission_denied"}})
+        .AppendTo(families);
+  });
+}
+
 }  // namespace
 
 int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
@@ -121,6 +141,16 @@ int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
     return kExitBadConfiguration;
   }
   SetLogTag(LogTagFor(*options, spec.binary));
+  // Authorization (on by default) before anything listens: a daemon of a cluster with no
+  // token and no --insecure stops here.
+  absl::StatusOr<DaemonSecurity> security =
+      DaemonSecurityFor(*options, SecurityFlagsFromCommandLine());
+  if (!security.ok()) {
+    std::fprintf(stderr, "%s: %s\n", spec.binary.c_str(),
+                 std::string(security.status().message()).c_str());
+    return kExitBadConfiguration;
+  }
+  SetClientSecurity(security->client);
   // The one place a daemon's metrics are made: before anything else binds a port, so a
   // metrics port that cannot be used fails the daemon at once.
   absl::StatusOr<std::unique_ptr<DaemonMetrics>> metrics =
@@ -130,7 +160,12 @@ int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
     return ExitCodeFor(metrics.status());
   }
   // Lives until the process exits: the signal thread may call it at any time.
-  DaemonRuntime& runtime = *new DaemonRuntime(*options, {}, *std::move(metrics));
+  if (security->authorizer != nullptr) {
+    CountRefusedCalls(security->authorizer, (*metrics)->registry());
+  }
+  ServerHooks hooks;
+  hooks.credentials = security->server_credentials;
+  DaemonRuntime& runtime = *new DaemonRuntime(*options, std::move(hooks), *std::move(metrics));
   if (!ShutdownSignalsBlockedAtLoad()) {
     // A binary that does not link //common/daemon:block_signals_at_load: threads started
     // before this point (OpenBLAS's) may still take a signal and die of it.

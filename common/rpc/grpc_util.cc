@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/client_security.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -130,7 +131,13 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // The job's token and this process's identity on every call (client_security.h).
+  auto interceptors = MakeClientSecurityInterceptors();
+  if (interceptors.empty()) {
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, grpc::InsecureChannelCredentials(), args, std::move(interceptors));
 }
 
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {

@@ -3,6 +3,7 @@
 // the chief's epoch lines on stdout; each task's log in a file; exit 0 only when every
 // process has exited cleanly.
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -71,6 +72,9 @@ ABSL_FLAG(bool, no_restart, false,
           "parameter_server: do not restart a ps or worker that dies (by default the launcher "
           "restarts it with the same TF_CONFIG, up to 3 times, as an orchestrator would)");
 ABSL_FLAG(absl::Duration, timeout, absl::Hours(1), "Stop every task after this long");
+ABSL_FLAG(bool, insecure, false,
+          "Run the cluster without authorization (by default the launcher makes a random auth "
+          "token for the run, which every task and psctl must send)");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(15),
           "After a task fails, how long the others get to stop by themselves");
 
@@ -89,6 +93,29 @@ std::string DefaultBinDir() {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "launcher: %s\n", message.c_str());
   return 2;
+}
+
+// A fresh random token for this run (256 bits from the kernel, as hex), written to
+// `path` readable by the user only, so psctl can send it (--auth_token_file). "" when
+// the kernel gives no randomness or the file cannot be written.
+std::string MakeAuthTokenFile(const std::string& path) {
+  unsigned char bytes[32];
+  FILE* random = std::fopen("/dev/urandom", "rb");
+  const bool read = random != nullptr && std::fread(bytes, 1, sizeof(bytes), random) == sizeof(bytes);
+  if (random != nullptr) std::fclose(random);
+  if (!read) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "";
+  const std::string line = token + "\n";
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(fd);
+  return written ? token : "";
 }
 
 }  // namespace
@@ -173,6 +200,20 @@ int main(int argc, char** argv) {
   std::string logdir = absl::GetFlag(FLAGS_logdir);
   if (logdir.empty()) logdir = log_dir + "/tensorboard";
 
+  // Authorization: one random token per run, which every task inherits through its
+  // environment (a token the user exported already is kept), or none with --insecure.
+  std::string token_note;
+  if (absl::GetFlag(FLAGS_insecure)) {
+    unsetenv("PSTRAIN_AUTH_TOKEN");
+  } else if (const char* own = getenv("PSTRAIN_AUTH_TOKEN"); own == nullptr || *own == '\0') {
+    const std::string token_file = log_dir + "/auth_token";
+    const std::string token = MakeAuthTokenFile(token_file);
+    if (token.empty()) return Fail(absl::StrCat("cannot write an auth token to ", token_file));
+    setenv("PSTRAIN_AUTH_TOKEN", token.c_str(), 1);
+    token_note = absl::StrCat("; auth token in ", token_file, " (psctl --auth_token_file=",
+                              token_file, ")");
+  }
+
   // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
   // checkpoints on the way out); a second Ctrl-C leaves at once, and the tasks die with
   // the launcher. (Never freed: the signal thread may use it until the process ends.)
@@ -193,6 +234,7 @@ int main(int argc, char** argv) {
   if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) {
     options.task_args.push_back("--log_format=json");
   }
+  if (absl::GetFlag(FLAGS_insecure)) options.task_args.push_back("--insecure");
   std::map<std::string, int> metrics_ports;
   if (absl::GetFlag(FLAGS_metrics)) options.metrics_ports = &metrics_ports;
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
@@ -212,14 +254,15 @@ int main(int argc, char** argv) {
     options.chief_args.push_back(absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)));
   }
   if (mwms) {
-    std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s; checkpoints in %s\n",
-                strategy.c_str(), options.num_workers, log_dir.c_str(), checkpoint_dir.c_str());
+    std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s; checkpoints in %s%s\n",
+                strategy.c_str(), options.num_workers, log_dir.c_str(), checkpoint_dir.c_str(),
+                token_note.c_str());
   } else {
     std::printf(
         "pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s; "
-        "checkpoints in %s\n",
+        "checkpoints in %s%s\n",
         strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str(),
-        checkpoint_dir.c_str());
+        checkpoint_dir.c_str(), token_note.c_str());
   }
   std::fflush(stdout);
 
@@ -259,6 +302,7 @@ int main(int argc, char** argv) {
         metrics_ports[absl::StrCat("worker", i)] = (*more)[i];
         args.push_back(absl::StrCat("--metrics_port=", (*more)[i]));
       }
+      if (absl::GetFlag(FLAGS_insecure)) args.push_back("--insecure");
       if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
         args.push_back(absl::StrCat("--collective_timeout=",
                                     absl::GetFlag(FLAGS_collective_timeout)));

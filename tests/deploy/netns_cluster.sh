@@ -114,6 +114,8 @@ say "5 namespaces on a bridge: chief ${address[chief]}, ps ${address[ps0]} ${add
 
 # ---- the cluster ----------------------------------------------------------------------------
 cluster="{\"chief\":[\"${address[chief]}:2222\"],\"ps\":[\"${address[ps0]}:2222\",\"${address[ps1]}:2222\"],\"worker\":[\"${address[worker0]}:2222\",\"${address[worker1]}:2222\"]}"
+# The job's shared auth token (authorization is on by default), one per run.
+auth_token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 start_task() {  # name type index flags...
   local name=$1 type=$2 index=$3
   shift 3
@@ -122,7 +124,8 @@ start_task() {  # name type index flags...
   (cd "$work/$name" &&
    exec ip netns exec "${prefix}-$name" env \
      TF_CONFIG="{\"cluster\":$cluster,\"task\":{\"type\":\"$type\",\"index\":$index}}" \
-     OPENBLAS_NUM_THREADS=1 "${binary[$type]}" "$@") >"$work/$name.log" 2>&1 &
+     OPENBLAS_NUM_THREADS=1 PSTRAIN_AUTH_TOKEN="$auth_token" "${binary[$type]}" "$@") \
+     >"$work/$name.log" 2>&1 &
   pid[$name]=$!
 }
 start_task ps0 ps 0 --register_timeout=120s

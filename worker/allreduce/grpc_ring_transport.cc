@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/client_unary_call.h"
 #include "grpcpp/impl/rpc_service_method.h"
@@ -12,8 +13,12 @@
 
 namespace pstrain {
 
-CollectiveService::CollectiveService(ChunkMailbox* mailbox, int expected_src)
-    : mailbox_(mailbox), expected_src_(expected_src) {
+CollectiveService::CollectiveService(ChunkMailbox* mailbox, int expected_src,
+                                     std::string expected_sender_type, int expected_sender_index)
+    : mailbox_(mailbox),
+      expected_src_(expected_src),
+      expected_sender_type_(std::move(expected_sender_type)),
+      expected_sender_index_(expected_sender_index) {
   AddMethod(new grpc::internal::RpcServiceMethod(
       kPushChunkMethod, grpc::internal::RpcMethod::NORMAL_RPC,
       new grpc::internal::RpcMethodHandler<CollectiveService, CollectiveChunkSlices,
@@ -28,8 +33,14 @@ CollectiveService::CollectiveService(ChunkMailbox* mailbox, int expected_src)
 grpc::Status CollectiveService::PushChunk(grpc::ServerContext* context,
                                           const CollectiveChunkSlices* request,
                                           CollectiveChunkAck* reply) {
-  (void)context;
   (void)reply;
+  if (!expected_sender_type_.empty()) {
+    if (grpc::Status caller =
+            CheckCallerIsTask(*context, expected_sender_type_, expected_sender_index_);
+        !caller.ok()) {
+      return caller;
+    }
+  }
   const CollectiveChunk& header = request->fields();
   if (header.src_rank() != expected_src_) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

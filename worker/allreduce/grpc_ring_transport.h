@@ -39,8 +39,12 @@ inline constexpr char kPushChunkMethod[] = "/pstrain.Collective/PushChunk";
 class CollectiveService final : public grpc::Service {
  public:
   // `mailbox` is not owned and must outlive the server. Chunks from any rank other than
-  // `expected_src` are refused with INVALID_ARGUMENT (a misconfigured ring).
-  CollectiveService(ChunkMailbox* mailbox, int expected_src);
+  // `expected_src` are refused with INVALID_ARGUMENT (a misconfigured ring). When
+  // `expected_sender_type` is set, a call whose authenticated caller
+  // (common/rpc/call_authorizer.h) is not that task ("worker", 1) is refused with
+  // PERMISSION_DENIED: only the left neighbour sends chunks, and only as its own rank.
+  CollectiveService(ChunkMailbox* mailbox, int expected_src,
+                    std::string expected_sender_type = "", int expected_sender_index = 0);
 
   grpc::Status PushChunk(grpc::ServerContext* context, const CollectiveChunkSlices* request,
                          CollectiveChunkAck* reply);
@@ -48,6 +52,8 @@ class CollectiveService final : public grpc::Service {
  private:
   ChunkMailbox* const mailbox_;  // Not owned.
   const int expected_src_;
+  const std::string expected_sender_type_;
+  const int expected_sender_index_;
 };
 
 struct GrpcRingOptions {

@@ -1,0 +1,205 @@
+#include "common/rpc/call_authorizer.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/rpc/method_roles.h"
+#include "grpc/grpc_security.h"
+#include "grpc/grpc_security_constants.h"
+
+namespace pstrain {
+namespace {
+
+// A refusal of the same caller for the same reason is logged at most this often.
+constexpr absl::Duration kLogInterval = absl::Minutes(1);
+// Callers remembered for rate-limiting; past it the memory starts again (a flood of
+// distinct names costs log lines, never memory).
+constexpr size_t kMaxLoggedCallers = 1024;
+
+absl::string_view SliceView(const grpc_slice& slice) {
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
+                           GRPC_SLICE_LENGTH(slice));
+}
+
+// The common name of the peer's verified certificate; empty without TLS.
+std::string CertificateName(const grpc_auth_context* context) {
+  grpc_auth_property_iterator it =
+      grpc_auth_context_find_properties_by_name(context, GRPC_X509_CN_PROPERTY_NAME);
+  if (const grpc_auth_property* property = grpc_auth_property_iterator_next(&it)) {
+    return std::string(property->value, property->value_length);
+  }
+  return "";
+}
+
+// The grpc_auth_metadata_processor: runs in gRPC's server auth filter for every call,
+// before the call reaches a handler; answers at once (nothing here blocks).
+void ProcessCallMetadata(void* state, grpc_auth_context* context, const grpc_metadata* md,
+                         size_t num_md, grpc_process_auth_metadata_done_cb done,
+                         void* user_data) {
+  CallAuthorizer* authorizer = static_cast<std::shared_ptr<CallAuthorizer>*>(state)->get();
+  absl::string_view method;
+  const grpc_metadata* token_entry = nullptr;
+  absl::string_view token;
+  absl::string_view claim;
+  bool has_claim = false;
+  for (size_t i = 0; i < num_md; ++i) {
+    const absl::string_view key = SliceView(md[i].key);
+    if (key == ":path") {
+      method = SliceView(md[i].value);
+    } else if (key == kTokenMetadataKey) {
+      token_entry = &md[i];
+      token = SliceView(md[i].value);
+    } else if (key == kIdentityMetadataKey) {
+      claim = SliceView(md[i].value);
+      has_claim = true;
+    }
+  }
+  const absl::Status verdict =
+      authorizer->Check(method, CertificateName(context), token_entry ? &token : nullptr,
+                        has_claim ? &claim : nullptr);
+  if (verdict.ok()) {
+    // The token is consumed: no handler, log or interceptor after this one sees it.
+    done(user_data, token_entry, token_entry != nullptr ? 1 : 0, nullptr, 0, GRPC_STATUS_OK,
+         nullptr);
+    return;
+  }
+  const std::string message(verdict.message());
+  done(user_data, nullptr, 0, nullptr, 0, static_cast<grpc_status_code>(verdict.code()),
+       message.c_str());
+}
+
+void DestroyProcessorState(void* state) {
+  delete static_cast<std::shared_ptr<CallAuthorizer>*>(state);
+}
+
+// Plaintext credentials with an auth metadata processor. grpc::InsecureServerCredentials()
+// refuses a processor, but gRPC's core runs one on any server credentials, so these
+// hold core credentials of their own and add the port the way grpc::Server would.
+class AuthorizingInsecureCredentials final : public grpc::ServerCredentials {
+ public:
+  explicit AuthorizingInsecureCredentials(std::shared_ptr<CallAuthorizer> authorizer)
+      : core_(grpc_insecure_server_credentials_create()) {
+    grpc_server_credentials_set_auth_metadata_processor(
+        core_, {ProcessCallMetadata, DestroyProcessorState,
+                new std::shared_ptr<CallAuthorizer>(std::move(authorizer))});
+  }
+  ~AuthorizingInsecureCredentials() override { grpc_server_credentials_release(core_); }
+
+  void SetAuthMetadataProcessor(
+      const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
+    LogError("AuthorizingInsecureCredentials already has its processor; another is ignored");
+  }
+
+ private:
+  int AddPortToServer(const std::string& address, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, address.c_str(), core_);
+  }
+
+  grpc_server_credentials* const core_;
+};
+
+}  // namespace
+
+CallAuthorizer::CallAuthorizer(std::string token) : token_(std::move(token)) {}
+
+absl::Status CallAuthorizer::Check(absl::string_view method, absl::string_view certificate_name,
+                                   const absl::string_view* token,
+                                   const absl::string_view* claim) {
+  if (IsOpenMethod(method)) return absl::OkStatus();
+  absl::Status verdict;
+  std::string caller = "an anonymous caller";
+  absl::StatusOr<CallerIdentity> identity;
+  if (!certificate_name.empty()) {
+    identity = ParseIdentity(certificate_name);
+    caller = absl::StrCat("certificate ", certificate_name.substr(0, 64));
+  } else if (token_.empty() || token == nullptr || !ConstantTimeEquals(*token, token_)) {
+    verdict = absl::UnauthenticatedError(
+        token_.empty() ? "this server takes only callers with a certificate of its cluster"
+        : token == nullptr
+            ? "no auth token: every pstrain daemon, psctl and client of a job needs the job's "
+              "token (--auth_token_file or PSTRAIN_AUTH_TOKEN)"
+            : "wrong auth token");
+    if (claim != nullptr) caller = absl::StrCat("a caller claiming ", claim->substr(0, 64));
+  } else if (claim == nullptr) {
+    verdict = absl::UnauthenticatedError(
+        absl::StrCat("the call carries the token but no identity (", kIdentityMetadataKey,
+                     ": worker-1)"));
+  } else {
+    identity = ParseIdentity(*claim);
+    caller = std::string(claim->substr(0, 64));
+  }
+  if (verdict.ok() && !identity.ok()) {
+    verdict = absl::UnauthenticatedError(identity.status().message());
+  }
+  if (verdict.ok()) verdict = AuthorizeMethod(method, *identity);
+  if (!verdict.ok()) CountAndLog(verdict, method, caller);
+  return verdict;
+}
+
+void CallAuthorizer::CountAndLog(const absl::Status& refusal, absl::string_view method,
+                                 const std::string& caller) {
+  (refusal.code() == absl::StatusCode::kUnauthenticated ? unauthenticated_ : permission_denied_)
+      .fetch_add(1);
+  const absl::Time now = absl::Now();
+  int64_t unlogged = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (log_state_.size() >= kMaxLoggedCallers) log_state_.clear();
+    LogState& state = log_state_[absl::StrCat(caller, "|", refusal.code())];
+    if (now - state.last_logged < kLogInterval) {
+      ++state.unlogged;
+      return;
+    }
+    unlogged = state.unlogged;
+    state.last_logged = now;
+    state.unlogged = 0;
+  }
+  LogWarning(absl::StrCat("refused ", method.substr(0, 128), " from ", caller, ": ",
+                          absl::StatusCodeToString(refusal.code()), ": ", refusal.message(),
+                          unlogged > 0 ? absl::StrCat(" (and ", unlogged,
+                                                      " refusals of it not logged)")
+                                       : ""));
+}
+
+std::shared_ptr<grpc::ServerCredentials> AuthorizingInsecureServerCredentials(
+    std::shared_ptr<CallAuthorizer> authorizer) {
+  return std::make_shared<AuthorizingInsecureCredentials>(std::move(authorizer));
+}
+
+absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context) {
+  if (std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {
+    const std::vector<grpc::string_ref> names =
+        auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
+    if (!names.empty()) {
+      return ParseIdentity(absl::string_view(names[0].data(), names[0].size()));
+    }
+  }
+  const auto& metadata = context.client_metadata();
+  const auto claim = metadata.find(kIdentityMetadataKey);
+  if (claim == metadata.end()) return std::nullopt;
+  absl::StatusOr<CallerIdentity> identity =
+      ParseIdentity(absl::string_view(claim->second.data(), claim->second.size()));
+  if (!identity.ok()) return absl::UnauthenticatedError(identity.status().message());
+  return *identity;
+}
+
+grpc::Status CheckCallerIsTask(const grpc::ServerContext& context, absl::string_view type,
+                               int index) {
+  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(context);
+  if (!caller.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(caller.status().message()));
+  }
+  if (!caller->has_value()) return grpc::Status::OK;
+  absl::StatusOr<Role> role = RoleFromName(type);
+  CallerIdentity task{role.ok() ? *role : Role::kAdmin, index};
+  if (!role.ok() || **caller != task) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(FormatIdentity(**caller), " cannot act as ",
+                                     type.substr(0, 32), " ", index));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace pstrain

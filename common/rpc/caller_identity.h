@@ -1,0 +1,58 @@
+#ifndef PSTRAIN_COMMON_RPC_CALLER_IDENTITY_H_
+#define PSTRAIN_COMMON_RPC_CALLER_IDENTITY_H_
+
+// Who calls a pstrain RPC: a role and an index, as a task of the cluster spec is named.
+// Knows nothing of gRPC: common/rpc/call_authorizer.h reads it from a call (the peer's
+// certificate, or the claim a client sends next to the job's token).
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pstrain {
+
+// Call metadata a pstrain client sends (common/rpc/client_security.h): the job's token,
+// and the identity it claims (FormatIdentity's form).
+inline constexpr char kTokenMetadataKey[] = "x-pstrain-token";
+inline constexpr char kIdentityMetadataKey[] = "x-pstrain-identity";
+
+enum class Role {
+  kChief,   // the coordinator (TF_CONFIG "chief" or "master")
+  kWorker,  // computes and pushes gradients; a ring member in multi_worker_mirrored
+  kPs,      // holds variables
+  kAdmin,   // an operator's tool (psctl) or a test harness: reads status, stops, checkpoints
+};
+
+struct CallerIdentity {
+  Role role = Role::kAdmin;
+  int index = 0;
+
+  bool operator==(const CallerIdentity& other) const {
+    return role == other.role && index == other.index;
+  }
+  bool operator!=(const CallerIdentity& other) const { return !(*this == other); }
+};
+
+// "chief", "worker", "ps", "admin".
+absl::string_view RoleName(Role role);
+
+// A TF_CONFIG task type ("chief", "master", "worker", "ps") or "admin" as a role.
+// Errors: INVALID_ARGUMENT any other name (an "evaluator" runs no pstrain daemon).
+absl::StatusOr<Role> RoleFromName(absl::string_view name);
+
+// "worker-1": the claim a client sends, and the common name (CN) of a task's certificate
+// (tools/make_certs.sh).
+std::string FormatIdentity(const CallerIdentity& identity);
+
+// Reads FormatIdentity's form back; "chief" and "admin" alone mean index 0.
+// Errors: INVALID_ARGUMENT anything else (an unknown role, a negative or missing index).
+absl::StatusOr<CallerIdentity> ParseIdentity(absl::string_view text);
+
+// Compares two secrets in time that depends on their lengths only, not on where they
+// first differ, so that a caller cannot find the job's token byte by byte by timing.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_RPC_CALLER_IDENTITY_H_
