@@ -31,10 +31,15 @@
 // second signal or the end of the grace ends it at once, with the code the handler chose.
 //
 // Seams for what comes next, all in this one place:
+// - Authorization (#12), in step 2: common/daemon/daemon_security.h reads the job's token
+//   (--auth_token_file, PSTRAIN_AUTH_TOKEN) or --insecure; ServerHooks::credentials then
+//   carry a CallAuthorizer (common/rpc/call_authorizer.h) that checks every call's token
+//   and identity against the role table (common/rpc/method_roles.h) in gRPC's auth
+//   filter, before any handler; the daemon's channels send the token and its own task's
+//   identity (common/rpc/client_security.h, read by CreateChannel). A daemon of a cluster
+//   with no token and no --insecure exits 2.
 // - TLS (#12): ServerHooks::credentials, filled from flags in RunDaemon, used by Serve();
 //   clients get theirs the same way through common/rpc/grpc_util's CreateChannel.
-// - Authorization (#12): ServerHooks::make_interceptors (e.g. an interceptor that checks
-//   a token in every call's metadata and who is calling, before the service sees it).
 // - Metrics (#13): the runtime makes the daemon's DaemonMetrics, here and only here
 //   (metrics(): pstrain_build_info from version.h's kPstrainVersion, the process
 //   metrics, /metrics on --metrics_port); a body adds its own families and collectors to

@@ -68,6 +68,8 @@ services=(chief ps0 ps1 worker0 worker1)
 run=plain    # which run the containers are of: plain, faults (names their kept logs)
 # The Compose file's variables: a volume of this run's own, the dashboard on a free port.
 export PSTRAIN_CHECKPOINT_VOLUME="$project-checkpoints"
+# The job's auth token (authorization is on by default; Compose passes it to every task).
+export PSTRAIN_AUTH_TOKEN="${PSTRAIN_AUTH_TOKEN:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}"
 
 active_compose=$compose_file   # the file the current run uses
 compose() { podman-compose -p "$project" -f "$active_compose" "$@"; }

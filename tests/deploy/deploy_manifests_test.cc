@@ -53,6 +53,13 @@ constexpr char kComposePrometheus[] = "deploy/compose/prometheus.yml";
 // Every task serves Prometheus metrics on this port in its container or pod.
 constexpr char kMetricsPort[] = "8080";
 
+// How many times `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -565,6 +572,12 @@ TEST(ComposeTest, OpenBlasThreadsMatchEachContainersCpuLimit) {
   }
 }
 
+// Authorization is on by default: every task gets the job's token, and Compose refuses to
+// start without one rather than starting daemons that exit 2.
+TEST(ComposeTest, EveryServiceGetsTheJobsAuthToken) {
+  EXPECT_EQ(Occurrences(ReadFile(kCompose), "PSTRAIN_AUTH_TOKEN: ${PSTRAIN_AUTH_TOKEN:?"), 5);
+}
+
 TEST(ComposeTest, DockerComposeAcceptsTheFile) {
   const std::string docker_compose = FindProgram("docker-compose");
   if (docker_compose.empty()) {
@@ -721,6 +734,9 @@ TEST(K8sTest, KubectlKustomizeRenders) {
   EXPECT_EQ(kinds["ConfigMap"], 1);
   EXPECT_EQ(kinds["PersistentVolumeClaim"], 1);
   EXPECT_THAT(output, HasSubstr("image: pstrain:latest"));
+  // Every task reads the job's auth token from the Secret (authorization is on by default).
+  EXPECT_EQ(Occurrences(output, "secretKeyRef:"), 5);
+  EXPECT_EQ(Occurrences(output, "name: pstrain-auth"), 5);
 }
 
 // ---- Kubeflow TFJob --------------------------------------------------------------------
@@ -806,13 +822,16 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     // from the one named "tfjob-port".
     if (type == "Chief") {
       // ... and the chief mounts its checkpoint volume.
+      // Every task reads the job's auth token from the Secret pstrain-auth.
       EXPECT_THAT(AllValues(spec.lines, "name"),
-                  ElementsAre("tensorflow", "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics",
-                              "checkpoints", "checkpoints"));
+                  ElementsAre("tensorflow", "PSTRAIN_AUTH_TOKEN", "pstrain-auth",
+                              "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics", "checkpoints",
+                              "checkpoints"));
       ExpectCheckpointVolume(spec.lines, "pstrain-fashion-mnist-checkpoints");
     } else {
       EXPECT_THAT(AllValues(spec.lines, "name"),
-                  ElementsAre("tensorflow", "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics"));
+                  ElementsAre("tensorflow", "PSTRAIN_AUTH_TOKEN", "pstrain-auth",
+                              "OPENBLAS_NUM_THREADS", "tfjob-port", "metrics"));
       EXPECT_THAT(AllValues(spec.lines, "mountPath"), testing::IsEmpty());
     }
     EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre("2222", kMetricsPort));

@@ -52,6 +52,7 @@ cleanup() {
   [ -f "$work/pods.yaml" ] && podman kube down "$work/pods.yaml" >/dev/null 2>&1
   for p in "${pods[@]}"; do podman pod rm -f "$p" >/dev/null 2>&1; done
   podman volume rm -f "$claim" pstrain-job >/dev/null 2>&1
+  podman secret rm pstrain-auth >/dev/null 2>&1
   podman network rm -f "$network" >/dev/null 2>&1
   if [ "$keep_logs" -eq 1 ]; then say "logs kept in $work"; else rm -rf "$work"; fi
   exit "$status"
@@ -78,12 +79,24 @@ podman volume exists pstrain-job && fail "a volume pstrain-job exists already: r
 kubectl kustomize deploy/k8s >"$work/rendered.yaml" || fail "kubectl kustomize deploy/k8s"
 python3 tests/deploy/k8s_pods.py --claim="$claim" <"$work/rendered.yaml" >"$work/pods.yaml" ||
   fail "extracting the pod templates"
+# The Secret the pods read the job's auth token from (what `kubectl create secret generic
+# pstrain-auth --from-literal=token=...` makes on a cluster), played before the pods.
+cat >"$work/secret.yaml" <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: pstrain-auth
+stringData:
+  token: $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+EOF
 phase "render" "kubectl kustomize deploy/k8s: $(grep -c '^kind: Job' "$work/rendered.yaml") Jobs -> $(grep -c '^kind: Pod' "$work/pods.yaml") Pods, the ConfigMap and the claim (as $claim)"
 
 # ---- play ----------------------------------------------------------------------------------
 podman network create "$network" >/dev/null || fail "podman network create"
 started=$(date +%s)
-podman kube play --network "$network" "$work/pods.yaml" >"$work/play.log" 2>&1 ||
+podman kube play "$work/secret.yaml" >"$work/play.log" 2>&1 ||
+  { cat "$work/play.log"; fail "podman kube play (the auth token's Secret)"; }
+podman kube play --network "$network" "$work/pods.yaml" >>"$work/play.log" 2>&1 ||
   { cat "$work/play.log"; fail "podman kube play"; }
 phase "kube play" "${pods[*]} on network $network"
 
