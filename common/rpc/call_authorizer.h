@@ -92,7 +92,8 @@ std::shared_ptr<grpc::ServerCredentials> AuthorizingInsecureServerCredentials(
 absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context);
 
 // OK when the caller of `context` is task (`type`, `index`) ("ps", "worker", "chief";
-// "master" is "chief"), or when the call carries no identity (authorization is off);
+// "master" is "chief"), or when the call carries no identity or "admin" (authorization is
+// off: the role table gives admin none of the methods that make this check);
 // PERMISSION_DENIED naming both otherwise: a worker cannot register, heartbeat or send
 // chunks as another task.
 grpc::Status CheckCallerIsTask(const grpc::ServerContext& context, absl::string_view type,
