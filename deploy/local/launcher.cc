@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -195,6 +196,13 @@ int main(int argc, char** argv) {
   if (checkpoint_dir.empty() &&
       (checkpoint_dir = fresh_dir("pstrain-checkpoints")).empty()) {
     return Fail("cannot create a checkpoint folder in /tmp");
+  }
+
+  // A --log_dir that does not exist yet is made (the task logs and the token go there).
+  std::error_code made_log_dir;
+  std::filesystem::create_directories(log_dir, made_log_dir);
+  if (made_log_dir) {
+    return Fail(absl::StrCat("cannot create the log folder ", log_dir, ": ", made_log_dir.message()));
   }
 
   std::string logdir = absl::GetFlag(FLAGS_logdir);
