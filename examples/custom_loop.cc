@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "pstrain/pstrain.h"
 
@@ -217,7 +216,15 @@ absl::Status Main() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  // --help lists these flags and exits 0, --version says what was built, as in every
+  // pstrain binary.
+  pstrain::ParseCommandLineWithUsage(
+      argc, argv,
+      "TensorFlow's custom training loop on pstrain's public API.\n"
+      "  custom_loop --strategy=default|mirrored|multi_worker_mirrored|parameter_server\n"
+      "              [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]\n"
+      "multi_worker_mirrored and parameter_server read the cluster and this task from "
+      "TF_CONFIG.");
   const absl::Status status = Main();
   if (status.ok()) return 0;
   std::fprintf(stderr, "custom_loop: %s\n", std::string(status.message()).c_str());

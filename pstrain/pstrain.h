@@ -44,9 +44,13 @@
 // (worker/distributed_dataset.h) and the synchronous model (worker/replicated_model.h),
 // so a custom loop takes exactly Fit's synchronous step.
 //
+// A program parses its flags with ParseCommandLineWithUsage (common/daemon/command_line.h),
+// as pstrain's own binaries do: --help lists them and exits 0, --version says what was built.
+//
 // Errors are absl::Status throughout; PS_RETURN_IF_ERROR and PS_ASSIGN_OR_RETURN
 // (common/status_macros.h) propagate them.
 
+#include "common/daemon/command_line.h"
 #include "common/data/dataset.h"
 #include "common/model/model.h"
 #include "common/status_macros.h"

@@ -22,7 +22,7 @@ const std::vector<std::string>& Binaries() {
       "ps_server/ps_server", "worker/worker",         "chief/chief",
       "worker/train",        "deploy/local/launcher", "tools/psctl",
       "tools/evaluate",      "tools/export_safetensors", "tools/export_keras", "bench/train_throughput",
-      "bench/ps_throughput", "bench/allreduce_bandwidth"};
+      "bench/ps_throughput", "bench/allreduce_bandwidth", "examples/custom_loop"};
   return *binaries;
 }
 
