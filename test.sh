@@ -102,6 +102,23 @@ if [ "$status" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
   count_build_failure "build"
 fi
 tests_failed=$failed
+# Clang's thread-safety analysis (#11): every C++ target compiled with Debian's clang and
+# -Werror=thread-safety (.bazelrc's --config=clang, as leveldb builds), counted as one test.
+# It compiles under --config=asan, which is --config=clang plus ASan and UBSan, in the clang
+# output base, so the fuzzers below only link what it compiled; nothing is linked here.
+if [ "$tests_failed" -eq "$failed_before" ]; then
+  . tests/clang_output_base.sh
+  mapfile -t clang_patterns < <(clang_build_patterns)
+  echo "== clang -Werror=thread-safety build (bazel build --config=asan, compile only)"
+  if bazel --output_base="$(clang_output_base)" build --config=asan \
+      --output_groups=compilation_outputs "${clang_patterns[@]}" >"$log" 2>&1; then
+    echo "clang thread-safety build PASSED"
+    passed=$((passed + 1))
+  else
+    grep -E "warning: .*\[-W(thread-safety|error)|error:" "$log" | head -20
+    count_build_failure "clang thread-safety build"
+  fi
+fi
 # Each libFuzzer target of tests/fuzz/ for a few seconds, each counted as a test
 # (tests/fuzz/run_fuzzers.sh: clang, ASan and UBSan, in a Bazel output base of its own; the
 # seed corpora themselves already ran above as //tests/fuzz:*_corpus_test). The full suite

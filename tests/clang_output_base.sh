@@ -11,3 +11,13 @@ clang_output_base() {
   key=$(pwd -P | md5sum | cut -c1-16)
   echo "${HOME:-/root}/.cache/pstrain-clang/${key}"
 }
+
+# Every package of this checkout as target patterns ("//:all //bench/... //chief/..."),
+# for the clang builds in place of //...: Bazel skips the bazel-<folder> link of its own
+# output base when it expands //..., but not the gcc build's link, which a clang build in
+# another output base would read as source packages (and fail on Bazel's own BUILD files).
+clang_build_patterns() {
+  echo "//:all"
+  find . -name BUILD -not -path './bazel-*' -not -path './.git/*' | cut -d/ -f2 |
+    grep -v '^BUILD$' | sort -u | sed 's|.*|//&/...|'
+}

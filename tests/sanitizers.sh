@@ -26,9 +26,10 @@ bazel_clang() { bazel --output_base="$output_base" "$@"; }
 if [ $# -gt 0 ]; then
   targets=("$@")
 elif [ "$unit" -eq 1 ]; then
-  mapfile -t targets < <(bazel_clang query 'tests(//...) except tests(//tests/...) except tests(//deploy/...)' 2>/dev/null)
+  everything=$(clang_build_patterns | paste -sd+ | sed 's/+/ + /g')
+  mapfile -t targets < <(bazel_clang query "tests($everything) except tests(//tests/...) except tests(//deploy/...)" 2>/dev/null)
 else
-  targets=(//...)
+  mapfile -t targets < <(clang_build_patterns)
 fi
 
 extra=()
