@@ -185,9 +185,8 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenCheckpointToRestore(
 absl::StatusOr<ChiefJob> PrepareJob(const ChiefOptions& options, const DaemonOptions& daemon) {
   ChiefJob chief;
   PS_ASSIGN_OR_RETURN(chief.job, LoadJob(options));
-  if (!options.export_keras.empty() && !absl::EndsWith(options.export_keras, ".keras")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--export_keras=", options.export_keras, " does not end in .keras (Keras loads only those)"));
+  if (!options.export_keras.empty()) {
+    PS_RETURN_IF_ERROR(CheckKerasPath(options.export_keras, "--export_keras="));
   }
   PS_RETURN_IF_ERROR(ResolveJobConsistency(options, daemon, &chief));
   PS_RETURN_IF_ERROR(BuildModelAndValidation(options, &chief));

@@ -28,9 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "export_keras: --checkpoint and --out are required\n");
     return 2;
   }
-  if (!absl::EndsWith(out, ".keras")) {
-    std::fprintf(stderr, "export_keras: --out=%s does not end in .keras (Keras loads only those)\n",
-                 out.c_str());
+  if (const absl::Status named = pstrain::CheckKerasPath(out, "--out="); !named.ok()) {
+    std::fprintf(stderr, "export_keras: %s\n", std::string(named.message()).c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<pstrain::CheckpointReader>> checkpoint =

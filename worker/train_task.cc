@@ -97,10 +97,7 @@ absl::StatusOr<TrainJob> LoadTrainJob() {
     return absl::InvalidArgumentError("--keep_checkpoints must be at least 1");
   }
   const std::string export_keras = absl::GetFlag(FLAGS_export_keras);
-  if (!export_keras.empty() && !absl::EndsWith(export_keras, ".keras")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--export_keras=", export_keras, " does not end in .keras (Keras loads only those)"));
-  }
+  if (!export_keras.empty()) PS_RETURN_IF_ERROR(CheckKerasPath(export_keras, "--export_keras="));
   std::ifstream in(train.path);
   if (!in) return absl::NotFoundError(absl::StrCat(train.path, ": cannot read the job spec"));
   std::stringstream text;

@@ -104,10 +104,7 @@ std::vector<KerasSaveableWeights> LayerWeights(const Model& model,
 absl::Status WriteKerasFile(const JobSpec& spec, const Model& model,
                             const std::vector<const Tensor*>& weights, int64_t step,
                             const std::string& out_path, const KerasExportOptions& options) {
-  if (!absl::EndsWith(out_path, ".keras")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", out_path, "\" does not end in .keras (Keras loads only those)"));
-  }
+  PS_RETURN_IF_ERROR(CheckKerasPath(out_path));
   json config = model.ToKerasJson();
   config["compile_config"] = CompileConfig(spec);
   ShortestFloats(config);
@@ -126,12 +123,17 @@ absl::Status WriteKerasFile(const JobSpec& spec, const Model& model,
 
 }  // namespace
 
+absl::Status CheckKerasPath(absl::string_view path, absl::string_view what) {
+  if (absl::EndsWith(path, ".keras")) return absl::OkStatus();
+  const std::string named =
+      what.empty() ? absl::StrCat("\"", path, "\"") : absl::StrCat(what, path);
+  return absl::InvalidArgumentError(
+      absl::StrCat(named, " does not end in .keras (Keras loads only those)"));
+}
+
 absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& out_path,
                          const KerasExportOptions& options) {
-  if (!absl::EndsWith(out_path, ".keras")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", out_path, "\" does not end in .keras (Keras loads only those)"));
-  }
+  PS_RETURN_IF_ERROR(CheckKerasPath(out_path));
   PS_ASSIGN_OR_RETURN(ParsedCheckpoint parsed, ParseCheckpointModel(checkpoint));
   std::vector<const Tensor*> weights;
   for (const VariableSpec& variable : parsed.model->variables()) {

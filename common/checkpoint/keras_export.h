@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/checkpoint/checkpoint.h"
@@ -29,6 +30,12 @@ namespace pstrain {
 
 // The Keras version whose saving format (keras/src/saving/saving_lib.py) the files follow.
 inline constexpr char kKerasFormatVersion[] = "3.3.3";
+
+// OK when `path` ends in ".keras" (Keras 3's load_model opens nothing else); otherwise
+// INVALID_ARGUMENT naming `what` (a flag such as "--export_keras=" or empty) and the path.
+// The chief and train check their --export_keras with it at start, before any training,
+// as the exporters below do before writing.
+absl::Status CheckKerasPath(absl::string_view path, absl::string_view what = "");
 
 struct KerasExportOptions {
   absl::Time date_saved = absl::Now();
