@@ -5,7 +5,8 @@
 // exactly as the checkpoint does, and continues training from its weights under default,
 // mirrored and parameter_server: its first epoch's loss is below a fresh start's. At the
 // end, train and the chief write the trained model with --export_keras (the chief from
-// the ps tasks' weights), equal to their last checkpoint's.
+// the ps tasks' weights), equal to their last checkpoint's. The CNN example, with
+// BatchNormalization's moving statistics, round-trips the same way.
 
 #include <sys/stat.h>
 
@@ -132,6 +133,43 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
       RunToEnd("/usr/bin/python3", {"tools/testdata/check_keras_file.py", dir + "/ps.keras",
                                     LatestCheckpoint(dir + "/ps")});
   EXPECT_NE(ps_checked.find("ok: 3 layers, 4 tensors"), std::string::npos) << ps_checked;
+}
+
+// The CNN example (Conv2D, BatchNormalization, pooling): kernels in Keras's (height, width,
+// in, out) layout and BatchNormalization's four vectors, the moving statistics included,
+// go into the file and come back. Evaluation normalizes with the moving statistics, so
+// equal figures from the file and the checkpoint show they round-tripped.
+TEST(KerasRoundTripTest, ACnnWithBatchNormalizationRoundTrips) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  nlohmann::json job = nlohmann::json::parse(ReadFile("examples/fashion_mnist_cnn.json"));
+  job["fit"]["steps_per_epoch"] = 60;  // a short epoch: the statistics move off their start
+  const std::string job_path = dir + "/cnn.json";
+  std::ofstream(job_path) << job.dump(2);
+  const std::string checkpoints = dir + "/cnn_ckpt";
+  const std::string keras = dir + "/cnn.keras";
+  RunToEnd("worker/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + checkpoints,
+                            "--export_keras=" + keras});
+  const std::string checked = RunToEnd(
+      "/usr/bin/python3",
+      {"tools/testdata/check_keras_file.py", keras, LatestCheckpoint(checkpoints)});
+  // 11 layers after the input; 2 Conv2D with a kernel (no bias: BatchNormalization
+  // follows), 2 BatchNormalization with gamma, beta, moving mean and moving variance, and
+  // 2 Dense with kernel and bias.
+  EXPECT_NE(checked.find("ok: 11 layers, 14 tensors equal to the checkpoint's"),
+            std::string::npos)
+      << checked;
+
+  nlohmann::json from_file = job;
+  from_file["model"] = keras;
+  from_file.erase("compile");
+  const std::string from_file_path = dir + "/cnn_from_keras.json";
+  std::ofstream(from_file_path) << from_file.dump(2);
+  const std::string from_checkpoint =
+      RunToEnd("tools/evaluate", {"--checkpoint=" + checkpoints});
+  const std::string from_keras = RunToEnd("tools/evaluate", {"--job=" + from_file_path});
+  EXPECT_EQ(Figures(from_keras), Figures(from_checkpoint)) << from_keras << from_checkpoint;
+  EXPECT_NE(Figures(from_keras).find("test accuracy"), std::string::npos) << from_keras;
 }
 
 TEST(KerasRoundTripTest, ABadKerasModelIsRefusedInOneLine) {
