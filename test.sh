@@ -11,8 +11,9 @@
 # Every test target must be in a suite of the top-level BUILD (//:unit_tests or
 # //:cluster_tests); one that is not is named and counted as a failure.
 #
-# After the bazel tests, each fuzzer of tests/fuzz/ runs for a few seconds, and
-# ./demo.sh --epochs=1 runs once per strategy; each counts as a test, and so does
+# After the bazel tests, everything is compiled with clang and -Werror=thread-safety, the
+# unit tests run again under ASan and UBSan, each fuzzer of tests/fuzz/ runs for a few
+# seconds, and ./demo.sh --epochs=1 runs once per strategy; each counts as a test, and so does
 # tests/deploy/netns_cluster.sh (skipped where network namespaces are not permitted).
 #
 # With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
@@ -119,10 +120,28 @@ if [ "$tests_failed" -eq "$failed_before" ]; then
     count_build_failure "clang thread-safety build"
   fi
 fi
+# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer (their
+# objects were just compiled), each counted as a test: a sanitizer report fails it. The
+# cluster tests under ASan, and everything under TSan, take longer than this script may:
+# tests/sanitizers.sh asan|tsan runs them.
+if [ "$tests_failed" -eq "$failed_before" ]; then
+  echo "== tests/sanitizers.sh asan --unit"
+  tests/sanitizers.sh asan --unit >"$log" 2>&1
+  asan_status=$?
+  asan_passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$log")
+  asan_failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log")
+  grep -E "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log" |
+    sed 's/$/ (under ASan + UBSan)/' || true
+  echo "$asan_passed unit tests passed under ASan + UBSan, $asan_failed failed"
+  passed=$((passed + asan_passed))
+  failed=$((failed + asan_failed))
+  if [ "$asan_status" -ne 0 ] && [ "$asan_failed" -eq 0 ]; then
+    count_build_failure "ASan unit tests"
+  fi
+fi
 # Each libFuzzer target of tests/fuzz/ for a few seconds, each counted as a test
 # (tests/fuzz/run_fuzzers.sh: clang, ASan and UBSan, in a Bazel output base of its own; the
-# seed corpora themselves already ran above as //tests/fuzz:*_corpus_test). The full suite
-# under ASan or TSan takes longer than this script may: tests/sanitizers.sh runs it.
+# seed corpora themselves already ran above as //tests/fuzz:*_corpus_test).
 if [ "$tests_failed" -eq "$failed_before" ]; then
   echo "== tests/fuzz/run_fuzzers.sh $FUZZ_SECONDS (each fuzzer)"
   if tests/fuzz/run_fuzzers.sh "$FUZZ_SECONDS" >"$log" 2>&1; then :; fi

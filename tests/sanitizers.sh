@@ -33,6 +33,9 @@ else
 fi
 
 extra=()
+if [ "$config" = asan ]; then
+  extra+=("--test_env=LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt")
+fi
 if [ "$config" = tsan ]; then
   extra+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt")
 fi
