@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/finite.h"
 #include "common/logging.h"
@@ -184,7 +185,17 @@ absl::Status VariableStore::RefuseNonFinite(absl::Status problem) {
 
 absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
                                  const PushContext& context) {
-  if (context.request_id == 0) return PushOnce(gradients, context);
+  return OncePerRequest(context, [&] { return PushOnce(gradients, context); });
+}
+
+absl::Status VariableStore::PushRows(absl::Span<const RowGradient> gradients,
+                                     const PushContext& context) {
+  return OncePerRequest(context, [&] { return PushRowsOnce(gradients, context); });
+}
+
+template <typename PushFn>
+absl::Status VariableStore::OncePerRequest(const PushContext& context, PushFn push) {
+  if (context.request_id == 0) return push();
   switch (requests_.Begin(context.request_id, absl::Seconds(10))) {
     case RequestLog::Claim::kDuplicate:
       ++duplicate_pushes_;
@@ -195,7 +206,7 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
     case RequestLog::Claim::kApply:
       break;
   }
-  absl::Status pushed = PushOnce(gradients, context);
+  absl::Status pushed = push();
   requests_.Finish(context.request_id, pushed.ok());
   return pushed;
 }
@@ -293,6 +304,184 @@ absl::Status VariableStore::DropNonFinitePush(absl::Status problem, const Optimi
     LogInfo(absl::StrCat("skipped a push: ", problem.message(),
                          " (nonfinite: skip; logged once, counted in psctl ps)"));
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The rows of a rank >= 1 variable of `shape` and the elements in each.
+struct RowShape {
+  int64_t rows = 0;
+  int64_t width = 1;
+};
+
+absl::StatusOr<RowShape> RowShapeOf(const std::string& name, const std::vector<int64_t>& shape) {
+  if (shape.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable \"", name, "\" is a scalar: it has no rows"));
+  }
+  RowShape r;
+  r.rows = shape[0];
+  // The variable exists, so its element count fits (kMaxTensorElements).
+  for (size_t i = 1; i < shape.size(); ++i) r.width *= shape[i];
+  return r;
+}
+
+absl::Status CheckRows(const std::string& name, absl::Span<const int64_t> rows,
+                       int64_t num_rows) {
+  if (rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no rows of \"", name, "\" given"));
+  }
+  for (int64_t row : rows) {
+    if (row < 0 || row >= num_rows) {
+      return absl::InvalidArgumentError(absl::StrCat("row ", row, " of \"", name,
+                                                     "\" is outside [0, ", num_rows, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// `rows` distinct and ascending, with the values of repeated rows summed (in the order
+// they were given).
+void SumRepeatedRows(absl::Span<const int64_t> rows, absl::Span<const float> values,
+                     int64_t width, std::vector<int64_t>* unique_rows,
+                     std::vector<float>* summed) {
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows[a] < rows[b]; });
+  unique_rows->clear();
+  summed->clear();
+  for (size_t i : order) {
+    const float* v = values.data() + i * width;
+    if (!unique_rows->empty() && unique_rows->back() == rows[i]) {
+      float* out = summed->data() + summed->size() - width;
+      for (int64_t k = 0; k < width; ++k) out[k] += v[k];
+    } else {
+      unique_rows->push_back(rows[i]);
+      summed->insert(summed->end(), v, v + width);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
+                                               absl::Span<const int64_t> rows,
+                                               int64_t* version, int64_t max_bytes) const {
+  PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
+  std::vector<int64_t> shape;
+  {
+    absl::MutexLock lock(&v->mu);
+    shape = v->value.shape();
+  }
+  PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(name, shape));
+  PS_RETURN_IF_ERROR(CheckRows(name, rows, row_shape.rows));
+  // rows.size() rows of `width` floats, checked without overflow before it is formed.
+  const int64_t row_bytes = row_shape.width * static_cast<int64_t>(sizeof(float));
+  if (row_bytes > 0 && static_cast<int64_t>(rows.size()) > max_bytes / row_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pulling ", rows.size(), " rows of \"", name, "\" needs more than ", max_bytes,
+        " bytes in one answer; pull fewer at a time"));
+  }
+  shape[0] = static_cast<int64_t>(rows.size());
+  Tensor out(shape);
+  float* dst = out.data();
+  {
+    absl::MutexLock lock(&v->mu);
+    const float* src = v->value.data();
+    for (int64_t row : rows) {
+      std::copy_n(src + row * row_shape.width, row_shape.width, dst);
+      dst += row_shape.width;
+    }
+    if (version != nullptr) *version = v->version;
+  }
+  ++pulls_;
+  return out;
+}
+
+absl::Status VariableStore::PushRowsOnce(absl::Span<const RowGradient> gradients,
+                                         const PushContext& context) {
+  const Optimizer* optimizer;
+  Rules rules;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    optimizer = update_rules_ == nullptr ? nullptr : &update_rules_->optimizer();
+    rules = rules_;
+  }
+  if (optimizer == nullptr) {
+    return absl::FailedPreconditionError("no variables have been created on this ps yet");
+  }
+  if (rules.mode == Mode::kSync) {
+    return absl::FailedPreconditionError(
+        "row-sparse pushes are not supported in sync mode (it aggregates dense gradients); "
+        "use async or bounded_staleness");
+  }
+  std::vector<Variable*> found;
+  std::vector<RowShape> row_shapes;
+  found.reserve(gradients.size());
+  absl::flat_hash_set<std::string> seen;
+  for (const RowGradient& g : gradients) {
+    if (!seen.insert(g.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for \"", g.name, "\" given twice in one push"));
+    }
+    PS_ASSIGN_OR_RETURN(Variable * v, Find(g.name));
+    std::vector<int64_t> want;
+    {
+      absl::MutexLock lock(&v->mu);
+      want = v->value.shape();
+    }
+    PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(g.name, want));
+    want[0] = static_cast<int64_t>(g.rows.size());
+    if (g.values.shape() != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row gradient for \"", g.name, "\" has shape ", g.values.ShapeString(), " for ",
+          g.rows.size(), " rows; want [", absl::StrJoin(want, ","), "]"));
+    }
+    PS_RETURN_IF_ERROR(CheckRows(g.name, g.rows, row_shape.rows));
+    found.push_back(v);
+    row_shapes.push_back(row_shape);
+  }
+  for (const RowGradient& g : gradients) {
+    absl::Status finite =
+        CheckFinite(g.values.values(), absl::StrCat("row gradient for \"", g.name, "\""));
+    if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
+  }
+  // Repeated rows summed once, before anything changes: a sum of finite rows can
+  // overflow, and so can the update of a finite sum (as Push: checked for every variable
+  // before any changes, then again under the lock that applies it).
+  std::vector<std::vector<int64_t>> rows(found.size());
+  std::vector<std::vector<float>> summed(found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    SumRepeatedRows(gradients[i].rows, gradients[i].values.values(), row_shapes[i].width,
+                    &rows[i], &summed[i]);
+    absl::Status finite = CheckFinite(
+        summed[i], absl::StrCat("the sum of repeated rows of \"", gradients[i].name, "\""));
+    if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
+  }
+  if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    absl::MutexLock lock(&v->mu);
+    if (!v->optimizer->RowUpdatesStayFinite(rows[i], summed[i], v->value.values(), *v->state)) {
+      return DropNonFinitePush(UpdateOverflows(gradients[i].name), *optimizer);
+    }
+  }
+  absl::Status overflowed;
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    absl::MutexLock lock(&v->mu);
+    if (!v->optimizer->RowUpdatesStayFinite(rows[i], summed[i], v->value.values(), *v->state)) {
+      if (overflowed.ok()) overflowed = UpdateOverflows(gradients[i].name);
+      continue;
+    }
+    v->optimizer->ApplyRows(rows[i], summed[i], v->value.values(), v->state.get());
+    ++v->version;
+  }
+  CountPush(context);
+  ++pushes_;
+  if (!overflowed.ok()) return DropNonFinitePush(std::move(overflowed), *optimizer);
   return absl::OkStatus();
 }
 

@@ -103,6 +103,42 @@ class VariableStore {
   absl::Status Push(absl::Span<const NamedTensor> gradients,
                     const PushContext& context = PushContext());
 
+  // A row-sparse gradient of a variable of rank >= 1 (an embedding table, or a shard of
+  // one: a shard's rows count from 0): `values` holds rows.size() rows of the variable's
+  // row shape ([rows.size(), shape[1], ...]). A row may repeat: its rows are summed.
+  struct RowGradient {
+    std::string name;
+    std::vector<int64_t> rows;
+    Tensor values;
+  };
+
+  // The rows `rows` of variable `name` in that order (a repeated row is copied again), as
+  // [rows.size(), shape[1], ...], read under the variable's lock; `version` (may be null)
+  // gets its count of applied updates.
+  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a rank-0 variable, no rows, or a
+  //         row outside [0, shape[0]); RESOURCE_EXHAUSTED the rows hold more than
+  //         `max_bytes` bytes.
+  absl::StatusOr<Tensor> PullRows(const std::string& name, absl::Span<const int64_t> rows,
+                                  int64_t* version, int64_t max_bytes = INT64_MAX) const;
+
+  // Applies row-sparse gradients: each gradient's repeated rows are summed, then its
+  // variable's update rule runs on those rows only (Optimizer::ApplyRows: SGD and Adagrad
+  // as the dense update of the same gradient, Adam and momentum lazily) and the variable's
+  // version is bumped. Validated as Push validates, every gradient before any is applied;
+  // the non-finite policy, request ids, counters and the bounded-staleness wait are
+  // Push's. Sync mode aggregates dense gradients only: a row push there is refused.
+  // A finite push whose repeated rows sum to an infinity, or whose update would take a
+  // row or one of its optimizer slots out of the floats, is refused (or dropped under
+  // NONFINITE_SKIP) as Push refuses one: checked for every variable before any changes,
+  // and again under the lock that applies it.
+  // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a name repeats, a rank-0
+  //         variable, values whose shape is not [rows.size(), row shape], no rows, a row
+  //         out of range, a non-finite value, a sum or an update that overflows;
+  //         FAILED_PRECONDITION no variables created
+  //         yet, or sync mode; ABORTED the same request_id is still being applied.
+  absl::Status PushRows(absl::Span<const RowGradient> gradients,
+                        const PushContext& context = PushContext());
+
   // The state of `names` in order (empty = every variable, by name), each variable read
   // under its own lock, so each one is consistent with itself (value, slots and
   // iterations of one update) though not with the others.
@@ -235,6 +271,11 @@ class VariableStore {
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);
+  // PushRows without the request-id bookkeeping.
+  absl::Status PushRowsOnce(absl::Span<const RowGradient> gradients, const PushContext& context);
+  // Runs `push` once per request id (context.request_id 0: always), as Push documents.
+  template <typename PushFn>
+  absl::Status OncePerRequest(const PushContext& context, PushFn push);
 
   // Refused values: counts them and logs the first once.
   absl::Status RefuseNonFinite(absl::Status problem);

@@ -501,3 +501,155 @@ TEST(VariableStoreTest, SyncModeAveragesObservationsBeforeTheMovingAverage) {
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+OptimizerConfig Named(const std::string& name, float lr) {
+  OptimizerConfig config;
+  config.set_name(name);
+  config.set_learning_rate(lr);
+  return config;
+}
+
+// A 6 x 3 table with distinct values.
+Tensor Table() {
+  Tensor t({6, 3});
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data()[i] = 0.1f * static_cast<float>(i);
+  return t;
+}
+
+TEST(VariableStoreRowsTest, PullRowsReturnsTheRowsAskedInOrder) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1)).ok());
+  int64_t version = -1;
+  auto rows = store.PullRows("emb", std::vector<int64_t>{4, 0, 4}, &version);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->shape(), (std::vector<int64_t>{3, 3}));
+  const Tensor table = Table();
+  const float* t = table.data();
+  EXPECT_EQ(Values(*rows), (std::vector<float>{t[12], t[13], t[14], t[0], t[1], t[2], t[12],
+                                               t[13], t[14]}));
+  EXPECT_EQ(version, 0);
+}
+
+TEST(VariableStoreRowsTest, SparseAndDensePushesGiveTheSameWeights) {
+  // SGD exactly (the same float operations on the rows pushed, none elsewhere); Adagrad
+  // too (a zero gradient leaves its accumulator and weight alone). Repeated rows are
+  // summed before the update, as the dense gradient of an embedding lookup sums them.
+  for (const char* optimizer : {"sgd", "adagrad"}) {
+    SCOPED_TRACE(optimizer);
+    VariableStore sparse, dense;
+    ASSERT_TRUE(sparse.CreateVariables({{"emb", Table()}}, Named(optimizer, 0.5)).ok());
+    ASSERT_TRUE(dense.CreateVariables({{"emb", Table()}}, Named(optimizer, 0.5)).ok());
+    for (int step = 0; step < 3; ++step) {
+      const float k = static_cast<float>(step + 1);
+      // Rows 5, 1, 5 (5 repeated), 3.
+      const std::vector<int64_t> rows = {5, 1, 5, 3};
+      Tensor values({4, 3}, {k, -1, 0.5f, 2, 2, 2, -0.25f, k, 1, 0, 0, 3});
+      ASSERT_TRUE(sparse.PushRows({{"emb", rows, values}}).ok());
+      Tensor full({6, 3});
+      for (size_t r = 0; r < rows.size(); ++r) {
+        for (int c = 0; c < 3; ++c) full.data()[rows[r] * 3 + c] += values.data()[r * 3 + c];
+      }
+      ASSERT_TRUE(dense.Push({{"emb", full}}).ok());
+    }
+    std::vector<int64_t> sparse_versions, dense_versions;
+    auto a = sparse.Pull({"emb"}, &sparse_versions);
+    auto b = dense.Pull({"emb"}, &dense_versions);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(Values((*a)[0]), Values((*b)[0]));
+    EXPECT_EQ(sparse_versions, dense_versions);
+    // Rows 0, 2 and 4 were never pushed.
+    EXPECT_EQ(Values(*sparse.PullRows("emb", std::vector<int64_t>{0, 2, 4}, nullptr)),
+              Values(*dense.PullRows("emb", std::vector<int64_t>{0, 2, 4}, nullptr)));
+    EXPECT_EQ((*a)[0].data()[0], 0.0f);
+  }
+}
+
+TEST(VariableStoreRowsTest, AdamUpdatesOnlyThePushedRowsAndTheirSlots) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"emb", Tensor({3, 1}, {0, 0, 0})}}, Named("adam", 0.1))
+                  .ok());
+  ASSERT_TRUE(store.PushRows({{"emb", {0, 2}, Tensor({2, 1}, {1, -1})}}).ok());
+  ASSERT_TRUE(store.PushRows({{"emb", {0}, Tensor({1, 1}, {-1})}}).ok());
+  auto state = store.ReadState({"emb"});
+  ASSERT_TRUE(state.ok()) << state.status();
+  const std::vector<float> w = Values((*state)[0].value);
+  // By hand (optimizer_test's Adam): row 0 after g = 1 then -1 is -0.09473684; row 2 kept
+  // its first step, +0.1, and its moments (lazy Adam); row 1 never moved.
+  EXPECT_NEAR(w[0], -0.09473684f, 1e-5);
+  EXPECT_FLOAT_EQ(w[1], 0.0f);
+  EXPECT_NEAR(w[2], 0.1f, 1e-5);
+  EXPECT_EQ((*state)[0].iterations, 2);
+}
+
+TEST(VariableStoreRowsTest, BadRowPushesAreRefusedAndChangeNothing) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"emb", Table()}, {"b", Tensor({}, {1})}}, Sgd(1)).ok());
+  const Tensor one_row({1, 3}, {1, 1, 1});
+  struct Case {
+    std::vector<VariableStore::RowGradient> push;
+    absl::StatusCode code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{{"emb", {6}, one_row}}, absl::StatusCode::kInvalidArgument, "row 6"},
+      {{{"emb", {-1}, one_row}}, absl::StatusCode::kInvalidArgument, "row -1"},
+      {{{"emb", {}, Tensor({0, 3})}}, absl::StatusCode::kInvalidArgument, "no rows"},
+      {{{"emb", {1, 2}, one_row}}, absl::StatusCode::kInvalidArgument, "want [2,3]"},
+      {{{"emb", {1}, Tensor({1, 2}, {1, 1})}}, absl::StatusCode::kInvalidArgument, "[1,2]"},
+      {{{"emb", {1}, Tensor({1, 3}, {1, NAN, 1})}}, absl::StatusCode::kInvalidArgument,
+       "emb"},
+      {{{"b", {0}, Tensor({1}, {1})}}, absl::StatusCode::kInvalidArgument, "scalar"},
+      {{{"nope", {0}, one_row}}, absl::StatusCode::kNotFound, "nope"},
+      // A good gradient first, then a bad one: neither applies.
+      {{{"emb", {0}, one_row}, {"emb", {1}, one_row}}, absl::StatusCode::kInvalidArgument,
+       "twice"},
+      {{{"emb", {0}, one_row}, {"emb2", {1}, one_row}}, absl::StatusCode::kNotFound, "emb2"},
+  };
+  for (const Case& c : cases) {
+    absl::Status status = store.PushRows(c.push);
+    EXPECT_EQ(status.code(), c.code) << status;
+    EXPECT_NE(status.message().find(c.says), std::string::npos) << status;
+  }
+  auto values = store.Pull({"emb"}, nullptr);
+  EXPECT_EQ(Values((*values)[0]), Values(Table()));
+  EXPECT_EQ(store.num_pushes(), 0);
+  EXPECT_EQ(store.nonfinite_refused(), 1);
+  EXPECT_EQ(store.PullRows("emb", std::vector<int64_t>{6}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.PullRows("emb", std::vector<int64_t>{}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.PullRows("b", std::vector<int64_t>{0}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // 2 rows of 12 bytes do not fit in 20.
+  EXPECT_EQ(store.PullRows("emb", std::vector<int64_t>{0, 1}, nullptr, 20).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnceAndSyncModeRefusesRows) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1)).ok());
+  PushContext context;
+  context.request_id = 77;
+  const Tensor one_row({1, 3}, {1, 1, 1});
+  ASSERT_TRUE(store.PushRows({{"emb", {2}, one_row}}, context).ok());
+  ASSERT_TRUE(store.PushRows({{"emb", {2}, one_row}}, context).ok());
+  EXPECT_EQ(store.duplicate_pushes(), 1);
+  EXPECT_EQ(Values(*store.PullRows("emb", std::vector<int64_t>{2}, nullptr)),
+            (std::vector<float>{Table().data()[6] - 1, Table().data()[7] - 1,
+                                Table().data()[8] - 1}));
+
+  VariableStore sync;
+  ConsistencyConfig config;
+  config.set_mode(CONSISTENCY_SYNC);
+  config.set_replicas_to_aggregate(2);
+  config.set_timeout_ms(100);
+  ASSERT_TRUE(sync.CreateVariables({{"emb", Table()}}, Sgd(1), config).ok());
+  EXPECT_EQ(sync.PushRows({{"emb", {2}, one_row}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace pstrain

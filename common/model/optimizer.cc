@@ -1,5 +1,6 @@
 #include "common/model/optimizer.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cfloat>
 #include <cmath>
@@ -137,6 +138,36 @@ bool Optimizer::UpdateStaysFinite(absl::Span<const float> gradient,
   return true;
 }
 
+bool Optimizer::RowUpdatesStayFinite(absl::Span<const int64_t> rows,
+                                     absl::Span<const float> row_gradients,
+                                     absl::Span<const float> variable,
+                                     const OptimizerState& state) const {
+  if (rows.empty()) return true;
+  // The rows and their slots as a table of their own, rows 0..n-1.
+  const size_t width = row_gradients.size() / rows.size();
+  std::vector<float> value(rows.size() * width);
+  OptimizerState compact(static_cast<int64_t>(value.size()));
+  compact.iterations_ = state.iterations_;
+  for (const auto& [name, slot] : state.slots_) compact.slots_.push_back({name, {}});
+  std::vector<int64_t> compact_rows(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    compact_rows[i] = static_cast<int64_t>(i);
+    const size_t from = static_cast<size_t>(rows[i]) * width;
+    std::copy_n(variable.data() + from, width, value.data() + i * width);
+    for (size_t k = 0; k < state.slots_.size(); ++k) {
+      const std::vector<float>& slot = state.slots_[k].second;
+      compact.slots_[k].second.insert(compact.slots_[k].second.end(), slot.begin() + from,
+                                      slot.begin() + from + width);
+    }
+  }
+  ApplyRows(compact_rows, row_gradients, absl::MakeSpan(value), &compact);
+  if (FirstNonFinite(value) >= 0) return false;
+  for (const auto& [name, slot] : compact.slots_) {
+    if (FirstNonFinite(slot) >= 0) return false;
+  }
+  return true;
+}
+
 namespace {
 
 // x is neither NaN nor an infinity (a comparison, so the loops below stay vectorisable).
@@ -152,7 +183,19 @@ class KerasOptimizer : public Optimizer {
   const OptimizerConfig& config() const override { return c_; }
 
   void Apply(absl::Span<const float> g, absl::Span<float> w, OptimizerState* s) const final {
-    Update(g.data(), w.data(), w.size(), LearningRateAt(c_, s->iterations()), s);
+    Update(g.data(), w.data(), w.size(), LearningRateAt(c_, s->iterations()), s, 0);
+    s->set_iterations(s->iterations() + 1);
+  }
+
+  void ApplyRows(absl::Span<const int64_t> rows, absl::Span<const float> g, absl::Span<float> w,
+                 OptimizerState* s) const final {
+    if (rows.empty()) return;
+    const size_t width = g.size() / rows.size();
+    const float lr = LearningRateAt(c_, s->iterations());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t offset = static_cast<size_t>(rows[i]) * width;
+      Update(g.data() + i * width, w.data() + offset, width, lr, s, offset);
+    }
     s->set_iterations(s->iterations() + 1);
   }
 
@@ -160,19 +203,34 @@ class KerasOptimizer : public Optimizer {
                          const OptimizerState& s) const final {
     // The kernels store nothing when they only check, so w and the slots stay unchanged.
     return UpdateIsFinite(g.data(), const_cast<float*>(w.data()), w.size(),
-                          LearningRateAt(c_, s.iterations()), const_cast<OptimizerState*>(&s));
+                          LearningRateAt(c_, s.iterations()), const_cast<OptimizerState*>(&s), 0);
+  }
+
+  bool RowUpdatesStayFinite(absl::Span<const int64_t> rows, absl::Span<const float> g,
+                            absl::Span<const float> w, const OptimizerState& s) const final {
+    if (rows.empty()) return true;
+    const size_t width = g.size() / rows.size();
+    const float lr = LearningRateAt(c_, s.iterations());
+    bool finite = true;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t offset = static_cast<size_t>(rows[i]) * width;
+      finite &= UpdateIsFinite(g.data() + i * width, const_cast<float*>(w.data()) + offset, width,
+                               lr, const_cast<OptimizerState*>(&s), offset);
+    }
+    return finite;
   }
 
  protected:
-  // One update of the n elements of w from gradient g; `s` holds this variable's slots
-  // and the count of updates before this one.
+  // One update of the n elements of w from gradient g: w and g start at element `offset`
+  // of the variable, whose slots `s` holds (from element 0) with the count of updates
+  // before this one.
   virtual void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-                      OptimizerState* s) const = 0;
+                      OptimizerState* s, size_t offset) const = 0;
   // The same update's arithmetic without storing it: whether every result is finite.
   // Each optimizer runs one kernel for both (kStore true or false), so the check sees
   // exactly the values Update would store.
   virtual bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                              OptimizerState* s) const = 0;
+                              OptimizerState* s, size_t offset) const = 0;
 
   const OptimizerConfig c_;
 };
@@ -188,23 +246,23 @@ class Sgd : public KerasOptimizer {
 
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const override {
-    Kernel<true>(g, w, n, lr, s);
+              OptimizerState* s, size_t offset) const override {
+    Kernel<true>(g, w, n, lr, s, offset);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s) const override {
-    return Kernel<false>(g, w, n, lr, s);
+                      OptimizerState* s, size_t offset) const override {
+    return Kernel<false>(g, w, n, lr, s, offset);
   }
 
  private:
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const {
+              OptimizerState* s, size_t offset) const {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
     bool finite = true;
     if (mu > 0.0f) {
-      float* __restrict m = s->slot("momentum")->data();
+      float* __restrict m = s->slot("momentum")->data() + offset;
       for (size_t i = 0; i < n; ++i) {
         const float mi = mu * m[i] - lr * g[i];
         const float wi = w[i] + (nesterov ? mu * mi - lr * g[i] : mi);
@@ -241,25 +299,25 @@ class Adam : public KerasOptimizer {
 
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const override {
-    Kernel<true>(g, w, n, lr, s);
+              OptimizerState* s, size_t offset) const override {
+    Kernel<true>(g, w, n, lr, s, offset);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s) const override {
-    return Kernel<false>(g, w, n, lr, s);
+                      OptimizerState* s, size_t offset) const override {
+    return Kernel<false>(g, w, n, lr, s, offset);
   }
 
  private:
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const {
+              OptimizerState* s, size_t offset) const {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
     const float alpha =
         static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
-    float* __restrict m = s->slot("momentum")->data();
-    float* __restrict v = s->slot("velocity")->data();
+    float* __restrict m = s->slot("momentum")->data() + offset;
+    float* __restrict v = s->slot("velocity")->data() + offset;
     bool finite = true;
     for (size_t i = 0; i < n; ++i) {
       const float mi = m[i] + (g[i] - m[i]) * (1.0f - b1);
@@ -288,20 +346,20 @@ class Adagrad : public KerasOptimizer {
 
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const override {
-    Kernel<true>(g, w, n, lr, s);
+              OptimizerState* s, size_t offset) const override {
+    Kernel<true>(g, w, n, lr, s, offset);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s) const override {
-    return Kernel<false>(g, w, n, lr, s);
+                      OptimizerState* s, size_t offset) const override {
+    return Kernel<false>(g, w, n, lr, s, offset);
   }
 
  private:
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const {
+              OptimizerState* s, size_t offset) const {
     const float eps = c_.epsilon();
-    float* __restrict acc = s->slot("accumulator")->data();
+    float* __restrict acc = s->slot("accumulator")->data() + offset;
     bool finite = true;
     for (size_t i = 0; i < n; ++i) {
       const float ai = acc[i] + g[i] * g[i];
@@ -330,21 +388,21 @@ class RmsProp : public KerasOptimizer {
 
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const override {
-    Kernel<true>(g, w, n, lr, s);
+              OptimizerState* s, size_t offset) const override {
+    Kernel<true>(g, w, n, lr, s, offset);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s) const override {
-    return Kernel<false>(g, w, n, lr, s);
+                      OptimizerState* s, size_t offset) const override {
+    return Kernel<false>(g, w, n, lr, s, offset);
   }
 
  private:
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s) const {
+              OptimizerState* s, size_t offset) const {
     const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
-    float* __restrict v = s->slot("velocity")->data();
-    float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() : nullptr;
+    float* __restrict v = s->slot("velocity")->data() + offset;
+    float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() + offset : nullptr;
     bool finite = true;
     for (size_t i = 0; i < n; ++i) {
       const float vi = rho * v[i] + (1.0f - rho) * g[i] * g[i];
@@ -386,6 +444,18 @@ class MovingAverage : public Optimizer {
     float* __restrict v = value.data();
     // Keras's assign_moving_average: v -= (v - o) * (1 - m).
     for (size_t i = 0; i < value.size(); ++i) v[i] -= (v[i] - o[i]) * (1.0f - m);
+    s->set_iterations(s->iterations() + 1);
+  }
+  void ApplyRows(absl::Span<const int64_t> rows, absl::Span<const float> observations,
+                 absl::Span<float> value, OptimizerState* s) const override {
+    if (rows.empty()) return;
+    const float m = config_.momentum();
+    const size_t width = observations.size() / rows.size();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const float* o = observations.data() + i * width;
+      float* v = value.data() + static_cast<size_t>(rows[i]) * width;
+      for (size_t k = 0; k < width; ++k) v[k] -= (v[k] - o[k]) * (1.0f - m);
+    }
     s->set_iterations(s->iterations() + 1);
   }
 

@@ -80,6 +80,29 @@ class Optimizer {
   virtual bool UpdateStaysFinite(absl::Span<const float> gradient,
                                  absl::Span<const float> variable,
                                  const OptimizerState& state) const;
+
+  // A row-sparse update (TensorFlow's ResourceSparseApply* ops): `variable` is a table of
+  // rows of `row_gradients.size() / rows.size()` elements; row rows[i] gets
+  // row_gradients' i-th row, and only the rows listed are touched, values and slots alike.
+  // Each listed row is updated exactly as Apply updates its elements, with the learning
+  // rate and Adam's bias correction of this variable's update count (state->iterations(),
+  // incremented once). So SGD without momentum and Adagrad give the same weights as a
+  // dense Apply of the gradient with zeros in the other rows; Adam, RMSprop and momentum
+  // are "lazy" (as tf.keras's LazyAdam and TF's sparse momentum): a row's moments decay
+  // only when the row is pushed, where the dense update decays every row every step.
+  // The caller guarantees rows are distinct and in range, row_gradients.size() ==
+  // rows.size() * row width, and holds the variable's lock. Never fails.
+  virtual void ApplyRows(absl::Span<const int64_t> rows, absl::Span<const float> row_gradients,
+                         absl::Span<float> variable, OptimizerState* state) const = 0;
+
+  // Whether ApplyRows(rows, row_gradients, variable, state) would leave the rows it
+  // touches, and their slots, finite (as UpdateStaysFinite for Apply). Changes nothing;
+  // same preconditions as ApplyRows. This default runs ApplyRows on copies of the rows;
+  // the built-in optimizers run their update's arithmetic without storing it.
+  virtual bool RowUpdatesStayFinite(absl::Span<const int64_t> rows,
+                                    absl::Span<const float> row_gradients,
+                                    absl::Span<const float> variable,
+                                    const OptimizerState& state) const;
 };
 
 // The update each variable gets under one OptimizerConfig: the optimizer, or for a variable

@@ -298,3 +298,99 @@ TEST(OptimizerTest, KerasRoundTrip) {
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+// A 4 x 2 table; rows 1 and 3 pushed sparsely, the same gradient densely (zeros elsewhere).
+struct RowsVsDense {
+  std::vector<float> sparse;
+  std::vector<float> dense;
+};
+
+RowsVsDense ApplyBoth(const OptimizerConfig& config, int steps) {
+  auto opt = Optimizer::Create(config);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  RowsVsDense out;
+  out.sparse = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f, 3.0f, -2.0f};
+  out.dense = out.sparse;
+  auto sparse_state = (*opt)->NewState(8);
+  auto dense_state = (*opt)->NewState(8);
+  const std::vector<int64_t> rows = {3, 1};
+  for (int step = 0; step < steps; ++step) {
+    const float k = 1.0f + step;
+    const std::vector<float> row_grads = {0.3f * k, -0.7f, 1.1f, -0.2f * k};  // rows 3, 1
+    const std::vector<float> dense = {0, 0, 1.1f, -0.2f * k, 0, 0, 0.3f * k, -0.7f};
+    (*opt)->ApplyRows(rows, row_grads, absl::MakeSpan(out.sparse), sparse_state.get());
+    (*opt)->Apply(dense, absl::MakeSpan(out.dense), dense_state.get());
+  }
+  EXPECT_EQ(sparse_state->iterations(), steps);
+  return out;
+}
+
+TEST(OptimizerRowsTest, SgdAndAdagradRowsEqualTheDenseUpdateExactly) {
+  // Rows not pushed get a zero gradient in the dense update: SGD and Adagrad leave them
+  // alone, and the rows pushed see the same float operations in the same order.
+  for (const char* name : {"sgd", "adagrad"}) {
+    SCOPED_TRACE(name);
+    OptimizerConfig c;
+    c.set_name(name);
+    c.set_learning_rate(0.1f);
+    const RowsVsDense r = ApplyBoth(c, 3);
+    EXPECT_EQ(r.sparse, r.dense);
+    EXPECT_EQ(r.sparse[0], 0.5f);  // row 0 untouched
+    EXPECT_NE(r.sparse[2], 2.0f);  // row 1 moved
+  }
+}
+
+TEST(OptimizerRowsTest, AdamRowsAreLazy) {
+  OptimizerConfig c;
+  c.set_name("adam");
+  c.set_learning_rate(0.1f);
+  auto opt = Optimizer::Create(c);
+  ASSERT_TRUE(opt.ok());
+  auto state = (*opt)->NewState(4);  // 4 rows of 1
+  std::vector<float> w = {0, 0, 0, 0};
+  // Step 1 touches rows 0 and 2 (g = 1, -1); step 2 touches row 0 only (g = -1).
+  (*opt)->ApplyRows(std::vector<int64_t>{0, 2}, std::vector<float>{1.0f, -1.0f},
+                    absl::MakeSpan(w), state.get());
+  EXPECT_NEAR(w[0], -0.1f, 1e-5);  // as AdamMatchesKerasFormula's first step
+  EXPECT_NEAR(w[2], 0.1f, 1e-5);
+  const float w2 = w[2];
+  const float m2 = (*state->slot("momentum"))[2];
+  const float v2 = (*state->slot("velocity"))[2];
+  EXPECT_NEAR(m2, -0.1f, 1e-6);
+  EXPECT_NEAR(v2, 0.001f, 1e-7);
+  (*opt)->ApplyRows(std::vector<int64_t>{0}, std::vector<float>{-1.0f}, absl::MakeSpan(w),
+                    state.get());
+  // Row 0: AdamMatchesKerasFormula's second step (t = 2): -0.09473684.
+  EXPECT_NEAR(w[0], -0.09473684f, 1e-5);
+  // Row 2 was not pushed: lazy Adam leaves it and its moments (m = -0.1, v = 0.001) as
+  // they were, where a dense step with g = 0 would move it by alpha_2 * 0.09 / sqrt(0.000999).
+  EXPECT_EQ(w[2], w2);
+  EXPECT_EQ((*state->slot("momentum"))[2], m2);
+  EXPECT_EQ((*state->slot("velocity"))[2], v2);
+  EXPECT_EQ(w[1], 0.0f);
+  EXPECT_EQ(w[3], 0.0f);
+  EXPECT_EQ(state->iterations(), 2);
+}
+
+TEST(OptimizerRowsTest, MomentumRowsAreLazy) {
+  OptimizerConfig c;
+  c.set_name("sgd");
+  c.set_learning_rate(0.1f);
+  c.set_momentum(0.9f);
+  auto opt = Optimizer::Create(c);
+  ASSERT_TRUE(opt.ok());
+  auto state = (*opt)->NewState(2);
+  std::vector<float> w = {1, 1};
+  (*opt)->ApplyRows(std::vector<int64_t>{0, 1}, std::vector<float>{0.5f, 0.5f},
+                    absl::MakeSpan(w), state.get());
+  (*opt)->ApplyRows(std::vector<int64_t>{0}, std::vector<float>{0.5f}, absl::MakeSpan(w),
+                    state.get());
+  EXPECT_NEAR(w[0], 0.855f, 1e-6);  // two momentum steps (SgdPlainMomentumNesterov)
+  EXPECT_NEAR(w[1], 0.95f, 1e-6);   // one: its momentum did not carry it further
+}
+
+}  // namespace
+}  // namespace pstrain
