@@ -67,6 +67,25 @@ class LocalPsClient final : public PsClient {
 
   absl::Status Shutdown(const std::string&) override { return absl::OkStatus(); }
 
+  absl::StatusOr<std::vector<Tensor>> PullRows(absl::Span<const RowsRequest> requests,
+                                               std::vector<int64_t>* versions) override {
+    std::vector<Tensor> values;
+    if (versions != nullptr) versions->clear();
+    for (const RowsRequest& r : requests) {
+      int64_t version = 0;
+      absl::StatusOr<Tensor> rows = store_->PullRows(r.name, r.rows, &version);
+      if (!rows.ok()) return Named(name_, rows.status());
+      values.push_back(*std::move(rows));
+      if (versions != nullptr) versions->push_back(version);
+    }
+    return values;
+  }
+
+  absl::Status PushRows(absl::Span<const SparseGradient> gradients,
+                        const PushContext& context) override {
+    return Named(name_, store_->PushRows(gradients, context));
+  }
+
  private:
   const std::string name_;
   VariableStore* store_;  // Not owned.

@@ -12,6 +12,7 @@
 #include "common/tensor.h"
 #include "proto/ps.pb.h"
 #include "ps_server/consistency.h"
+#include "ps_server/sparse_rows.h"
 #include "ps_server/variable_snapshot.h"
 
 namespace pstrain {
@@ -71,6 +72,19 @@ class PsClient {
   // VariableStore::RestoreState (NOT_FOUND, INVALID_ARGUMENT), or the transport's.
   virtual absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) = 0;
   virtual absl::Status Shutdown(const std::string& reason) = 0;
+
+  // Row-sparse traffic (sparse_rows.h; the ps's PullRows and PushRows): the rows asked of
+  // each variable, in order, as [rows, row shape...], and `versions` (may be null) each
+  // variable's version; and a push of row gradients (repeated rows summed on the ps).
+  // Errors: as VariableStore::PullRows / PushRows, or the transport's; a client that does
+  // not carry them answers UNIMPLEMENTED.
+  virtual absl::StatusOr<std::vector<Tensor>> PullRows(absl::Span<const RowsRequest>,
+                                                       std::vector<int64_t>*) {
+    return absl::UnimplementedError(name() + ": no row-sparse pulls");
+  }
+  virtual absl::Status PushRows(absl::Span<const SparseGradient>, const PushContext&) {
+    return absl::UnimplementedError(name() + ": no row-sparse pushes");
+  }
 };
 
 }  // namespace pstrain

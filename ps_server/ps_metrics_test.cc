@@ -71,3 +71,89 @@ TEST(PsMetricsTest, CountsPushesPullsBytesLatencyRefusalsAndVersions) {
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+// The ps's own count of the payload bytes a row-sparse step moves (values, and 8 bytes
+// per row index), through the real gRPC service: the same for a 1,000-row table and a
+// 100,000-row one, as the rows touched are the same; a dense push of the table grows with it.
+struct StepBytes {
+  double received = 0;
+  double sent = 0;
+};
+
+double Counter(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  EXPECT_NE(at, std::string::npos) << name;
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size()));
+}
+
+StepBytes RowStepBytes(int64_t table_rows, bool dense) {
+  VariableStore store;
+  MetricsRegistry registry;
+  PsMetrics metrics(&registry, &store);
+  PsServiceImpl service(&store, [](const std::string&) {});
+  service.set_metrics(&metrics);
+  absl::StatusOr<RunningServer> server = StartServer({"127.0.0.1:0", {&service}});
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return {};
+  std::unique_ptr<PsClient> client = CreateGrpcPsClient(
+      0, absl::StrCat("127.0.0.1:", server->port), absl::Seconds(30));
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  EXPECT_TRUE(client->CreateVariables({{"emb", Tensor({table_rows, 16})}}, sgd).ok());
+  const double received_before =
+      Counter(registry.TextFormat(), "pstrain_ps_received_bytes_total");
+  const double sent_before = Counter(registry.TextFormat(), "pstrain_ps_sent_bytes_total");
+  // A batch touching 32 rows (one repeated), spread over the table.
+  std::vector<int64_t> rows;
+  for (int i = 0; i < 32; ++i) rows.push_back((i * 7919) % table_rows);
+  rows.back() = rows.front();
+  Tensor values({32, 16});
+  for (float& v : values.values()) v = 0.5f;
+  if (dense) {
+    Tensor full({table_rows, 16});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (int c = 0; c < 16; ++c) full.data()[rows[i] * 16 + c] += 0.5f;
+    }
+    EXPECT_TRUE(client->PushPull({{"emb", full}}, 1).ok());
+  } else {
+    std::vector<int64_t> versions;
+    auto pulled = client->PullRows({{"emb", rows}}, &versions);
+    EXPECT_TRUE(pulled.ok()) << pulled.status();
+    EXPECT_TRUE(client->PushRows({{"emb", rows, values}}, PushContext()).ok());
+    // The pushed rows moved (SGD, lr 0.01; the repeated row twice), the others did not.
+    auto after = client->PullRows({{"emb", {rows[0], rows[1], (rows[1] + 1) % table_rows}}},
+                                  nullptr);
+    EXPECT_TRUE(after.ok()) << after.status();
+    if (after.ok()) {
+      EXPECT_FLOAT_EQ((*after)[0].data()[0], -0.01f);
+      EXPECT_FLOAT_EQ((*after)[0].data()[16], -0.005f);
+      EXPECT_EQ((*after)[0].data()[32], 0.0f);
+    }
+  }
+  const std::string text = registry.TextFormat();
+  server->server->Shutdown();
+  return {Counter(text, "pstrain_ps_received_bytes_total") - received_before,
+          Counter(text, "pstrain_ps_sent_bytes_total") - sent_before};
+}
+
+TEST(PsMetricsTest, RowStepBytesGrowWithRowsTouchedNotTableSize) {
+  const StepBytes small = RowStepBytes(1000, false);
+  const StepBytes large = RowStepBytes(100000, false);
+  // Pushed: 32 rows of 16 floats and 32 indices; pulled: the same 32 rows, then 3.
+  EXPECT_EQ(small.received, 32 * 16 * 4 + 32 * 8);
+  EXPECT_EQ(large.received, small.received);
+  EXPECT_EQ(small.sent, (32 + 3) * 16 * 4);
+  EXPECT_EQ(large.sent, small.sent);
+  // The dense push-pull of the same step moves the whole table both ways.
+  const StepBytes dense = RowStepBytes(100000, true);
+  EXPECT_EQ(dense.received, 100000.0 * 16 * 4);
+  EXPECT_EQ(dense.sent, 100000.0 * 16 * 4);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -188,7 +188,7 @@ absl::Status VariableStore::Push(absl::Span<const NamedTensor> gradients,
   return OncePerRequest(context, [&] { return PushOnce(gradients, context); });
 }
 
-absl::Status VariableStore::PushRows(absl::Span<const RowGradient> gradients,
+absl::Status VariableStore::PushRows(absl::Span<const SparseGradient> gradients,
                                      const PushContext& context) {
   return OncePerRequest(context, [&] { return PushRowsOnce(gradients, context); });
 }
@@ -400,7 +400,7 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
   return out;
 }
 
-absl::Status VariableStore::PushRowsOnce(absl::Span<const RowGradient> gradients,
+absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradients,
                                          const PushContext& context) {
   const Optimizer* optimizer;
   Rules rules;
@@ -421,7 +421,7 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const RowGradient> gradients
   std::vector<RowShape> row_shapes;
   found.reserve(gradients.size());
   absl::flat_hash_set<std::string> seen;
-  for (const RowGradient& g : gradients) {
+  for (const SparseGradient& g : gradients) {
     if (!seen.insert(g.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient for \"", g.name, "\" given twice in one push"));
@@ -443,7 +443,7 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const RowGradient> gradients
     found.push_back(v);
     row_shapes.push_back(row_shape);
   }
-  for (const RowGradient& g : gradients) {
+  for (const SparseGradient& g : gradients) {
     absl::Status finite =
         CheckFinite(g.values.values(), absl::StrCat("row gradient for \"", g.name, "\""));
     if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);

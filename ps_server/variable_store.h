@@ -20,6 +20,7 @@
 #include "common/tensor.h"
 #include "ps_server/consistency.h"
 #include "ps_server/request_log.h"
+#include "ps_server/sparse_rows.h"
 #include "ps_server/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
@@ -103,15 +104,6 @@ class VariableStore {
   absl::Status Push(absl::Span<const NamedTensor> gradients,
                     const PushContext& context = PushContext());
 
-  // A row-sparse gradient of a variable of rank >= 1 (an embedding table, or a shard of
-  // one: a shard's rows count from 0): `values` holds rows.size() rows of the variable's
-  // row shape ([rows.size(), shape[1], ...]). A row may repeat: its rows are summed.
-  struct RowGradient {
-    std::string name;
-    std::vector<int64_t> rows;
-    Tensor values;
-  };
-
   // The rows `rows` of variable `name` in that order (a repeated row is copied again), as
   // [rows.size(), shape[1], ...], read under the variable's lock; `version` (may be null)
   // gets its count of applied updates.
@@ -121,7 +113,7 @@ class VariableStore {
   absl::StatusOr<Tensor> PullRows(const std::string& name, absl::Span<const int64_t> rows,
                                   int64_t* version, int64_t max_bytes = INT64_MAX) const;
 
-  // Applies row-sparse gradients: each gradient's repeated rows are summed, then its
+  // Applies row-sparse gradients (sparse_rows.h): each gradient's repeated rows are summed, then its
   // variable's update rule runs on those rows only (Optimizer::ApplyRows: SGD and Adagrad
   // as the dense update of the same gradient, Adam and momentum lazily) and the variable's
   // version is bumped. Validated as Push validates, every gradient before any is applied;
@@ -136,7 +128,7 @@ class VariableStore {
   //         out of range, a non-finite value, a sum or an update that overflows;
   //         FAILED_PRECONDITION no variables created
   //         yet, or sync mode; ABORTED the same request_id is still being applied.
-  absl::Status PushRows(absl::Span<const RowGradient> gradients,
+  absl::Status PushRows(absl::Span<const SparseGradient> gradients,
                         const PushContext& context = PushContext());
 
   // The state of `names` in order (empty = every variable, by name), each variable read
@@ -272,7 +264,7 @@ class VariableStore {
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);
   // PushRows without the request-id bookkeeping.
-  absl::Status PushRowsOnce(absl::Span<const RowGradient> gradients, const PushContext& context);
+  absl::Status PushRowsOnce(absl::Span<const SparseGradient> gradients, const PushContext& context);
   // Runs `push` once per request id (context.request_id 0: always), as Push documents.
   template <typename PushFn>
   absl::Status OncePerRequest(const PushContext& context, PushFn push);

@@ -589,7 +589,7 @@ TEST(VariableStoreRowsTest, BadRowPushesAreRefusedAndChangeNothing) {
   ASSERT_TRUE(store.CreateVariables({{"emb", Table()}, {"b", Tensor({}, {1})}}, Sgd(1)).ok());
   const Tensor one_row({1, 3}, {1, 1, 1});
   struct Case {
-    std::vector<VariableStore::RowGradient> push;
+    std::vector<SparseGradient> push;
     absl::StatusCode code;
     std::string says;
   };

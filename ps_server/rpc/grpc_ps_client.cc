@@ -106,6 +106,52 @@ class GrpcPsClient final : public PsClient {
     return UnpackPull(response, names.size(), name_, versions);
   }
 
+  absl::StatusOr<std::vector<Tensor>> PullRows(absl::Span<const RowsRequest> requests,
+                                               std::vector<int64_t>* versions) override {
+    PullRowsRequest request;
+    for (const RowsRequest& r : requests) {
+      VariableRows* out = request.add_variables();
+      out->set_name(r.name);
+      out->mutable_rows()->Add(r.rows.begin(), r.rows.end());
+    }
+    PullRowsResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    absl::Status status = FromGrpcStatus(stub_->PullRows(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    PullResponse values;
+    values.mutable_values()->Swap(response.mutable_values());
+    values.mutable_versions()->Swap(response.mutable_versions());
+    return UnpackPull(values, requests.size(), name_, versions);
+  }
+
+  absl::Status PushRows(absl::Span<const SparseGradient> gradients,
+                        const PushContext& push_context) override {
+    PushRowsRequest request;
+    request.set_worker(push_context.worker);
+    request.set_epoch(push_context.epoch);
+    request.set_step(push_context.step);
+    request.set_request_id(push_context.request_id != 0 ? push_context.request_id
+                                                        : NextRequestId());
+    for (const SparseGradient& g : gradients) {
+      RowGradient* out = request.add_gradients();
+      out->set_name(g.name);
+      out->mutable_rows()->Add(g.rows.begin(), g.rows.end());
+      g.values.ToProto(out->mutable_values());
+    }
+    // As PushPull: one retry when the ps was unreachable (the request id keeps a push that
+    // did arrive from being applied twice).
+    absl::Status status;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      PushRowsResponse response;
+      grpc::ClientContext context;
+      SetTimeout(&context, timeout_);
+      status = FromGrpcStatus(stub_->PushRows(&context, request, &response), name_);
+      if (!absl::IsUnavailable(status)) break;
+    }
+    return status;
+  }
+
   absl::Status Push(absl::Span<const NamedTensor> gradients, int64_t step) override {
     PushRequest request;
     PushContext push_context;

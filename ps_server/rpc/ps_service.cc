@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
@@ -56,6 +57,26 @@ int64_t PayloadBytes(absl::Span<const NamedTensor> tensors) {
     bytes += t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
   }
   return bytes;
+}
+
+// A request's row gradients, each validated as a tensor (the store checks the rest).
+absl::StatusOr<std::vector<SparseGradient>> UnpackRowGradients(
+    const PushRowsRequest& request, int64_t* payload_bytes) {
+  std::vector<SparseGradient> gradients;
+  gradients.reserve(request.gradients_size());
+  *payload_bytes = 0;
+  for (const RowGradient& g : request.gradients()) {
+    absl::StatusOr<Tensor> values = Tensor::FromProto(g.values());
+    if (!values.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("row gradient for \"", g.name(),
+                                                     "\": ", values.status().message()));
+    }
+    *payload_bytes += values->num_elements() * static_cast<int64_t>(sizeof(float)) +
+                      g.rows_size() * static_cast<int64_t>(sizeof(int64_t));
+    gradients.push_back(
+        {g.name(), std::vector<int64_t>(g.rows().begin(), g.rows().end()), *std::move(values)});
+  }
+  return gradients;
 }
 
 }  // namespace
@@ -284,6 +305,52 @@ absl::Status PsServiceImpl::WriteValues(
   if (!header_sent) ok = stream->Write(out);  // no bytes at all: the header alone
   if (!ok) return absl::CancelledError("the client went away during the pull");
   return absl::OkStatus();
+}
+
+grpc::Status PsServiceImpl::PullRows(grpc::ServerContext*, const PullRowsRequest* request,
+                                     PullRowsResponse* response) {
+  auto answer = [&](absl::Status status) {
+    if (!status.ok()) response->Clear();
+    if (absl::IsResourceExhausted(status)) ++pulls_refused_;
+    return Answer("PullRows", status);
+  };
+  absl::flat_hash_set<absl::string_view> seen;
+  int64_t bytes = 0;
+  for (const VariableRows& v : request->variables()) {
+    if (!seen.insert(v.name()).second) {
+      return answer(absl::InvalidArgumentError(
+          absl::StrCat("variable \"", v.name(), "\" named twice in one pull")));
+    }
+    int64_t version = 0;
+    absl::StatusOr<Tensor> rows =
+        store_->PullRows(v.name(), v.rows(), &version, options_.max_pull_bytes - bytes);
+    if (!rows.ok()) return answer(rows.status());
+    bytes += rows->num_elements() * static_cast<int64_t>(sizeof(float));
+    rows->ToProto(response->add_values());
+    response->add_versions(version);
+  }
+  if (metrics_ != nullptr) metrics_->RecordPull(bytes);
+  return answer(absl::OkStatus());
+}
+
+grpc::Status PsServiceImpl::PushRows(grpc::ServerContext*, const PushRowsRequest* request,
+                                     PushRowsResponse*) {
+  int64_t payload_bytes = 0;
+  absl::StatusOr<std::vector<SparseGradient>> gradients =
+      UnpackRowGradients(*request, &payload_bytes);
+  if (!gradients.ok()) return Answer("PushRows", gradients.status());
+  PushContext context;
+  context.worker = request->worker();
+  context.epoch = request->epoch();
+  context.step = request->step();
+  context.request_id = request->request_id();
+  const int64_t start = absl::GetCurrentTimeNanos();
+  absl::Status pushed = store_->PushRows(*gradients, context);
+  if (pushed.ok() && metrics_ != nullptr) {
+    metrics_->RecordPush(payload_bytes,
+                         absl::Nanoseconds(absl::GetCurrentTimeNanos() - start));
+  }
+  return Answer("PushRows", pushed);
 }
 
 grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,

@@ -50,6 +50,12 @@ class PsServiceImpl final : public ParameterServer::Service {
                             RestoreStateResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest* request,
                         ShutdownResponse* response) override;
+  // Row-sparse pull and push (VariableStore::PullRows / PushRows). Their payload bytes
+  // (the values and 8 bytes per row index) count in the metrics' sent and received bytes.
+  grpc::Status PullRows(grpc::ServerContext* context, const PullRowsRequest* request,
+                        PullRowsResponse* response) override;
+  grpc::Status PushRows(grpc::ServerContext* context, const PushRowsRequest* request,
+                        PushRowsResponse* response) override;
 
   // PushPullStream: reads the push header and every gradient's chunks up to the message
   // marked commit and the client's half-close, pushes them all at once, and streams the

@@ -557,3 +557,70 @@ TEST_F(HostileTest, AFrameClaiming2GiBThen1KBIsDropped) {
 
 }  // namespace
 }  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+// Row-sparse RPCs with raw requests a hostile peer could send: each refused with
+// INVALID_ARGUMENT (NOT_FOUND for an unknown name), and the table, its version and its
+// Adam slots unchanged.
+class HostileRowsTest : public HostileTest {};
+
+TEST_F(HostileRowsTest, MalformedRowRequestsChangeNothing) {
+  Start();
+  CreateAdam({{"emb", Tensor({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}});
+  auto push = [&](const PushRowsRequest& request) {
+    grpc::ClientContext context;
+    PushRowsResponse response;
+    return stub_->PushRows(&context, request, &response).error_code();
+  };
+  auto row_gradient = [](const std::string& name, std::vector<int64_t> rows,
+                         std::vector<int64_t> shape, std::vector<float> values) {
+    PushRowsRequest request;
+    RowGradient* g = request.add_gradients();
+    g->set_name(name);
+    g->mutable_rows()->Add(rows.begin(), rows.end());
+    Tensor(std::move(shape), std::move(values)).ToProto(g->mutable_values());
+    return request;
+  };
+  EXPECT_EQ(push(row_gradient("emb", {4}, {1, 2}, {1, 1})), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("emb", {-1}, {1, 2}, {1, 1})), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("emb", {int64_t{1} << 62}, {1, 2}, {1, 1})),
+            grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("emb", {0, 1}, {1, 2}, {1, 1})), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("emb", {0}, {1, 2}, {kNaN, 1})), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("emb", {0}, {1, 2}, {kInf, 1})), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(push(row_gradient("nope", {0}, {1, 2}, {1, 1})), grpc::NOT_FOUND);
+  // Values whose bytes do not match their shape.
+  PushRowsRequest short_bytes = row_gradient("emb", {0}, {1, 2}, {1, 1});
+  short_bytes.mutable_gradients(0)->mutable_values()->mutable_content()->resize(4);
+  EXPECT_EQ(push(short_bytes), grpc::INVALID_ARGUMENT);
+  // A good gradient, then the same name again.
+  PushRowsRequest twice = row_gradient("emb", {0}, {1, 2}, {1, 1});
+  *twice.add_gradients() = twice.gradients(0);
+  EXPECT_EQ(push(twice), grpc::INVALID_ARGUMENT);
+
+  PullRowsRequest pull;
+  VariableRows* rows = pull.add_variables();
+  rows->set_name("emb");
+  rows->add_rows(0);
+  *pull.add_variables() = *rows;
+  grpc::ClientContext context;
+  PullRowsResponse answer;
+  EXPECT_EQ(stub_->PullRows(&context, pull, &answer).error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(answer.values_size(), 0);
+
+  auto state = unary_client_->ReadState({"emb"});
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(Values((*state)[0].value), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ((*state)[0].version, 0);
+  EXPECT_EQ((*state)[0].iterations, 0);
+  for (const NamedTensor& slot : (*state)[0].slots) {
+    for (float v : slot.tensor.values()) EXPECT_EQ(v, 0.0f) << slot.name;
+  }
+  EXPECT_EQ(Status().pushes(), 0);
+  EXPECT_EQ(Status().nonfinite_refused(), 2);
+}
+
+}  // namespace
+}  // namespace pstrain
