@@ -628,6 +628,42 @@ TEST(VariableStoreRowsTest, BadRowPushesAreRefusedAndChangeNothing) {
             absl::StatusCode::kResourceExhausted);
 }
 
+TEST(VariableStoreRowsTest, RowPushesThatOverflowAreRefusedAndChangeNothing) {
+  // Finite values whose update leaves the floats, as Push refuses them: Adam's velocity of
+  // a 1e20 gradient (its square is 1e40), SGD's lr * g, and repeated rows whose sum does.
+  VariableStore adam;
+  ASSERT_TRUE(adam.CreateVariables({{"emb", Table()}, {"other", Table()}}, Named("adam", 0.1))
+                  .ok());
+  const Tensor big({1, 3}, {1e20f, 1, 1});
+  const Tensor fine({1, 3}, {1, 1, 1});
+  // The overflowing gradient comes second: the first variable must not move either.
+  absl::Status refused = adam.PushRows({{"other", {0}, fine}, {"emb", {4}, big}});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("overflows"), std::string::npos) << refused;
+  auto state = adam.ReadState({"emb", "other"});
+  ASSERT_TRUE(state.ok());
+  for (const auto& snapshot : *state) {
+    EXPECT_EQ(Values(snapshot.value), Values(Table())) << snapshot.name;
+    EXPECT_EQ(snapshot.iterations, 0);
+    for (const NamedTensor& slot : snapshot.slots) {
+      for (float v : slot.tensor.values()) EXPECT_EQ(v, 0.0f) << slot.name;
+    }
+  }
+  VariableStore sgd;
+  ASSERT_TRUE(sgd.CreateVariables({{"emb", Table()}}, Named("sgd", 1e10f)).ok());
+  EXPECT_EQ(sgd.PushRows({{"emb", {1}, Tensor({1, 3}, {1e30f, 0, 0})}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  VariableStore summed;
+  ASSERT_TRUE(summed.CreateVariables({{"emb", Table()}}, Named("sgd", 1e-30f)).ok());
+  absl::Status sum = summed.PushRows(
+      {{"emb", {2, 2}, Tensor({2, 3}, {3e38f, 0, 0, 3e38f, 0, 0})}});
+  EXPECT_EQ(sum.code(), absl::StatusCode::kInvalidArgument) << sum;
+  EXPECT_NE(sum.message().find("repeated rows"), std::string::npos) << sum;
+  EXPECT_EQ(Values((*sgd.Pull({"emb"}, nullptr))[0]), Values(Table()));
+  EXPECT_EQ(Values((*summed.Pull({"emb"}, nullptr))[0]), Values(Table()));
+  EXPECT_EQ(adam.num_pushes() + sgd.num_pushes() + summed.num_pushes(), 0);
+}
+
 TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnceAndSyncModeRefusesRows) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1)).ok());

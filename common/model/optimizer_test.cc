@@ -375,6 +375,44 @@ TEST(OptimizerRowsTest, AdamRowsAreLazy) {
   EXPECT_EQ(state->iterations(), 2);
 }
 
+TEST(OptimizerRowsTest, RowUpdatesStayFiniteSeesOnlyThePushedRows) {
+  OptimizerConfig c;
+  c.set_name("adam");
+  c.set_learning_rate(0.1f);
+  auto opt = Optimizer::Create(c);
+  ASSERT_TRUE(opt.ok());
+  auto state = (*opt)->NewState(6);  // 3 rows of 2
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  const std::vector<int64_t> rows = {2, 0};
+  EXPECT_TRUE((*opt)->RowUpdatesStayFinite(rows, std::vector<float>{1, 1, 1, 1}, w, *state));
+  // Adam squares 1e20 into its velocity: not a float.
+  EXPECT_FALSE((*opt)->RowUpdatesStayFinite(rows, std::vector<float>{1, 1, 1e20f, 1}, w, *state));
+  // Changed nothing.
+  EXPECT_EQ(state->iterations(), 0);
+  for (float v : *state->slot("velocity")) EXPECT_EQ(v, 0.0f);
+  // A slot already infinite in an untouched row does not matter; in a pushed row it does.
+  (*state->slot("momentum"))[2] = INFINITY;  // row 1
+  EXPECT_TRUE((*opt)->RowUpdatesStayFinite(rows, std::vector<float>{1, 1, 1, 1}, w, *state));
+  EXPECT_FALSE((*opt)->RowUpdatesStayFinite(std::vector<int64_t>{1}, std::vector<float>{1, 1}, w,
+                                            *state));
+  // The moving average has no kernel of its own for the check: the default runs ApplyRows
+  // on copies of the rows. v - (v - o) * 0.5 of v = 3e38, o = -3e38 is not a float.
+  auto* average = c.add_moving_averages();
+  average->set_variable("stat");
+  average->set_momentum(0.5f);
+  auto rules = UpdateRules::Create(c);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  const Optimizer& moving = (*rules)->For("stat");
+  auto moving_state = moving.NewState(4);
+  const std::vector<float> stat = {1, 1, 3e38f, 3e38f};
+  EXPECT_TRUE(moving.RowUpdatesStayFinite(std::vector<int64_t>{0}, std::vector<float>{2, 2}, stat,
+                                          *moving_state));
+  EXPECT_FALSE(moving.RowUpdatesStayFinite(std::vector<int64_t>{1},
+                                           std::vector<float>{-3e38f, -3e38f}, stat,
+                                           *moving_state));
+  EXPECT_EQ(stat[2], 3e38f);
+}
+
 TEST(OptimizerRowsTest, MomentumRowsAreLazy) {
   OptimizerConfig c;
   c.set_name("sgd");
