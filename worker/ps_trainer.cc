@@ -1,5 +1,6 @@
 #include "worker/ps_trainer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,26 +12,49 @@ namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<PsTrainer>> PsTrainer::Create(
     Model* model, std::vector<PsClient*> ps, const std::vector<VariablePlacementEntry>& placement,
-    uint64_t dropout_seed) {
+    uint64_t dropout_seed, EmbeddingTraffic embedding_traffic) {
   std::vector<VariableShape> shapes;
   for (const VariableSpec& spec : model->variables()) {
     shapes.push_back({spec.name, spec.shape});
   }
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
                       ResolveLayout(shapes, placement, static_cast<int>(ps.size())));
-  return std::unique_ptr<PsTrainer>(
-      new PsTrainer(model, std::move(ps), std::move(layout), dropout_seed));
+  std::unique_ptr<SparseEmbedding> sparse;
+  if (embedding_traffic == EmbeddingTraffic::kRowSparse && HasRowSparseEmbedding(*model)) {
+    PS_ASSIGN_OR_RETURN(sparse, SparseEmbedding::Create(*model, layout[0], ps));
+  }
+  return std::unique_ptr<PsTrainer>(new PsTrainer(model, std::move(ps), std::move(layout),
+                                                  dropout_seed, std::move(sparse)));
 }
 
 PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
-                     uint64_t dropout_seed)
-    : model_(model), ps_(std::move(ps)), layout_(std::move(layout)), dropout_seed_(dropout_seed) {
+                     uint64_t dropout_seed, std::unique_ptr<SparseEmbedding> sparse)
+    : model_(model),
+      ps_(std::move(ps)),
+      layout_(std::move(layout)),
+      sparse_(std::move(sparse)),
+      step_model_(model),
+      dropout_seed_(dropout_seed) {
   by_ps_ = ShardsByPs(layout_, static_cast<int>(ps_.size()));
+  if (sparse_ != nullptr) {
+    // The table moves by rows (sparse_), never whole.
+    for (std::vector<ShardRef>& shards : by_ps_) {
+      shards.erase(std::remove_if(shards.begin(), shards.end(),
+                                  [](const ShardRef& ref) { return ref.variable == 0; }),
+                   shards.end());
+    }
+  }
   for (const std::vector<ShardRef>& shards : by_ps_) names_by_ps_.push_back(ShardNames(shards));
   versions_by_ps_.resize(ps_.size());
   // A split variable's full tensor exists before any pull, so that the per-ps threads
-  // write rows into it without ever resizing it.
-  weights_ = EmptyFullTensors(layout_);
+  // write rows into it without ever resizing it. A row-sparse table's is the compact one
+  // PullBatchRows makes.
+  weights_.resize(layout_.size());
+  for (size_t v = 0; v < layout_.size(); ++v) {
+    if (!layout_[v].whole() && !(sparse_ != nullptr && v == 0)) {
+      weights_[v] = Tensor(layout_[v].shape);
+    }
+  }
 }
 
 absl::Status PsTrainer::StorePulled(size_t p, std::vector<Tensor> values,
@@ -76,9 +100,20 @@ absl::StatusOr<StepResult> PsTrainer::Step(const Tensor& x, const Tensor& y) {
 
 absl::StatusOr<StepResult> PsTrainer::ComputeGradients(const Tensor& x, const Tensor& y) {
   if (!have_weights_) PS_RETURN_IF_ERROR(PullAll());
+  const Tensor* step_x = &x;
+  step_model_ = model_;
+  if (sparse_ != nullptr) {
+    const int64_t pull_start = absl::GetCurrentTimeNanos();
+    PS_ASSIGN_OR_RETURN(step_model_, sparse_->PullBatchRows(x, &weights_[0]));
+    step_x = &sparse_->local_x();
+    if (metrics_ != nullptr) {
+      metrics_->RecordPull(absl::Nanoseconds(absl::GetCurrentTimeNanos() - pull_start));
+    }
+  }
   compute_start_ = absl::GetCurrentTimeNanos();
-  PS_ASSIGN_OR_RETURN(StepResult result,
-                      model_->TrainStep(weights_, x, y, dropout_seed_ + steps_done_, &gradients_));
+  PS_ASSIGN_OR_RETURN(StepResult result, step_model_->TrainStep(weights_, *step_x, y,
+                                                                dropout_seed_ + steps_done_,
+                                                                &gradients_));
   compute_end_ = absl::GetCurrentTimeNanos();
   computed_samples_ = result.samples;
   return result;
@@ -101,30 +136,8 @@ absl::Status PsTrainer::PushGradients() {
   const int64_t step = has_position_ ? position_ : steps_done_;
   std::vector<std::function<absl::Status()>> exchanges;
   for (size_t p = 0; p < ps_.size(); ++p) {
-    if (by_ps_[p].empty()) continue;
-    exchanges.push_back([this, p, step]() -> absl::Status {
-      PushContext context;
-      context.worker = worker_;
-      context.epoch = epoch_;
-      context.step = step;
-      if (send_versions_) context.versions = versions_by_ps_[p];
-      std::vector<NamedTensor> grads;
-      grads.reserve(by_ps_[p].size());
-      for (const ShardRef& ref : by_ps_[p]) {
-        if (layout_[ref.variable].whole()) {
-          // Only this ps holds the variable: hand over the gradient without a copy.
-          grads.push_back({ref.entry.name(), std::move(gradients_[ref.variable])});
-        } else {
-          // Other threads read other rows of the same gradient: slice, never move.
-          PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(gradients_[ref.variable], ref.entry));
-          grads.push_back({ref.entry.name(), std::move(rows)});
-        }
-      }
-      std::vector<int64_t> versions;
-      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values,
-                          ps_[p]->PushPull(grads, context, &versions));
-      return StorePulled(p, std::move(values), std::move(versions));
-    });
+    if (by_ps_[p].empty() && !(sparse_ != nullptr && sparse_->TouchesPs(p))) continue;
+    exchanges.push_back([this, p, step] { return ExchangeWith(p, step); });
   }
   absl::Status exchanged = RunConcurrently(exchanges);
   if (!exchanged.ok()) {
@@ -140,6 +153,34 @@ absl::Status PsTrainer::PushGradients() {
   ++steps_done_;
   ++position_;
   return absl::OkStatus();
+}
+
+absl::Status PsTrainer::ExchangeWith(size_t p, int64_t step) {
+  PushContext context;
+  context.worker = worker_;
+  context.epoch = epoch_;
+  context.step = step;
+  if (sparse_ != nullptr && sparse_->TouchesPs(p)) {
+    // Before the dense push takes gradients_ apart; the table's gradient is variable 0's.
+    PS_RETURN_IF_ERROR(sparse_->PushShardRows(p, gradients_[0], context));
+  }
+  if (by_ps_[p].empty()) return absl::OkStatus();
+  if (send_versions_) context.versions = versions_by_ps_[p];
+  std::vector<NamedTensor> grads;
+  grads.reserve(by_ps_[p].size());
+  for (const ShardRef& ref : by_ps_[p]) {
+    if (layout_[ref.variable].whole()) {
+      // Only this ps holds the variable: hand over the gradient without a copy.
+      grads.push_back({ref.entry.name(), std::move(gradients_[ref.variable])});
+    } else {
+      // Other threads read other rows of the same gradient: slice, never move.
+      PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(gradients_[ref.variable], ref.entry));
+      grads.push_back({ref.entry.name(), std::move(rows)});
+    }
+  }
+  std::vector<int64_t> versions;
+  PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->PushPull(grads, context, &versions));
+  return StorePulled(p, std::move(values), std::move(versions));
 }
 
 }  // namespace pstrain

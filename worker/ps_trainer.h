@@ -13,6 +13,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
+#include "worker/sparse_embedding.h"
 #include "worker/worker_metrics.h"
 
 namespace pstrain {
@@ -30,6 +31,17 @@ namespace pstrain {
 // variable's gradient and value are moved, never copied. The rows of one variable may
 // come from different ps at slightly different versions, as with TensorFlow's
 // partitioned variables under asynchronous training.
+//
+// Row-sparse embeddings (EmbeddingTraffic::kRowSparse, worker/sparse_embedding.h): a model
+// whose first layer is an Embedding never holds its table. Each step pulls the rows of the
+// batch's distinct ids (PullRows), computes on a compact copy of the model, and pushes
+// those rows' gradients (PushRows) next to the other variables' PushPull, to the same ps
+// at once; the table is left out of PullAll, weights() holds the compact table.
+enum class EmbeddingTraffic {
+  kDense,      // every variable whole, every step (what sync mode needs)
+  kRowSparse,  // the first layer's Embedding table by rows, when the model has one
+};
+
 class PsTrainer {
  public:
   // `model` and the clients are not owned. `placement` has one entry per shard (see
@@ -38,7 +50,11 @@ class PsTrainer {
   //         its shards do not cover its rows exactly once, or a ps index is out of range.
   static absl::StatusOr<std::unique_ptr<PsTrainer>> Create(
       Model* model, std::vector<PsClient*> ps,
-      const std::vector<VariablePlacementEntry>& placement, uint64_t dropout_seed);
+      const std::vector<VariablePlacementEntry>& placement, uint64_t dropout_seed,
+      EmbeddingTraffic embedding_traffic = EmbeddingTraffic::kDense);
+
+  // Whether this trainer moves an Embedding table by rows.
+  bool row_sparse() const { return sparse_ != nullptr; }
 
   // Pulls every variable from its ps. Errors: those of PsClient::Pull.
   absl::Status PullAll();
@@ -87,7 +103,10 @@ class PsTrainer {
 
  private:
   PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
-            uint64_t dropout_seed);
+            uint64_t dropout_seed, std::unique_ptr<SparseEmbedding> sparse);
+  // One ps's part of PushGradients: the PushPull of its dense shards, and the PushRows of
+  // the table rows it owns.
+  absl::Status ExchangeWith(size_t p, int64_t step);
 
   // Puts the values pulled from ps `p` (in by_ps_[p] order) into weights_. Called from
   // one thread per ps at once: whole variables are owned by one ps, and split ones are
@@ -99,6 +118,10 @@ class PsTrainer {
   Model* const model_;                 // Not owned.
   const std::vector<PsClient*> ps_;    // Not owned.
   const std::vector<VariableLayout> layout_;  // per trainable variable, in model order
+  // The row-sparse table (variable 0), or null; its shards are not in by_ps_.
+  std::unique_ptr<SparseEmbedding> sparse_;
+  // The model the last ComputeGradients ran (model_, or the sparse table's compact copy).
+  Model* step_model_;  // Not owned.
   // by_ps_[p]: the shards ps p holds, in the order they are pulled and pushed;
   // names_by_ps_[p]: their names, in that order.
   std::vector<std::vector<ShardRef>> by_ps_;

@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/data/data_spec.h"
+#include "common/logging.h"
+#include "common/memory_budget.h"
 #include "common/model/model_memory.h"
 #include "common/status_macros.h"
 
@@ -20,12 +22,18 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   if (!job.data.is_object() || !job.data.contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
+  const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
   // Before the data or anything of the model is allocated: the pulled weights, the
-  // gradients, their copy on the wire, and a batch's activations.
+  // gradients, their copy on the wire, and a batch's activations; of an Embedding trained
+  // by rows (not in sync mode), only a batch's rows.
   ModelMemoryUse use;
   use.copies_per_variable = 3;
   use.copies_are = "pulled values, gradients and their copy on the wire";
   use.batch = job.batch_size;
+  if (!sync && HasRowSparseEmbedding(*model)) {
+    use.first_layer_rows_held = SaturatingMul(job.batch_size, model->input_size());
+    use.copies_are += "; of the Embedding, a batch's rows";
+  }
   PS_RETURN_IF_ERROR(CheckModelMemory(*model, use, absl::StrCat("worker ", worker_index)));
   PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
                                                     job.one_hot_labels));
@@ -41,7 +49,11 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
       return absl::InvalidArgumentError(absl::StrCat("data.train: ", ids.message()));
     }
   }
-  const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
+  if (sync && HasRowSparseEmbedding(*model)) {
+    LogInfo(absl::StrCat("worker ", worker_index, ": consistency sync aggregates dense gradients "
+                         "only, so the Embedding table is pulled and pushed whole each step "
+                         "(async and bounded_staleness move only the rows a batch uses)"));
+  }
   return std::unique_ptr<TrainingWorker>(new TrainingWorker(
       std::move(job), sync, worker_index, std::move(backend), std::move(model),
       std::make_shared<const Dataset>(std::move(train)), std::move(make_ps_client)));
@@ -80,9 +92,12 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
   for (auto& c : ps_clients_) clients.push_back(c.get());
   const std::vector<VariablePlacementEntry> placement(request.placement().begin(),
                                                       request.placement().end());
-  PS_ASSIGN_OR_RETURN(trainer_,
-                      PsTrainer::Create(model_.get(), std::move(clients), placement,
-                                        job_.seed * 7919 + 104729 * (worker_index_ + 1)));
+  // An Embedding table moves by rows, except in sync mode, which aggregates dense
+  // gradients only (worker/sparse_embedding.h).
+  PS_ASSIGN_OR_RETURN(
+      trainer_, PsTrainer::Create(model_.get(), std::move(clients), placement,
+                                  job_.seed * 7919 + 104729 * (worker_index_ + 1),
+                                  sync_ ? EmbeddingTraffic::kDense : EmbeddingTraffic::kRowSparse));
   trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
   trainer_->SetMetrics(metrics_);
   placement_key_ = key;

@@ -13,6 +13,7 @@
 #include "common/data/idx_reader.h"
 #include "common/data/npy_reader.h"
 #include "common/data/synthetic.h"
+#include "common/data/zipf_ids.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -107,6 +108,31 @@ absl::StatusOr<Dataset> LoadSynthetic(const Json& source) {
   return data;
 }
 
+absl::StatusOr<Dataset> LoadZipfIds(const Json& source) {
+  constexpr absl::string_view kType = "zipf_ids";
+  PS_RETURN_IF_ERROR(CheckKeys(source, kType,
+                               {"type", "samples", "ids_per_example", "vocabulary", "classes",
+                                "exponent", "noise", "seed", "stream"}));
+  ZipfIdsOptions o;
+  PS_ASSIGN_OR_RETURN(o.samples, GetInt(source, kType, "samples", o.samples));
+  PS_ASSIGN_OR_RETURN(o.ids_per_example,
+                      GetInt(source, kType, "ids_per_example", o.ids_per_example));
+  PS_ASSIGN_OR_RETURN(o.vocabulary, GetInt(source, kType, "vocabulary", o.vocabulary));
+  PS_ASSIGN_OR_RETURN(o.classes, GetInt(source, kType, "classes", o.classes));
+  PS_ASSIGN_OR_RETURN(float exponent, GetFloat(source, kType, "exponent", 1.1f));
+  PS_ASSIGN_OR_RETURN(float noise, GetFloat(source, kType, "noise", 0.3f));
+  o.exponent = exponent;
+  o.noise = noise;
+  PS_ASSIGN_OR_RETURN(int64_t seed, GetInt(source, kType, "seed", 0));
+  PS_ASSIGN_OR_RETURN(int64_t stream, GetInt(source, kType, "stream", 0));
+  if (seed < 0 || stream < 0) return Bad(kType, "\"seed\" and \"stream\" must be >= 0");
+  o.seed = static_cast<uint64_t>(seed);
+  o.stream = static_cast<uint64_t>(stream);
+  absl::StatusOr<Dataset> data = MakeZipfIdsDataset(o);
+  if (!data.ok()) return Bad(kType, data.status().message());
+  return data;
+}
+
 absl::StatusOr<Dataset> LoadIdx(const Json& source, const std::string& base_dir) {
   constexpr absl::string_view kType = "idx";
   PS_RETURN_IF_ERROR(CheckKeys(source, kType, {"type", "images", "labels", "scale"}));
@@ -189,8 +215,10 @@ absl::StatusOr<Dataset> LoadDataset(const nlohmann::json& source, const std::str
   if (type == "fashion_mnist") return LoadFashionMnist(source);
   if (type == "csv") return LoadCsv(source, base_dir);
   if (type == "npy") return LoadNpy(source, base_dir);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown data source type \"", type, "\" (want synthetic, idx, fashion_mnist, csv or npy)"));
+  if (type == "zipf_ids") return LoadZipfIds(source);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown data source type \"", type,
+                   "\" (want synthetic, zipf_ids, idx, fashion_mnist, csv or npy)"));
 }
 
 absl::StatusOr<Dataset> LoadJobDataset(const nlohmann::json& source, const std::string& base_dir,

@@ -5,6 +5,10 @@
 //
 //   {"type": "synthetic", "samples": 1000, "features": 784, "classes": 10, "seed": 1}
 //       every field optional (defaults as shown, seed 0).
+//   {"type": "zipf_ids", "samples": 10000, "ids_per_example": 8, "vocabulary": 1000000,
+//    "classes": 10, "exponent": 1.1, "noise": 0.3, "seed": 0, "stream": 0}
+//       every field optional (defaults as shown); ids for an Embedding, Zipf-distributed,
+//       with a label they carry: see zipf_ids.h for the generator.
 //   {"type": "idx", "images": "train-images-idx3-ubyte.gz",
 //    "labels": "train-labels-idx1-ubyte.gz", "scale": 0.00392156862745098}
 //       scale optional (default 1); relative paths are relative to base_dir.

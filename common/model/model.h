@@ -75,6 +75,10 @@ class Model {
   AccuracyMetric accuracy_metric() const { return accuracy_; }
 
   const std::string& name() const { return name_; }
+  // The backend the passes run on (null: a description only), and the loss SetLoss set
+  // (a copy of the model, e.g. worker/sparse_embedding.h's compact one, takes them).
+  Backend* backend() const { return backend_; }
+  const LossConfig& loss() const { return loss_; }
 
   // Every variable, in Keras's order (layer by layer; within a layer as it declares them:
   // kernel before bias, gamma, beta, moving_mean, moving_variance). This is what the

@@ -1,5 +1,6 @@
 #include "common/model/model_memory.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,9 +19,16 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-int64_t LayerBytes(const Layer& layer, const ModelMemoryUse& use) {
+// `first`: the first layer that runs (ModelMemoryUse::first_layer_rows_held applies to it).
+int64_t LayerBytes(const Layer& layer, const ModelMemoryUse& use, bool first) {
   int64_t variables = 0;
-  for (const LayerVariable& v : layer.variables()) variables = SaturatingAdd(variables, Elements(v.shape));
+  for (const LayerVariable& v : layer.variables()) {
+    std::vector<int64_t> held = v.shape;
+    if (first && use.first_layer_rows_held >= 0 && !held.empty()) {
+      held[0] = std::min(held[0], use.first_layer_rows_held);
+    }
+    variables = SaturatingAdd(variables, Elements(held));
+  }
   int64_t bytes = SaturatingMul(SaturatingMul(variables, use.copies_per_variable), kFloatBytes);
   if (!layer.IsView() && use.batch > 0) {
     // The output kept for the backward pass, the gradient of the output, and of the input.
@@ -38,8 +46,11 @@ int64_t LayerBytes(const Layer& layer, const ModelMemoryUse& use) {
 
 int64_t ModelMemoryBytes(const Model& model, const ModelMemoryUse& use) {
   int64_t total = 0;
+  bool first = true;
   for (const auto& layer : model.layers()) {
-    if (!layer->IsInput()) total = SaturatingAdd(total, LayerBytes(*layer, use));
+    if (layer->IsInput()) continue;
+    total = SaturatingAdd(total, LayerBytes(*layer, use, first));
+    first = false;
   }
   return total;
 }
@@ -56,9 +67,11 @@ absl::Status CheckModelMemory(const Model& model, const ModelMemoryUse& use,
   if (fits.ok()) return fits;
   const Layer* largest = nullptr;
   int64_t largest_bytes = -1;
+  bool first = true;
   for (const auto& layer : model.layers()) {
     if (layer->IsInput()) continue;
-    const int64_t bytes = LayerBytes(*layer, use);
+    const int64_t bytes = LayerBytes(*layer, use, first);
+    first = false;
     if (bytes > largest_bytes) {
       largest = layer.get();
       largest_bytes = bytes;

@@ -67,5 +67,35 @@ TEST(ModelMemoryTest, AModelOverTheBudgetIsRefusedNamingItsLargestLayer) {
   SetMemoryBudgetForTesting(0);
 }
 
+// A worker that trains an Embedding by rows holds a batch's rows of its table, not the
+// table: a 10M x 64 table (2.5 GB a copy) fits a budget that the whole table would not.
+TEST(ModelMemoryTest, ARowSparseEmbeddingCountsTheRowsHeld) {
+  const nlohmann::json keras = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"name", "emb"},
+        {"layers",
+         {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 8}}}}},
+          {{"class_name", "Embedding"},
+           {"config", {{"name", "embedding"}, {"input_dim", 10000000}, {"output_dim", 64}}}},
+          {{"class_name", "GlobalAveragePooling1D"}, {"config", {{"name", "pool"}}}},
+          {{"class_name", "Dense"},
+           {"config", {{"name", "dense"}, {"units", 10}, {"activation", "softmax"}}}}}}}}};
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(keras, nullptr);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ModelMemoryUse use;
+  use.copies_per_variable = 3;
+  const int64_t dense = 64 * 10 + 10;
+  EXPECT_EQ(ModelMemoryBytes(**model, use), (int64_t{10000000} * 64 + dense) * 3 * 4);
+  use.first_layer_rows_held = 256 * 8;
+  EXPECT_EQ(ModelMemoryBytes(**model, use), (int64_t{256} * 8 * 64 + dense) * 3 * 4);
+  SetMemoryBudgetForTesting(int64_t{1} << 30);
+  EXPECT_TRUE(CheckModelMemory(**model, use, "worker 0").ok());
+  use.first_layer_rows_held = -1;
+  EXPECT_EQ(CheckModelMemory(**model, use, "worker 0").code(),
+            absl::StatusCode::kResourceExhausted);
+  SetMemoryBudgetForTesting(0);
+}
+
 }  // namespace
 }  // namespace pstrain
