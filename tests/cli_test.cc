@@ -22,7 +22,8 @@ const std::vector<std::string>& Binaries() {
       "ps_server/ps_server", "worker/worker",         "chief/chief",
       "worker/train",        "deploy/local/launcher", "tools/psctl",
       "tools/evaluate",      "tools/export_safetensors", "tools/export_keras", "bench/train_throughput",
-      "bench/ps_throughput", "bench/allreduce_bandwidth", "examples/custom_loop"};
+      "bench/ps_throughput", "bench/allreduce_bandwidth", "bench/embedding_throughput",
+      "examples/custom_loop"};
   return *binaries;
 }
 
