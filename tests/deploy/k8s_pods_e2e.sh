@@ -80,22 +80,19 @@ kubectl kustomize deploy/k8s >"$work/rendered.yaml" || fail "kubectl kustomize d
 python3 tests/deploy/k8s_pods.py --claim="$claim" <"$work/rendered.yaml" >"$work/pods.yaml" ||
   fail "extracting the pod templates"
 # The Secret the pods read the job's auth token from (what `kubectl create secret generic
-# pstrain-auth --from-literal=token=...` makes on a cluster), played before the pods.
-cat >"$work/secret.yaml" <<EOF
-apiVersion: v1
-kind: Secret
-metadata:
-  name: pstrain-auth
-stringData:
-  token: $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-EOF
+# pstrain-auth --from-literal=token=...` makes on a cluster), made before the pods. Podman
+# 4.3 stores a Secret played by `kube play` as YAML but reads a pod's secretKeyRef only from
+# JSON ("secret pstrain-auth is not valid JSON"), so it is made with `podman secret create`
+# as Podman's own form: a JSON map of key to base64 value.
+token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+printf '{"token": "%s"}' "$(printf %s "$token" | base64 -w0)" >"$work/secret.json"
 phase "render" "kubectl kustomize deploy/k8s: $(grep -c '^kind: Job' "$work/rendered.yaml") Jobs -> $(grep -c '^kind: Pod' "$work/pods.yaml") Pods, the ConfigMap and the claim (as $claim)"
 
 # ---- play ----------------------------------------------------------------------------------
 podman network create "$network" >/dev/null || fail "podman network create"
 started=$(date +%s)
-podman kube play "$work/secret.yaml" >"$work/play.log" 2>&1 ||
-  { cat "$work/play.log"; fail "podman kube play (the auth token's Secret)"; }
+podman secret create pstrain-auth "$work/secret.json" >"$work/play.log" 2>&1 ||
+  { cat "$work/play.log"; fail "podman secret create (the auth token's Secret)"; }
 podman kube play --network "$network" "$work/pods.yaml" >>"$work/play.log" 2>&1 ||
   { cat "$work/play.log"; fail "podman kube play"; }
 phase "kube play" "${pods[*]} on network $network"
