@@ -5,6 +5,8 @@
 # --device --devices --verbose (./demo.sh --help lists them all). --strategy=mirrored
 # --devices=cpu:0,cpu:1 trains two local replicas in one process;
 # --strategy=multi_worker_mirrored --workers=2 trains two synchronous worker processes.
+# Every run has a random auth token; --tls runs every channel over mutual TLS with
+# certificates made for the run (README, "Security"); --insecure turns both off.
 set -euo pipefail
 
 # A relative --job is relative to where the user stands, not to the repository.

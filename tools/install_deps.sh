@@ -9,6 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev
   prometheus-cpp-dev libcpp-httplib-dev libssl-dev
+  openssl
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
   dataset-fashion-mnist

@@ -36,9 +36,11 @@ constexpr char kUsage[] =
     "       psctl checkpoint --chief=HOST:PORT [--timeout=60s] [--json]\n"
     "       psctl health [--address=HOST:PORT] [--timeout=5s]\n"
     "       psctl --version\n"
-    "Every command but health sends the job's auth token, from --auth_token_file=FILE or\n"
-    "the PSTRAIN_AUTH_TOKEN environment variable, as the \"admin\" role (status, ps,\n"
-    "checkpoint; the daemons refuse it training's own calls).\n";
+    "Every command sends the job's auth token, from --auth_token_file=FILE or the\n"
+    "PSTRAIN_AUTH_TOKEN environment variable, as the \"admin\" role (status, ps,\n"
+    "checkpoint; the daemons refuse it training's own calls). With mutual TLS:\n"
+    "--tls_dir=DIR (ca.crt, admin.crt, admin.key; tools/make_certs.sh) or --tls_ca,\n"
+    "--tls_cert, --tls_key.\n";
 
 // The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
 // empty fields included so a reader finds every key).
@@ -104,7 +106,7 @@ struct Flags {
   std::string command;
   std::string chief;
   std::string address;
-  std::string auth_token_file;
+  SecurityFlags security;
   absl::Duration timeout = absl::Seconds(5);
   bool timeout_given = false;
   bool help = false;
@@ -114,6 +116,19 @@ struct Flags {
   int64_t count = 0;  // --watch: refreshes at most (0: until the job ends)
   bool version = false;
 };
+
+// The field of `security` that `arg` ("--tls_dir=...") sets; null for another flag.
+std::string* SecurityFileFlag(const std::string& arg, SecurityFlags* security) {
+  for (auto [name, field] : {std::pair<const char*, std::string*>{"--auth_token_file=",
+                                                                  &security->auth_token_file},
+                             {"--tls_dir=", &security->tls_dir},
+                             {"--tls_ca=", &security->tls_ca},
+                             {"--tls_cert=", &security->tls_cert},
+                             {"--tls_key=", &security->tls_key}}) {
+    if (absl::StartsWith(arg, name)) return field;
+  }
+  return nullptr;
+}
 
 // Errors: a one-line message for the usage error.
 absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
@@ -126,10 +141,10 @@ absl::Status ParseArgs(const std::vector<std::string>& args, Flags* flags) {
       flags->chief = arg.substr(8);
     } else if (absl::StartsWith(arg, "--address=")) {
       flags->address = arg.substr(10);
-    } else if (absl::StartsWith(arg, "--auth_token_file=")) {
-      flags->auth_token_file = arg.substr(18);
-      if (flags->auth_token_file.empty()) {
-        return absl::InvalidArgumentError("--auth_token_file needs a file");
+    } else if (std::string* file = SecurityFileFlag(arg, &flags->security)) {
+      *file = arg.substr(arg.find('=') + 1);
+      if (file->empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(arg, " needs a file"));
       }
     } else if (absl::StartsWith(arg, "--timeout=")) {
       PS_RETURN_IF_ERROR(ParsePositiveDuration("--timeout", arg.substr(10), &flags->timeout));
@@ -366,16 +381,18 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << VersionText("psctl");
     return kPsctlOk;
   }
-  if (flags.command == "health") return CheckHealth(flags, out, err);
-  if (!flags.auth_token_file.empty()) {
-    // Every channel made from here on sends it (common/rpc/client_security.h).
-    absl::StatusOr<std::string> token = ReadAuthToken(flags.auth_token_file);
-    if (!token.ok()) {
-      err << "psctl: " << token.status().message() << "\n";
+  const SecurityFlags& security = flags.security;
+  if (!security.auth_token_file.empty() || !security.tls_dir.empty() ||
+      !security.tls_ca.empty() || !security.tls_cert.empty() || !security.tls_key.empty()) {
+    // Every channel made from here on uses them (common/rpc/client_security.h).
+    absl::StatusOr<ClientSecurity> client = ClientSecurityFromFlags(security, {Role::kAdmin, 0});
+    if (!client.ok()) {
+      err << "psctl: " << client.status().message() << "\n";
       return kPsctlUsage;
     }
-    SetClientSecurity({*token, {Role::kAdmin, 0}});
+    SetClientSecurity(*std::move(client));
   }
+  if (flags.command == "health") return CheckHealth(flags, out, err);
   if (flags.command == "ps") {
     std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);
     absl::StatusOr<PsStatusResponse> status = ps->GetStatus();

@@ -17,6 +17,9 @@ struct DaemonOptions {
   // is then the one of the task's own address, or "host:port". Empty: see
   // ResolveListenAddress.
   std::string bind;
+  // A second, plaintext port on the same host that serves only grpc.health.v1 (and
+  // reflection), for probes that speak no TLS (Kubernetes' gRPC probes); 0: none.
+  int health_port = 0;
   // Deadline of ordinary RPCs (pull, push, heartbeat, status).
   absl::Duration rpc_timeout = absl::Seconds(30);
   // How long a task keeps trying to reach the chief at start, and how long the chief

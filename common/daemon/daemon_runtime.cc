@@ -48,9 +48,25 @@ absl::Status DaemonRuntime::Serve(std::vector<grpc::Service*> services) {
   server_options.make_interceptors = hooks_.make_interceptors;
   PS_ASSIGN_OR_RETURN(RunningServer server, StartServer(server_options));
   const int port = server.port;
+  RunningServer health;
+  if (options_.health_port > 0) {
+    // Plaintext and no service of the daemon's: a TLS-less probe learns only whether the
+    // daemon serves.
+    ServerOptions health_options;
+    health_options.listen_address =
+        absl::StrCat(listen.substr(0, listen.rfind(':')), ":", options_.health_port);
+    absl::StatusOr<RunningServer> started = StartServer(health_options);
+    if (!started.ok()) {
+      server.server->Shutdown();
+      return started.status();
+    }
+    health = *std::move(started);
+    LogInfo(absl::StrCat("health (plaintext, grpc.health.v1 only) on port ", health.port));
+  }
   {
     absl::MutexLock lock(&mu_);
     server_ = std::move(server);
+    health_server_ = std::move(health);
   }
   LogInfo(absl::StrCat(TaskIdToString(options_.config.task), " serving on port ", port, " (",
                        listen, ")"));
@@ -64,9 +80,16 @@ int DaemonRuntime::port() const {
 
 void DaemonRuntime::StopServing(absl::Duration drain) {
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<grpc::Server> health;
   {
     absl::MutexLock lock(&mu_);
     server = std::move(server_.server);
+    health = std::move(health_server_.server);
+  }
+  if (health != nullptr) {
+    SetServing(health.get(), false);
+    health->Shutdown();
+    health->Wait();
   }
   if (server == nullptr) return;
   // Outside the lock: Shutdown waits for the handlers in flight, which may call into the

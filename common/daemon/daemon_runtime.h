@@ -99,7 +99,8 @@ class DaemonRuntime {
   DaemonMetrics* metrics() const { return metrics_.get(); }
 
   // Serves `services` (not owned; they must outlive the runtime) and the hooks' extra
-  // services, with health (SERVING) and reflection, on ResolveListenAddress(options()).
+  // services, with health (SERVING) and reflection, on ResolveListenAddress(options()),
+  // and health alone in plaintext on options().health_port when set (same host).
   // Logs one line with the address. Call once.
   // Errors: INVALID_ARGUMENT / NOT_FOUND the cluster spec gives this task no valid port;
   //         UNAVAILABLE the address cannot be bound, named (the port is taken).
@@ -135,6 +136,8 @@ class DaemonRuntime {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   RunningServer server_ ABSL_GUARDED_BY(mu_);  // server_.server is null once stopped
+  // --health_port's plaintext health-only server; null without one or once stopped.
+  RunningServer health_server_ ABSL_GUARDED_BY(mu_);
   SignalHandler signal_handler_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -74,22 +74,23 @@ void DestroyProcessorState(void* state) {
   delete static_cast<std::shared_ptr<CallAuthorizer>*>(state);
 }
 
-// Plaintext credentials with an auth metadata processor. grpc::InsecureServerCredentials()
+// Server credentials with an auth metadata processor. grpc::InsecureServerCredentials()
 // refuses a processor, but gRPC's core runs one on any server credentials, so these
-// hold core credentials of their own and add the port the way grpc::Server would.
-class AuthorizingInsecureCredentials final : public grpc::ServerCredentials {
+// hold core credentials of their own (plaintext or TLS) and add the port the way
+// grpc::Server would.
+class AuthorizingCredentials final : public grpc::ServerCredentials {
  public:
-  explicit AuthorizingInsecureCredentials(std::shared_ptr<CallAuthorizer> authorizer)
-      : core_(grpc_insecure_server_credentials_create()) {
+  AuthorizingCredentials(grpc_server_credentials* core, std::shared_ptr<CallAuthorizer> authorizer)
+      : core_(core) {
     grpc_server_credentials_set_auth_metadata_processor(
         core_, {ProcessCallMetadata, DestroyProcessorState,
                 new std::shared_ptr<CallAuthorizer>(std::move(authorizer))});
   }
-  ~AuthorizingInsecureCredentials() override { grpc_server_credentials_release(core_); }
+  ~AuthorizingCredentials() override { grpc_server_credentials_release(core_); }
 
   void SetAuthMetadataProcessor(
       const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
-    LogError("AuthorizingInsecureCredentials already has its processor; another is ignored");
+    LogError("AuthorizingCredentials already have their processor; another is ignored");
   }
 
  private:
@@ -163,9 +164,19 @@ void CallAuthorizer::CountAndLog(const absl::Status& refusal, absl::string_view 
                                        : ""));
 }
 
-std::shared_ptr<grpc::ServerCredentials> AuthorizingInsecureServerCredentials(
-    std::shared_ptr<CallAuthorizer> authorizer) {
-  return std::make_shared<AuthorizingInsecureCredentials>(std::move(authorizer));
+std::shared_ptr<grpc::ServerCredentials> AuthorizingServerCredentials(
+    std::shared_ptr<CallAuthorizer> authorizer, const TlsMaterial* tls) {
+  grpc_server_credentials* core = nullptr;
+  if (tls == nullptr) {
+    core = grpc_insecure_server_credentials_create();
+  } else {
+    // Copied by gRPC.
+    grpc_ssl_pem_key_cert_pair pair = {tls->key.c_str(), tls->cert.c_str()};
+    core = grpc_ssl_server_credentials_create_ex(
+        tls->ca.c_str(), &pair, 1, GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+        nullptr);
+  }
+  return std::make_shared<AuthorizingCredentials>(core, std::move(authorizer));
 }
 
 absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context) {

@@ -81,9 +81,18 @@ class CallAuthorizer {
   absl::flat_hash_map<std::string, LogState> log_state_ ABSL_GUARDED_BY(mu_);
 };
 
-// Plaintext server credentials whose every call passes `authorizer` before its handler.
-std::shared_ptr<grpc::ServerCredentials> AuthorizingInsecureServerCredentials(
-    std::shared_ptr<CallAuthorizer> authorizer);
+// A TLS identity and the CA that vouches for its peers, as PEM text.
+struct TlsMaterial {
+  std::string ca;    // the cluster CA's certificate: peers must present one it signed
+  std::string cert;  // this process's certificate (its chain)
+  std::string key;   // its private key
+};
+
+// Server credentials whose every call passes `authorizer` before its handler: plaintext
+// when `tls` is null; else TLS that requires a client certificate signed by `tls->ca`
+// (mutual TLS: a peer without one fails the handshake).
+std::shared_ptr<grpc::ServerCredentials> AuthorizingServerCredentials(
+    std::shared_ptr<CallAuthorizer> authorizer, const TlsMaterial* tls = nullptr);
 
 // The identity of a call's caller as the server's authorizer saw it: its certificate's
 // common name, else the identity it claims in its metadata. nullopt: neither (a server

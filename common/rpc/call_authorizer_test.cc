@@ -37,7 +37,7 @@ class CallAuthorizerTest : public ::testing::Test {
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
     options.services = {&service_};
-    options.credentials = AuthorizingInsecureServerCredentials(authorizer_);
+    options.credentials = AuthorizingServerCredentials(authorizer_);
     absl::StatusOr<RunningServer> running = StartServer(options);
     ASSERT_TRUE(running.ok()) << running.status();
     server_ = std::move(*running);

@@ -83,6 +83,11 @@ ClientSecurity GetClientSecurity() {
   return process.security;
 }
 
+std::shared_ptr<grpc::ChannelCredentials> ClientChannelCredentials() {
+  std::shared_ptr<grpc::ChannelCredentials> tls = GetClientSecurity().channel_credentials;
+  return tls != nullptr ? tls : grpc::InsecureChannelCredentials();
+}
+
 std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientSecurityInterceptors() {
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;

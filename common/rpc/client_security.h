@@ -30,6 +30,8 @@ struct ClientSecurity {
   std::string token;
   // The identity claimed next to the token (ignored by a server that sees a certificate).
   CallerIdentity identity;
+  // TLS with this process's certificate, trusting the cluster CA; null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
 };
 
 // Replaces this process's client security; channels made before keep theirs.
@@ -37,6 +39,10 @@ void SetClientSecurity(ClientSecurity security);
 
 // This process's client security (the environment's default until SetClientSecurity).
 ClientSecurity GetClientSecurity();
+
+// The transport credentials of a new channel: the TLS ones of ClientSecurity, else
+// plaintext.
+std::shared_ptr<grpc::ChannelCredentials> ClientChannelCredentials();
 
 // The interceptors that put the token and the identity on every call of a new channel;
 // empty when there is no token.

@@ -131,13 +131,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  // The job's token and this process's identity on every call (client_security.h).
+  // TLS, the job's token and this process's identity on every call (client_security.h).
+  std::shared_ptr<grpc::ChannelCredentials> credentials = ClientChannelCredentials();
   auto interceptors = MakeClientSecurityInterceptors();
-  if (interceptors.empty()) {
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  }
-  return grpc::experimental::CreateCustomChannelWithInterceptors(
-      address, grpc::InsecureChannelCredentials(), args, std::move(interceptors));
+  if (interceptors.empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(interceptors));
 }
 
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {

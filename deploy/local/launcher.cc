@@ -73,6 +73,9 @@ ABSL_FLAG(bool, no_restart, false,
           "parameter_server: do not restart a ps or worker that dies (by default the launcher "
           "restarts it with the same TF_CONFIG, up to 3 times, as an orchestrator would)");
 ABSL_FLAG(absl::Duration, timeout, absl::Hours(1), "Stop every task after this long");
+ABSL_FLAG(bool, tls, false,
+          "Mutual TLS on every channel: the launcher makes a cluster CA and a certificate per "
+          "task (tools/make_certs.sh) in tls/ of the log folder and gives each task --tls_dir");
 ABSL_FLAG(bool, insecure, false,
           "Run the cluster without authorization (by default the launcher makes a random auth "
           "token for the run, which every task and psctl must send)");
@@ -94,6 +97,39 @@ std::string DefaultBinDir() {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "launcher: %s\n", message.c_str());
   return 2;
+}
+
+// tools/make_certs.sh: in this binary's runfiles, else from the current folder (./demo.sh
+// runs in the repository).
+std::string MakeCertsScript() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    const std::string in_runfiles =
+        std::string(exe, n) + ".runfiles/pstrain/tools/make_certs.sh";
+    if (access(in_runfiles.c_str(), X_OK) == 0) return in_runfiles;
+  }
+  return "tools/make_certs.sh";
+}
+
+// Makes `dir`/ca.crt and a certificate for each of `names` (and admin, for psctl), each
+// valid for localhost. Errors: INTERNAL naming the script's failure.
+absl::Status MakeClusterCertificates(const std::string& dir, const std::vector<std::string>& names) {
+  std::vector<std::string> args = {MakeCertsScript(), dir};
+  for (const std::string& name : names) args.push_back(name + "=localhost,127.0.0.1,::1");
+  args.push_back("admin");
+  pstrain::ProcessGroup group;
+  absl::Status started = group.Start({"make_certs", "/bin/bash", args, {}});
+  if (!started.ok()) return started;
+  std::string output;
+  const std::vector<pstrain::ProcessGroup::Exit> exits = group.Wait(
+      absl::Minutes(1), absl::Seconds(1),
+      [&output](int, const std::string&, bool, const std::string& line) { output += line + "\n"; },
+      [] { return false; });
+  if (exits.size() != 1 || exits[0].exit_code != 0) {
+    return absl::InternalError(absl::StrCat("tools/make_certs.sh failed: ", output));
+  }
+  return absl::OkStatus();
 }
 
 // A fresh random token for this run (256 bits from the kernel, as hex), written to
@@ -208,6 +244,21 @@ int main(int argc, char** argv) {
   std::string logdir = absl::GetFlag(FLAGS_logdir);
   if (logdir.empty()) logdir = log_dir + "/tensorboard";
 
+  // Mutual TLS: a CA and a certificate per task in the log folder, read by every task
+  // (--tls_dir) and by psctl (admin.crt).
+  std::string tls_dir;
+  if (absl::GetFlag(FLAGS_tls)) {
+    if (absl::GetFlag(FLAGS_insecure)) return Fail("--tls and --insecure exclude each other");
+    tls_dir = log_dir + "/tls";
+    std::vector<std::string> names;
+    if (!mwms) names.push_back("chief-0");
+    for (int i = 0; !mwms && i < absl::GetFlag(FLAGS_ps); ++i) names.push_back(absl::StrCat("ps-", i));
+    for (int i = 0; i < absl::GetFlag(FLAGS_workers); ++i) names.push_back(absl::StrCat("worker-", i));
+    if (absl::Status made = MakeClusterCertificates(tls_dir, names); !made.ok()) {
+      return Fail(std::string(made.message()));
+    }
+  }
+
   // Authorization: one random token per run, which every task inherits through its
   // environment (a token the user exported already is kept), or none with --insecure.
   std::string token_note;
@@ -220,6 +271,10 @@ int main(int argc, char** argv) {
     setenv("PSTRAIN_AUTH_TOKEN", token.c_str(), 1);
     token_note = absl::StrCat("; auth token in ", token_file, " (psctl --auth_token_file=",
                               token_file, ")");
+  }
+  if (!tls_dir.empty()) {
+    token_note = absl::StrCat("; mutual TLS, certificates in ", tls_dir, " (psctl --tls_dir=",
+                              tls_dir, ")");
   }
 
   // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
@@ -243,6 +298,7 @@ int main(int argc, char** argv) {
     options.task_args.push_back("--log_format=json");
   }
   if (absl::GetFlag(FLAGS_insecure)) options.task_args.push_back("--insecure");
+  if (!tls_dir.empty()) options.task_args.push_back(absl::StrCat("--tls_dir=", tls_dir));
   std::map<std::string, int> metrics_ports;
   if (absl::GetFlag(FLAGS_metrics)) options.metrics_ports = &metrics_ports;
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
@@ -311,6 +367,7 @@ int main(int argc, char** argv) {
         args.push_back(absl::StrCat("--metrics_port=", (*more)[i]));
       }
       if (absl::GetFlag(FLAGS_insecure)) args.push_back("--insecure");
+      if (!tls_dir.empty()) args.push_back(absl::StrCat("--tls_dir=", tls_dir));
       if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
         args.push_back(absl::StrCat("--collective_timeout=",
                                     absl::GetFlag(FLAGS_collective_timeout)));
