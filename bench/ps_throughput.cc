@@ -29,6 +29,8 @@
 #include "absl/time/clock.h"
 #include "common/daemon/command_line.h"
 #include "common/malloc_tuning.h"
+#include "common/rpc/call_authorizer.h"
+#include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
@@ -38,6 +40,10 @@
 
 ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
 ABSL_FLAG(std::string, workers, "1,2", "Concurrent pushing clients");
+ABSL_FLAG(std::string, authorization, "both",
+          "off: a plaintext ps without authorization; on: the daemons' default, every call "
+          "carrying the job's token and identity, checked against the role table before its "
+          "handler (common/rpc/call_authorizer.h); both: each cell twice, side by side");
 ABSL_FLAG(double, seconds, 2.0, "Measuring time per cell");
 ABSL_FLAG(bool, one_malloc_arena, true,
           "mallopt(M_ARENA_MAX, 1): glibc serves a thread's blocks above 64 MiB with a fresh "
@@ -247,6 +253,31 @@ int Main() {
     return 1;
   }
   const std::string address = "127.0.0.1:" + std::to_string(server->port);
+  // The same store behind a second server that authorizes every call as a daemon's does
+  // (a gRPC service belongs to one server, hence a second service object).
+  const std::string mode = absl::GetFlag(FLAGS_authorization);
+  if (mode != "off" && mode != "on" && mode != "both") {
+    std::fprintf(stderr, "--authorization must be off, on or both\n");
+    return 2;
+  }
+  constexpr char kToken[] = "ps-throughput-bench-token-0123456789";
+  PsServiceImpl authorized_service(&store, [](const std::string&) {});
+  authorized_service.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
+  if (absl::GetFlag(FLAGS_metrics)) authorized_service.set_metrics(&metrics);
+  ServerOptions authorized_options;
+  authorized_options.listen_address = "127.0.0.1:0";
+  authorized_options.services = {&authorized_service};
+  authorized_options.credentials =
+      AuthorizingServerCredentials(std::make_shared<CallAuthorizer>(kToken));
+  absl::StatusOr<RunningServer> authorized = StartServer(authorized_options);
+  if (!authorized.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(authorized.status().message()).c_str());
+    return 1;
+  }
+  const std::string authorized_address = "127.0.0.1:" + std::to_string(authorized->port);
+  std::vector<bool> auth_modes;
+  if (mode != "on") auth_modes.push_back(false);
+  if (mode != "off") auth_modes.push_back(true);
   OptimizerConfig sgd;
   sgd.set_name("sgd");
   sgd.set_learning_rate(0.01f);
@@ -267,19 +298,26 @@ int Main() {
               absl::GetFlag(FLAGS_one_malloc_arena) ? "one malloc arena" : "glibc's arenas");
   std::printf("raw TCP: one socket pair streaming both ways at once; raw exchange: the same\n"
               "send-then-receive round trips as a push-and-pull, over bare sockets\n");
-  std::printf("%10s %8s %14s %12s %14s %8s %16s %9s\n", "bytes", "workers", "pushpull/s",
-              "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.");
+  std::printf("auth on: every call carries the job's token and a worker identity, checked by\n"
+              "the ps in gRPC's auth filter before its handler (as the daemons run by default)\n");
+  std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s\n", "bytes", "workers", "auth",
+              "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.");
   for (size_t bytes : sizes) {
     const double raw = RawTcpLoopback(std::min<size_t>(bytes, 4 << 20), seconds / 2);
     for (int workers : worker_counts) {
-      const Cell cell = PushPull(address, bytes, workers, seconds);
       const double exchange = RawTcpRoundTrips(bytes, workers, seconds / 2);
-      std::printf("%10zu %8d %14.0f %12.3f %14.3f %7.1f%% %16.3f %8.1f%%\n", bytes, workers,
-                  cell.round_trips, cell.gbps, raw, 100.0 * cell.gbps / raw, exchange,
-                  100.0 * cell.gbps / exchange);
-      std::fflush(stdout);
+      for (bool auth : auth_modes) {
+        // Read by the clients' channels, made as PushPull starts its workers.
+        SetClientSecurity(auth ? ClientSecurity{kToken, {Role::kWorker, 0}} : ClientSecurity{});
+        const Cell cell = PushPull(auth ? authorized_address : address, bytes, workers, seconds);
+        std::printf("%10zu %8d %5s %14.0f %12.3f %14.3f %7.1f%% %16.3f %8.1f%%\n", bytes, workers,
+                    auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
+                    100.0 * cell.gbps / raw, exchange, 100.0 * cell.gbps / exchange);
+        std::fflush(stdout);
+      }
     }
   }
+  authorized->server->Shutdown();
   server->server->Shutdown();
   return 0;
 }
