@@ -43,6 +43,7 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 constexpr char kCompose[] = "deploy/compose/docker-compose.yml";
+constexpr char kComposeTls[] = "deploy/compose/docker-compose.tls.yml";
 constexpr char kK8sDir[] = "deploy/k8s";
 constexpr char kTfJob[] = "deploy/kubeflow/tfjob.yaml";
 constexpr char kDockerfile[] = "deploy/docker/Dockerfile";
@@ -417,8 +418,8 @@ struct ComposeService {
 
 // Services of the compose file: top-level "services:", each a key at indent 2; the shared
 // settings come from the x-pstrain anchor merged with "<<: *pstrain".
-std::map<std::string, ComposeService> ComposeServices() {
-  const std::vector<std::string> doc = Documents(ReadFile(kCompose)).at(0);
+std::map<std::string, ComposeService> ComposeServices(const char* file = kCompose) {
+  const std::vector<std::string> doc = Documents(ReadFile(file)).at(0);
   ComposeService defaults;
   std::map<std::string, ComposeService> services;
   std::string section;  // top-level key
@@ -576,6 +577,25 @@ TEST(ComposeTest, OpenBlasThreadsMatchEachContainersCpuLimit) {
 // start without one rather than starting daemons that exit 2.
 TEST(ComposeTest, EveryServiceGetsTheJobsAuthToken) {
   EXPECT_EQ(Occurrences(ReadFile(kCompose), "PSTRAIN_AUTH_TOKEN: ${PSTRAIN_AUTH_TOKEN:?"), 5);
+}
+
+// The mutual-TLS override runs the same commands with --tls_dir and --health_port added,
+// every service mounting the certificates and checking health on the plaintext port.
+TEST(ComposeTest, TheTlsOverrideAddsCertificatesToEveryTask) {
+  const std::map<std::string, ComposeService> base = ComposeServices();
+  const std::map<std::string, ComposeService> tls = ComposeServices(kComposeTls);
+  ASSERT_EQ(tls.size(), base.size());
+  for (const auto& [name, service] : base) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(tls.count(name));
+    std::vector<std::string> expected = service.command;
+    expected.push_back("--tls_dir=/etc/pstrain/tls");
+    expected.push_back("--health_port=2223");
+    EXPECT_EQ(tls.at(name).command, expected);
+    EXPECT_THAT(tls.at(name).volumes, ElementsAre("./certs:/etc/pstrain/tls:ro"));
+  }
+  EXPECT_EQ(Occurrences(ReadFile(kComposeTls), "\"--address=localhost:2223\""),
+            static_cast<int>(base.size()));
 }
 
 TEST(ComposeTest, DockerComposeAcceptsTheFile) {
