@@ -759,6 +759,28 @@ TEST(K8sTest, KubectlKustomizeRenders) {
   EXPECT_EQ(Occurrences(output, "name: pstrain-auth"), 5);
 }
 
+// The mutual-TLS overlay: every Job gets the TLS flags, its own certificate's Secret and
+// its probes on the plaintext health port.
+TEST(K8sTest, TheTlsOverlayGivesEveryTaskItsOwnCertificate) {
+  const std::string kubectl = FindProgram("kubectl");
+  if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed; `kubectl kustomize` not run";
+  std::string output;
+  const int rc = RunCommand(
+      absl::StrCat(kubectl, " kustomize --load-restrictor=LoadRestrictionsNone deploy/k8s-tls"),
+      &output);
+  if (rc != 0 && absl::StrContains(output, "unknown flag")) {
+    GTEST_SKIP() << "this kubectl's kustomize is too old: " << output;
+  }
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_EQ(Occurrences(output, "- --tls_dir=/etc/pstrain/tls"), 5);
+  EXPECT_EQ(Occurrences(output, "- --health_port=2223"), 5);
+  EXPECT_EQ(Occurrences(output, "port: 2223"), 10);  // readiness and liveness, each Job
+  for (const char* task : {"chief-0", "ps-0", "ps-1", "worker-0", "worker-1"}) {
+    EXPECT_EQ(Occurrences(output, absl::StrCat("secretName: pstrain-tls-", task, "\n")), 1) << task;
+  }
+  EXPECT_EQ(Occurrences(output, "mountPath: /etc/pstrain/tls"), 5);
+}
+
 // ---- Kubeflow TFJob --------------------------------------------------------------------
 
 struct ReplicaSpec {
