@@ -29,6 +29,8 @@ absl::StatusOr<Role> RoleFromName(absl::string_view name) {
 }
 
 std::string FormatIdentity(const CallerIdentity& identity) {
+  // The operator is one identity, whatever its index.
+  if (identity.role == Role::kAdmin) return "admin";
   return absl::StrCat(RoleName(identity.role), "-", identity.index);
 }
 

@@ -41,8 +41,8 @@ absl::string_view RoleName(Role role);
 // Errors: INVALID_ARGUMENT any other name (an "evaluator" runs no pstrain daemon).
 absl::StatusOr<Role> RoleFromName(absl::string_view name);
 
-// "worker-1": the claim a client sends, and the common name (CN) of a task's certificate
-// (tools/make_certs.sh).
+// "worker-1" ("admin" for the operator): the claim a client sends, and the common name
+// (CN) of a task's certificate and its file names in a --tls_dir (tools/make_certs.sh).
 std::string FormatIdentity(const CallerIdentity& identity);
 
 // Reads FormatIdentity's form back; "chief" and "admin" alone mean index 0.
