@@ -179,7 +179,7 @@ if [ "$tests_failed" -eq "$failed_before" ]; then
 fi
 # The cluster across network namespaces, each daemon with its own address on a bridge
 # (tests/deploy/netns_cluster.sh); skipped, with its reason, where they are not permitted.
-if [ "$failed" -eq "$failed_before" ]; then
+if [ "$tests_failed" -eq "$failed_before" ]; then
   echo "== tests/deploy/netns_cluster.sh"
   tests/deploy/netns_cluster.sh >"$log" 2>&1
   case $? in

@@ -27,7 +27,7 @@ if [ $# -gt 0 ]; then
   targets=("$@")
 elif [ "$unit" -eq 1 ]; then
   everything=$(clang_build_patterns | paste -sd+ | sed 's/+/ + /g')
-  mapfile -t targets < <(bazel_clang query "tests($everything) except tests(//tests/...) except tests(//deploy/...)" 2>/dev/null)
+  mapfile -t targets < <(bazel_clang query "tests($everything) except tests(//tests/...) except tests(//deploy/...) except attr(tags, '\\bgpu\\b', tests($everything))" 2>/dev/null)
 else
   mapfile -t targets < <(clang_build_patterns)
 fi
