@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of every fuzz target under tests/fuzz/corpus/ (standard
-library only, plus Debian's protoc for the protobuf messages). Run from the repository
-root: python3 tests/fuzz/make_seed_corpus.py. The files are checked in; rerun after a
+library only, plus Debian's protoc for the protobuf messages and Debian's python3-h5py and
+numpy for the .keras weights). Run from the repository root with Debian's Python:
+/usr/bin/python3 tests/fuzz/make_seed_corpus.py. The files are checked in; rerun after a
 format changes."""
 
 import gzip
@@ -83,6 +84,83 @@ def models():
         {"class_name": "Flatten", "config": {"name": "flatten"}},
         {"class_name": "Dense", "config": {"name": "out", "units": 10, "activation": "softmax"}}]}}
     put("keras_model_fuzzer", "cnn.json", json.dumps(cnn))
+
+
+def keras_weights_h5(layers):
+    """model.weights.h5 as Keras 3 lays it out: an empty root "vars" group, then per layer
+    "layers/<path>/vars" holding datasets "0", "1", ... (no timestamps: the bytes are
+    reproducible)."""
+    import io
+    import h5py
+    import numpy as np
+    buffer = io.BytesIO()
+    untimed = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+    untimed.set_obj_track_times(False)
+
+    def group(f, name):
+        return h5py.Group(h5py.h5g.create(f.id, name.encode(), gcpl=untimed))
+
+    with h5py.File(buffer, "w") as f:
+        group(f, "vars")
+        group(f, "layers")
+        for path, arrays in layers:
+            group(f, "layers/" + path)
+            vars_group = group(f, "layers/%s/vars" % path)
+            for i, array in enumerate(arrays):
+                vars_group.create_dataset(str(i), data=np.asarray(array), track_times=False)
+    return buffer.getvalue()
+
+
+def keras_file():
+    """Inputs of keras_file_fuzzer: config.json, then model.weights.h5 (split at SEP)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    dense = {"class_name": "Sequential", "config": {"name": "tiny", "layers": [
+        {"class_name": "InputLayer", "config": {"batch_input_shape": [None, 4]}},
+        {"class_name": "Dense", "config": {"name": "dense", "units": 3, "activation": "relu"}},
+        {"class_name": "Dropout", "config": {"name": "dropout", "rate": 0.5}},
+        {"class_name": "Dense", "config": {"name": "dense_1", "units": 2,
+                                           "activation": "softmax"}}]},
+        "compile_config": {"optimizer": "adam", "loss": "sparse_categorical_crossentropy"}}
+    f32 = lambda *shape: rng.standard_normal(shape).astype("<f4")
+    weights = [("dense", [f32(4, 3), f32(3)]), ("dropout", []),
+               ("dense_1", [f32(3, 2), f32(2)])]
+    put("keras_file_fuzzer", "dense.txt", json.dumps(dense).encode() + SEP +
+        keras_weights_h5(weights))
+    # Integers and doubles are converted to float32, as Keras's loader casts them.
+    other_types = [("dense", [np.arange(12, dtype="<i4").reshape(4, 3), np.zeros(3, "<f8")]),
+                   ("dropout", []), ("dense_1", [f32(3, 2), f32(2)])]
+    put("keras_file_fuzzer", "int_and_double.txt", json.dumps(dense).encode() + SEP +
+        keras_weights_h5(other_types))
+    wrong_shape = [("dense", [f32(3, 4), f32(3)]), ("dropout", []),
+                   ("dense_1", [f32(3, 2), f32(2)])]
+    put("keras_file_fuzzer", "wrong_shape.txt", json.dumps(dense).encode() + SEP +
+        keras_weights_h5(wrong_shape))
+    # A whole archive, for the reading of the raw input as the file (stored members with a
+    # fixed date, as Python's zipfile and Keras write them).
+    import io
+    import zipfile
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        for name, data in (("metadata.json", b'{"keras_version": "3.3.3"}'),
+                           ("config.json", json.dumps(dense).encode()),
+                           ("model.weights.h5", keras_weights_h5(weights))):
+            z.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), data)
+    put("keras_file_fuzzer", "dense.keras", archive.getvalue())
+    cnn = {"class_name": "Sequential", "config": {"name": "cnn", "layers": [
+        {"class_name": "InputLayer", "config": {"batch_input_shape": [None, 6, 6, 1]}},
+        {"class_name": "Conv2D", "config": {"name": "conv", "filters": 2, "kernel_size": [3, 3],
+                                            "use_bias": False}},
+        {"class_name": "BatchNormalization", "config": {"name": "bn"}},
+        {"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": [2, 2]}},
+        {"class_name": "Flatten", "config": {"name": "flatten"}},
+        {"class_name": "Dense", "config": {"name": "out", "units": 3,
+                                           "activation": "softmax"}}]}}
+    cnn_weights = [("conv2d", [f32(3, 3, 1, 2)]),
+                   ("batch_normalization", [f32(2), f32(2), f32(2), np.ones(2, "<f4")]),
+                   ("max_pooling2d", []), ("flatten", []), ("dense", [f32(8, 3), f32(3)])]
+    put("keras_file_fuzzer", "cnn.txt", json.dumps(cnn).encode() + SEP +
+        keras_weights_h5(cnn_weights))
 
 
 def idx():
@@ -185,9 +263,11 @@ def ps_service():
 
 
 def main():
-    shutil.rmtree(ROOT, ignore_errors=True)
+    # Nothing is deleted first: reproducers of fixed bugs, added to the corpus by hand
+    # (ps_service_fuzzer/adam_velocity_overflow.bin), stay.
     tf_config()
     models()
+    keras_file()
     idx()
     npy()
     csv()
