@@ -33,6 +33,10 @@ def pstrain_fuzzer(name, srcs, deps = []):
         name = name + "_corpus_test",
         size = "small",
         args = ["tests/fuzz/corpus/" + name],
+        # Linked like the fuzzer, into one executable: a target's own sanitizer hooks
+        # (keras_file_fuzzer's __asan_default_options) then override the runtime's weak
+        # defaults, which they cannot from a shared library.
+        linkstatic = True,
         data = native.glob(["corpus/" + name + "/**"]),
         deps = [
             ":" + name + "_lib",
