@@ -8,7 +8,9 @@
 //               [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]
 //
 // multi_worker_mirrored and parameter_server read the cluster and this task from
-// TF_CONFIG; every task runs this same program. The task that reports (the one process,
+// TF_CONFIG; every task runs this same program, with the job's token (PSTRAIN_AUTH_TOKEN
+// or --auth_token_file) or certificates (--tls_dir), as the daemons are (README
+// "Security"); --insecure turns authorization off. The task that reports (the one process,
 // rank 0, or the parameter_server chief) prints a Keras-style line per epoch, evaluated on
 // the job's validation data. Exit status: 0 trained; 2 bad flags or input; 1 a failure.
 
@@ -224,7 +226,8 @@ int main(int argc, char** argv) {
       "  custom_loop --strategy=default|mirrored|multi_worker_mirrored|parameter_server\n"
       "              [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]\n"
       "multi_worker_mirrored and parameter_server read the cluster and this task from "
-      "TF_CONFIG.");
+      "TF_CONFIG, and need the job's token (PSTRAIN_AUTH_TOKEN or --auth_token_file), "
+      "certificates (--tls_dir) or --insecure.");
   const absl::Status status = Main();
   if (status.ok()) return 0;
   std::fprintf(stderr, "custom_loop: %s\n", std::string(status.message()).c_str());

@@ -71,6 +71,23 @@ struct StrategyOptions {
   // parameter_server chief: how long scheduled functions wait for a lost worker to come
   // back when no worker is left, before Join fails naming them.
   absl::Duration worker_recovery_timeout = absl::Seconds(60);
+
+  // multi_worker_mirrored and parameter_server: who may call this task's servers and what
+  // its channels send, as for the daemons (README "Security",
+  // common/daemon/daemon_security.h). Authorization is on: every task of the job needs the
+  // same token (auth_token_file, else the PSTRAIN_AUTH_TOKEN environment variable) or
+  // certificates (tls_dir with ca.crt and TASK.crt/.key, e.g. worker-1.crt, as
+  // tools/make_certs.sh writes them; or tls_ca, tls_cert and tls_key), or `insecure`;
+  // else the strategy is not made (INVALID_ARGUMENT saying what to give). A field left
+  // empty (false) takes the program's command-line flag of the same name
+  // (--auth_token_file, --tls_dir, --tls_ca, --tls_cert, --tls_key, --insecure; pstrain
+  // defines them).
+  std::string auth_token_file;
+  std::string tls_dir;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure = false;
 };
 
 class Strategy {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 #include "common/rpc/grpc_util.h"
+#include "grpcpp/grpcpp.h"
 #include "worker/allreduce/chunk_mailbox.h"
 #include "worker/allreduce/grpc_ring_transport.h"
 
@@ -26,10 +27,13 @@ absl::StatusOr<GrpcRingOptions> RingFromTfConfig(const TfConfig& config);
 
 class MultiWorkerRing {
  public:
-  // Serves the collective on this task's port (every interface) and connects to the next
-  // rank lazily. Errors: RingFromTfConfig's; INVALID_ARGUMENT an address without a port;
+  // Serves the collective on this task's port (every interface) with `credentials`
+  // (task_security.h's SecureTask; null: plaintext, no authorization) and connects to the
+  // next rank lazily. With authorization, only the left neighbour's identity may send
+  // chunks. Errors: RingFromTfConfig's; INVALID_ARGUMENT an address without a port;
   // UNAVAILABLE the port cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MultiWorkerRing>> Start(const TfConfig& config);
+  static absl::StatusOr<std::unique_ptr<MultiWorkerRing>> Start(
+      const TfConfig& config, std::shared_ptr<grpc::ServerCredentials> credentials);
   // Closes the mailbox and stops serving.
   ~MultiWorkerRing();
 

@@ -15,6 +15,7 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
 #include "pstrain/internal/function_worker_service.h"
+#include "pstrain/internal/task_security.h"
 
 namespace pstrain::distribute::internal {
 namespace {
@@ -53,10 +54,15 @@ absl::StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::
         "TF_CONFIG: parameter_server runs on chief, ps and worker tasks, not ",
         TaskIdToString(config.task)));
   }
+  SetLogTag(absl::StrCat(config.task.type, config.task.index));
+  // The job's token or certificates before any channel is made: the ps and worker clients
+  // below send them, and this task's server checks them.
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      SecureTask(options, config));
   std::unique_ptr<ParameterServerCluster> cluster(
       new ParameterServerCluster(options, std::move(config)));
+  cluster->credentials_ = std::move(credentials);
   const TfConfig& c = cluster->config_;
-  SetLogTag(absl::StrCat(c.task.type, c.task.index));
   if (type != "ps") {
     const std::vector<std::string>& ps = c.cluster.tasks("ps");
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -79,6 +85,7 @@ absl::Status ParameterServerCluster::StartTaskServer() {
   PS_ASSIGN_OR_RETURN(const std::string address, config_.cluster.address(config_.task));
   ServerOptions so;
   PS_ASSIGN_OR_RETURN(so.listen_address, ListenAddressFor(address));
+  so.credentials = credentials_;
   auto on_shutdown = [this](const std::string& reason) {
     if (shutdown_.HasBeenNotified()) return;
     LogInfo(absl::StrCat("Shutdown RPC: ", reason));

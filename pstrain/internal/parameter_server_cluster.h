@@ -40,9 +40,12 @@ namespace pstrain::distribute::internal {
 
 class ParameterServerCluster {
  public:
-  // Starts this task's server on its TF_CONFIG port.
-  // Errors: INVALID_ARGUMENT a cluster without a chief, a ps or a worker, or a task of
-  // another type (an evaluator); UNAVAILABLE the port cannot be bound.
+  // Starts this task's server on its TF_CONFIG port, with the job's authorization and TLS
+  // (task_security.h: every call needs the token or a certificate, and the role the
+  // method is for: the chief's RunFunction and Shutdown, the workers' Push and Pull).
+  // Errors: INVALID_ARGUMENT a cluster without a chief, a ps or a worker, a task of
+  // another type (an evaluator), or SecureTask's (no token, certificate or insecure);
+  // UNAVAILABLE the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<ParameterServerCluster>> Start(
       const StrategyOptions& options, TfConfig config);
   // The chief tells every worker, then every ps, to exit (best effort, each bounded by
@@ -96,6 +99,7 @@ class ParameterServerCluster {
   absl::Mutex mu_;
   std::unique_ptr<ClosureScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
 
+  std::shared_ptr<grpc::ServerCredentials> credentials_;  // null: --insecure
   std::unique_ptr<grpc::Service> service_;  // this task's service (none on the chief)
   RunningServer server_;
   absl::Notification shutdown_;  // a Shutdown RPC arrived

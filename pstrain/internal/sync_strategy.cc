@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/status_macros.h"
+#include "pstrain/internal/task_security.h"
 #include "pstrain/internal/tf_config.h"
 #include "worker/allreduce/collective_selection.h"
 #include "worker/mirrored_strategy.h"
@@ -77,7 +78,10 @@ absl::Status SyncStrategy::SetUpMultiWorker(const StrategyOptions& options) {
   task_ = config.task;
   PS_ASSIGN_OR_RETURN(first_backend_, BackendFor(options.device));
   PS_ASSIGN_OR_RETURN(CollectiveKind kind, ParseCollectiveKind(options.collective));
-  PS_ASSIGN_OR_RETURN(ring_, MultiWorkerRing::Start(config));
+  // The job's token or certificates before the ring makes any channel.
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      SecureTask(options, config));
+  PS_ASSIGN_OR_RETURN(ring_, MultiWorkerRing::Start(config, std::move(credentials)));
   MultiWorkerMirroredOptions mo;
   mo.ring.timeout = options.collective_timeout;
   mo.startup_timeout = options.startup_timeout;
