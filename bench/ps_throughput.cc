@@ -229,6 +229,24 @@ Cell PushPull(const std::string& address, size_t bytes, int workers, double seco
   return cell;
 }
 
+// VariableStore::Push of one zero gradient of `elements` floats, in this process, as fast
+// as one thread can for `seconds`: the ps's own share of a push-and-pull (the checks and
+// the update, no gRPC), in pushes per second.
+double StorePushes(VariableStore* store, int64_t elements, double seconds) {
+  const std::vector<NamedTensor> gradient = {
+      {"v" + std::to_string(elements), Tensor({elements}, std::vector<float>(elements, 0.0f))}};
+  const absl::Time start = absl::Now();
+  int64_t pushes = 0;
+  while (pushes < 2 || absl::Now() - start < absl::Seconds(seconds)) {
+    if (absl::Status s = store->Push(gradient); !s.ok()) {
+      std::fprintf(stderr, "store push: %s\n", std::string(s.message()).c_str());
+      return 0;
+    }
+    ++pushes;
+  }
+  return pushes / absl::ToDoubleSeconds(absl::Now() - start);
+}
+
 int Main() {
   std::vector<size_t> sizes;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
@@ -300,19 +318,25 @@ int Main() {
               "send-then-receive round trips as a push-and-pull, over bare sockets\n");
   std::printf("auth on: every call carries the job's token and a worker identity, checked by\n"
               "the ps in gRPC's auth filter before its handler (as the daemons run by default)\n");
-  std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s\n", "bytes", "workers", "auth",
-              "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.");
+  std::printf("store push/s: VariableStore::Push of the same gradient alone, one thread in\n"
+              "this process (the ps's checks and update, no gRPC)\n");
+  std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s %13s\n", "bytes", "workers", "auth",
+              "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.",
+              "store push/s");
   for (size_t bytes : sizes) {
     const double raw = RawTcpLoopback(std::min<size_t>(bytes, 4 << 20), seconds / 2);
+    const double store_pushes =
+        StorePushes(&store, static_cast<int64_t>(bytes / sizeof(float)), seconds / 2);
     for (int workers : worker_counts) {
       const double exchange = RawTcpRoundTrips(bytes, workers, seconds / 2);
       for (bool auth : auth_modes) {
         // Read by the clients' channels, made as PushPull starts its workers.
         SetClientSecurity(auth ? ClientSecurity{kToken, {Role::kWorker, 0}} : ClientSecurity{});
         const Cell cell = PushPull(auth ? authorized_address : address, bytes, workers, seconds);
-        std::printf("%10zu %8d %5s %14.0f %12.3f %14.3f %7.1f%% %16.3f %8.1f%%\n", bytes, workers,
-                    auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
-                    100.0 * cell.gbps / raw, exchange, 100.0 * cell.gbps / exchange);
+        std::printf("%10zu %8d %5s %14.1f %12.3f %14.3f %7.1f%% %16.3f %8.1f%% %13.1f\n", bytes,
+                    workers, auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
+                    100.0 * cell.gbps / raw, exchange, 100.0 * cell.gbps / exchange,
+                    store_pushes);
         std::fflush(stdout);
       }
     }

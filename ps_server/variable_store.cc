@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -211,18 +213,42 @@ absl::Status VariableStore::OncePerRequest(const PushContext& context, PushFn pu
   return pushed;
 }
 
-absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
-                                     const PushContext& context) {
-  const Optimizer* optimizer;
-  Rules rules;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    optimizer = update_rules_ == nullptr ? nullptr : &update_rules_->optimizer();
-    rules = rules_;
-  }
-  if (optimizer == nullptr) {
+absl::StatusOr<VariableStore::PushSettings> VariableStore::SettingsForPush() const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (update_rules_ == nullptr) {
     return absl::FailedPreconditionError("no variables have been created on this ps yet");
   }
+  return PushSettings{&update_rules_->optimizer(), rules_};
+}
+
+template <typename StaysFinite, typename ApplyFn>
+int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
+                                      StaysFinite stays_finite, ApplyFn apply) {
+  // One order for every holder of more than one variable lock (only pushes are), so two
+  // pushes of overlapping variables never deadlock. The names of a push are distinct, so
+  // are its variables.
+  absl::InlinedVector<Variable*, 4> order(found.begin(), found.end());
+  std::sort(order.begin(), order.end(), std::less<Variable*>());
+  for (Variable* v : order) v->mu.Lock();
+  int64_t overflowing = -1;
+  for (size_t i = 0; i < found.size() && overflowing < 0; ++i) {
+    if (!stays_finite(i, *found[i])) overflowing = static_cast<int64_t>(i);
+  }
+  if (overflowing < 0) {
+    for (size_t i = 0; i < found.size(); ++i) {
+      apply(i, *found[i]);
+      ++found[i]->version;
+    }
+  }
+  for (Variable* v : order) v->mu.Unlock();
+  return overflowing;
+}
+
+absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
+                                     const PushContext& context) {
+  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
+  const Optimizer* optimizer = settings.optimizer;
+  const Rules& rules = settings.rules;
   std::vector<Variable*> found;
   found.reserve(gradients.size());
   absl::flat_hash_set<std::string> seen;
@@ -261,32 +287,24 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
   // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
   // learning rate), and a non-finite value or slot is never repaired: every update is
-  // checked before any variable changes, then again under the lock that applies it
-  // (another push may have changed the variable in between).
-  for (size_t i = 0; i < found.size(); ++i) {
-    Variable* v = found[i];
-    absl::MutexLock lock(&v->mu);
-    if (!v->optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v->value.values(),
-                                         *v->state)) {
-      return DropNonFinitePush(UpdateOverflows(gradients[i].name), *optimizer);
-    }
-  }
-  // Shapes never change after creation, so the checks above still hold here.
-  absl::Status overflowed;
-  for (size_t i = 0; i < found.size(); ++i) {
-    Variable* v = found[i];
-    absl::MutexLock lock(&v->mu);
-    if (!v->optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v->value.values(),
-                                         *v->state)) {
-      if (overflowed.ok()) overflowed = UpdateOverflows(gradients[i].name);
-      continue;
-    }
-    v->optimizer->Apply(gradients[i].tensor.values(), v->value.values(), v->state.get());
-    ++v->version;
+  // checked, then all are applied, under the locks of every variable pushed. Shapes never
+  // change after creation, so the checks above still hold here.
+  const int64_t overflowing = ApplyAllOrNone(
+      found,
+      [&](size_t i, Variable& v) {
+        v.mu.AssertHeld();
+        return v.optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v.value.values(),
+                                              *v.state);
+      },
+      [&](size_t i, Variable& v) {
+        v.mu.AssertHeld();
+        v.optimizer->Apply(gradients[i].tensor.values(), v.value.values(), v.state.get());
+      });
+  if (overflowing >= 0) {
+    return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *optimizer);
   }
   CountPush(context);
   ++pushes_;
-  if (!overflowed.ok()) return DropNonFinitePush(std::move(overflowed), *optimizer);
   return absl::OkStatus();
 }
 
@@ -402,16 +420,9 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
 
 absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradients,
                                          const PushContext& context) {
-  const Optimizer* optimizer;
-  Rules rules;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    optimizer = update_rules_ == nullptr ? nullptr : &update_rules_->optimizer();
-    rules = rules_;
-  }
-  if (optimizer == nullptr) {
-    return absl::FailedPreconditionError("no variables have been created on this ps yet");
-  }
+  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
+  const Optimizer* optimizer = settings.optimizer;
+  const Rules& rules = settings.rules;
   if (rules.mode == Mode::kSync) {
     return absl::FailedPreconditionError(
         "row-sparse pushes are not supported in sync mode (it aggregates dense gradients); "
@@ -449,8 +460,8 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradie
     if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
   }
   // Repeated rows summed once, before anything changes: a sum of finite rows can
-  // overflow, and so can the update of a finite sum (as Push: checked for every variable
-  // before any changes, then again under the lock that applies it).
+  // overflow, and so can the update of a finite sum (as Push: every update checked, then
+  // all applied, under the locks of every variable pushed).
   std::vector<std::vector<int64_t>> rows(found.size());
   std::vector<std::vector<float>> summed(found.size());
   for (size_t i = 0; i < found.size(); ++i) {
@@ -461,27 +472,22 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradie
     if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
   }
   if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
-  for (size_t i = 0; i < found.size(); ++i) {
-    Variable* v = found[i];
-    absl::MutexLock lock(&v->mu);
-    if (!v->optimizer->RowUpdatesStayFinite(rows[i], summed[i], v->value.values(), *v->state)) {
-      return DropNonFinitePush(UpdateOverflows(gradients[i].name), *optimizer);
-    }
-  }
-  absl::Status overflowed;
-  for (size_t i = 0; i < found.size(); ++i) {
-    Variable* v = found[i];
-    absl::MutexLock lock(&v->mu);
-    if (!v->optimizer->RowUpdatesStayFinite(rows[i], summed[i], v->value.values(), *v->state)) {
-      if (overflowed.ok()) overflowed = UpdateOverflows(gradients[i].name);
-      continue;
-    }
-    v->optimizer->ApplyRows(rows[i], summed[i], v->value.values(), v->state.get());
-    ++v->version;
+  const int64_t overflowing = ApplyAllOrNone(
+      found,
+      [&](size_t i, Variable& v) {
+        v.mu.AssertHeld();
+        return v.optimizer->RowUpdatesStayFinite(rows[i], summed[i], v.value.values(),
+                                                 *v.state);
+      },
+      [&](size_t i, Variable& v) {
+        v.mu.AssertHeld();
+        v.optimizer->ApplyRows(rows[i], summed[i], v.value.values(), v.state.get());
+      });
+  if (overflowing >= 0) {
+    return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *optimizer);
   }
   CountPush(context);
   ++pushes_;
-  if (!overflowed.ok()) return DropNonFinitePush(std::move(overflowed), *optimizer);
   return absl::OkStatus();
 }
 

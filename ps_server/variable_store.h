@@ -88,10 +88,9 @@ class VariableStore {
   // in sync or bounded_staleness mode the call may block up to timeout_ms.
   // A gradient holding a NaN or an infinity, or one whose update would overflow a float
   // (a value or an optimizer slot would not be finite; checked for every variable before
-  // any changes), changes nothing: the push is refused (INVALID_ARGUMENT,
-  // nonfinite_refused()) or, when the optimizer's policy is NONFINITE_SKIP, dropped with
-  // OK (nonfinite_skipped()). A variable changed by another push between that check and
-  // its update is checked again and left out alone if its update would now overflow. In
+  // any changes, under the locks of every variable pushed, held until all are applied),
+  // changes nothing: the push is refused (INVALID_ARGUMENT, nonfinite_refused()) or, when
+  // the optimizer's policy is NONFINITE_SKIP, dropped with OK (nonfinite_skipped()). In
   // sync mode a gradient whose sum with the aggregate overflows stays out of it, and an
   // aggregate whose update would overflow is dropped; both are counted in
   // nonfinite_skipped(). A push whose
@@ -122,7 +121,7 @@ class VariableStore {
   // A finite push whose repeated rows sum to an infinity, or whose update would take a
   // row or one of its optimizer slots out of the floats, is refused (or dropped under
   // NONFINITE_SKIP) as Push refuses one: checked for every variable before any changes,
-  // and again under the lock that applies it.
+  // under the locks that apply them.
   // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a name repeats, a rank-0
   //         variable, values whose shape is not [rows.size(), row shape], no rows, a row
   //         out of range, a non-finite value, a sum or an update that overflows;
@@ -260,6 +259,26 @@ class VariableStore {
   absl::Status CheckVariablesFit(const std::vector<NamedTensor>& variables,
                                  const Optimizer& optimizer, bool sync) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // What a push runs under, read once: the job's optimizer (whose non-finite policy it
+  // follows) and the consistency rules.
+  struct PushSettings {
+    const Optimizer* optimizer = nullptr;  // Not owned (update_rules_).
+    Rules rules;
+  };
+  // Errors: FAILED_PRECONDITION no variables created yet.
+  absl::StatusOr<PushSettings> SettingsForPush() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Holding the locks of every variable in `found` (taken in address order): when
+  // stays_finite(i, *found[i]) holds for every i, runs apply(i, *found[i]) and bumps the
+  // version of each; else changes nothing. Returns the index of the first variable whose
+  // update would not stay finite, or -1 when all were applied. So a push is checked once
+  // and applied whole or not at all, and no other push changes a variable in between.
+  // The callbacks run with found[i]->mu held (they assert it for the thread-safety
+  // analysis, which cannot follow a set of locks).
+  template <typename StaysFinite, typename ApplyFn>
+  int64_t ApplyAllOrNone(absl::Span<Variable* const> found, StaysFinite stays_finite,
+                         ApplyFn apply) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);

@@ -687,5 +687,88 @@ TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnceAndSyncModeRefusesRows) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// Every element, slot, iteration count and version of `store`'s variables.
+std::vector<std::vector<float>> Everything(const VariableStore& store) {
+  std::vector<std::vector<float>> out;
+  auto state = store.ReadState({});
+  EXPECT_TRUE(state.ok()) << state.status();
+  if (!state.ok()) return out;
+  for (const auto& snapshot : *state) {
+    out.push_back(Values(snapshot.value));
+    out.push_back({static_cast<float>(snapshot.version), static_cast<float>(snapshot.iterations)});
+    for (const NamedTensor& slot : snapshot.slots) out.push_back(Values(slot.tensor));
+  }
+  return out;
+}
+
+TEST(VariableStoreTest, APushWhoseLastElementOverflowsChangesNoVariableNorSlot) {
+  for (bool skip : {false, true}) {
+    OptimizerConfig adam = Named("adam", 0.1f);
+    if (skip) adam.set_nonfinite(NONFINITE_SKIP);
+    VariableStore store;
+    ASSERT_TRUE(store.CreateVariables({{"a", Table()}, {"b", Table()}}, adam).ok());
+    // One update first, so that the slots hold values an overflow could spoil.
+    ASSERT_TRUE(store.Push({{"a", Table()}, {"b", Table()}}).ok());
+    const std::vector<std::vector<float>> before = Everything(store);
+    // Finite gradients; only the very last element of the second variable overflows
+    // (Adam's velocity squares it: 1e40), after every other element's update was computed.
+    Tensor last = Table();
+    last.data()[last.num_elements() - 1] = 1e20f;
+    absl::Status pushed = store.Push({{"a", Table()}, {"b", last}});
+    if (skip) {
+      EXPECT_TRUE(pushed.ok()) << pushed;
+      EXPECT_EQ(store.nonfinite_skipped(), 1);
+    } else {
+      EXPECT_EQ(pushed.code(), absl::StatusCode::kInvalidArgument) << pushed;
+      EXPECT_NE(pushed.message().find("\"b\""), std::string::npos) << pushed;
+      EXPECT_EQ(store.nonfinite_refused(), 1);
+    }
+    EXPECT_EQ(Everything(store), before) << (skip ? "skip" : "refuse");
+    EXPECT_EQ(store.num_pushes(), 1);
+    // The same for rows: the last element of the last row of the last variable.
+    Tensor rows({2, 3}, {1, 1, 1, 1, 1, 1e20f});
+    pushed = store.PushRows({{"a", {0, 5}, Tensor({2, 3}, {1, 1, 1, 1, 1, 1})},
+                             {"b", {0, 5}, rows}});
+    EXPECT_EQ(pushed.ok(), skip) << pushed;
+    EXPECT_EQ(Everything(store), before) << (skip ? "skip" : "refuse");
+    EXPECT_EQ(store.num_pushes(), 1);
+  }
+}
+
+TEST(VariableStoreTest, PushesOfTheSameVariablesInOtherOrdersNeitherDeadlockNorLoseUpdates) {
+  // Every push holds the locks of all its variables across the check and the update:
+  // pushes naming them in opposite orders must still all complete, each applied whole.
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables(
+                       {{"a", Tensor({2}, {0, 0})}, {"b", Tensor({2}, {0, 0})},
+                        {"c", Tensor({2}, {0, 0})}},
+                       Sgd(1.0f))
+                  .ok());
+  constexpr int kPushes = 2000;
+  const std::vector<std::vector<std::string>> orders = {
+      {"a", "b", "c"}, {"c", "b", "a"}, {"b", "a"}, {"c", "a"}};
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (const auto& order : orders) {
+    threads.emplace_back([&store, &failures, order] {
+      std::vector<NamedTensor> push;
+      for (const std::string& name : order) push.push_back({name, Tensor({2}, {1, 1})});
+      for (int i = 0; i < kPushes; ++i) {
+        if (!store.Push(push).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<int64_t> versions;
+  auto values = store.Pull({"a", "b", "c"}, &versions);
+  ASSERT_TRUE(values.ok());
+  // a is in 4 orders, b in 3, c in 3.
+  EXPECT_EQ(Values((*values)[0]), (std::vector<float>{-4 * kPushes, -4 * kPushes}));
+  EXPECT_EQ(Values((*values)[1]), (std::vector<float>{-3 * kPushes, -3 * kPushes}));
+  EXPECT_EQ(Values((*values)[2]), (std::vector<float>{-3 * kPushes, -3 * kPushes}));
+  EXPECT_EQ(versions, (std::vector<int64_t>{4 * kPushes, 3 * kPushes, 3 * kPushes}));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -235,26 +235,35 @@ class KerasOptimizer : public Optimizer {
   const OptimizerConfig c_;
 };
 
-class Sgd : public KerasOptimizer {
+// The Update and UpdateIsFinite of an optimizer `Derived` that does both with one kernel,
+// Derived::Kernel<kStore>: the check runs exactly the arithmetic the update stores.
+template <typename Derived>
+class OneKernelOptimizer : public KerasOptimizer {
  public:
-  using KerasOptimizer::KerasOptimizer;
+  explicit OneKernelOptimizer(OptimizerConfig c) : KerasOptimizer(std::move(c)) {}
+
+ protected:
+  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
+              OptimizerState* s, size_t offset) const final {
+    static_cast<const Derived*>(this)->template Kernel<true>(g, w, n, lr, s, offset);
+  }
+  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr, OptimizerState* s,
+                      size_t offset) const final {
+    return static_cast<const Derived*>(this)->template Kernel<false>(g, w, n, lr, s, offset);
+  }
+};
+
+class Sgd : public OneKernelOptimizer<Sgd> {
+ public:
+  using OneKernelOptimizer::OneKernelOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     if (c_.momentum() > 0.0f) s->AddSlot("momentum", 0.0f);
     return s;
   }
 
- protected:
-  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const override {
-    Kernel<true>(g, w, n, lr, s, offset);
-  }
-  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s, size_t offset) const override {
-    return Kernel<false>(g, w, n, lr, s, offset);
-  }
-
  private:
+  friend class OneKernelOptimizer<Sgd>;
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const {
@@ -287,9 +296,9 @@ class Sgd : public KerasOptimizer {
   }
 };
 
-class Adam : public KerasOptimizer {
+class Adam : public OneKernelOptimizer<Adam> {
  public:
-  using KerasOptimizer::KerasOptimizer;
+  using OneKernelOptimizer::OneKernelOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("momentum", 0.0f);
@@ -297,17 +306,8 @@ class Adam : public KerasOptimizer {
     return s;
   }
 
- protected:
-  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const override {
-    Kernel<true>(g, w, n, lr, s, offset);
-  }
-  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s, size_t offset) const override {
-    return Kernel<false>(g, w, n, lr, s, offset);
-  }
-
  private:
+  friend class OneKernelOptimizer<Adam>;
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const {
@@ -335,26 +335,17 @@ class Adam : public KerasOptimizer {
   }
 };
 
-class Adagrad : public KerasOptimizer {
+class Adagrad : public OneKernelOptimizer<Adagrad> {
  public:
-  using KerasOptimizer::KerasOptimizer;
+  using OneKernelOptimizer::OneKernelOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("accumulator", c_.initial_accumulator_value());
     return s;
   }
 
- protected:
-  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const override {
-    Kernel<true>(g, w, n, lr, s, offset);
-  }
-  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s, size_t offset) const override {
-    return Kernel<false>(g, w, n, lr, s, offset);
-  }
-
  private:
+  friend class OneKernelOptimizer<Adagrad>;
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const {
@@ -376,9 +367,9 @@ class Adagrad : public KerasOptimizer {
   }
 };
 
-class RmsProp : public KerasOptimizer {
+class RmsProp : public OneKernelOptimizer<RmsProp> {
  public:
-  using KerasOptimizer::KerasOptimizer;
+  using OneKernelOptimizer::OneKernelOptimizer;
   std::unique_ptr<OptimizerState> NewState(int64_t n) const override {
     auto s = std::make_unique<OptimizerState>(n);
     s->AddSlot("velocity", 0.0f);
@@ -386,17 +377,8 @@ class RmsProp : public KerasOptimizer {
     return s;
   }
 
- protected:
-  void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const override {
-    Kernel<true>(g, w, n, lr, s, offset);
-  }
-  bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
-                      OptimizerState* s, size_t offset) const override {
-    return Kernel<false>(g, w, n, lr, s, offset);
-  }
-
  private:
+  friend class OneKernelOptimizer<RmsProp>;
   template <bool kStore>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const {
