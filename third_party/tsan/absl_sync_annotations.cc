@@ -20,6 +20,7 @@
 #include "absl/base/options.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 #define PSTRAIN_STR2(x) #x
 #define PSTRAIN_STR(x) PSTRAIN_STR2(x)
@@ -48,6 +49,14 @@ void Released(void* mu, unsigned flags) {
   __tsan_mutex_pre_unlock(mu, flags);
   __tsan_mutex_post_unlock(mu, flags);
 }
+
+// Debian's *WithTimeout functions compute a deadline and tail-call the exported
+// *WithDeadline function through the PLT, which resolves to the override below: annotating
+// both would release (or lock) the mutex twice for one wait, and TSan reports "unlock of an
+// unlocked mutex" (gRPC's TimerManager::WaitUntil did). So the *WithTimeout overrides
+// annotate nothing themselves and go through the *WithDeadline overrides, with the
+// deadline Abseil's DeadlineFromTimeout computes (the real-time clock plus the timeout).
+absl::Time DeadlineFromTimeout(absl::Duration timeout) { return absl::Now() + timeout; }
 
 }  // namespace
 
@@ -118,12 +127,7 @@ void Mutex::ReaderLockWhen(const Condition& cond) {
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
-  static const auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>(
-      "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  __tsan_mutex_pre_lock(this, 0);
-  const bool met = real(this, cond, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
-  return met;
+  return LockWhenWithDeadline(cond, DeadlineFromTimeout(timeout));
 }
 
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
@@ -136,12 +140,7 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
 }
 
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
-  static const auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>(
-      "_ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  __tsan_mutex_pre_lock(this, kRead);
-  const bool met = real(this, cond, timeout);
-  __tsan_mutex_post_lock(this, kRead, 0);
-  return met;
+  return ReaderLockWhenWithDeadline(cond, DeadlineFromTimeout(timeout));
 }
 
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
@@ -164,13 +163,7 @@ void Mutex::Await(const Condition& cond) {
 }
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
-  static const auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>(
-      "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  Released(this, 0);
-  __tsan_mutex_pre_lock(this, 0);
-  const bool met = real(this, cond, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
-  return met;
+  return AwaitWithDeadline(cond, DeadlineFromTimeout(timeout));
 }
 
 bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
@@ -193,13 +186,7 @@ void CondVar::Wait(Mutex* mu) {
 }
 
 bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
-  static const auto real = Real<bool (*)(CondVar*, Mutex*, absl::Duration)>(
-      "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
-  Released(mu, 0);
-  __tsan_mutex_pre_lock(mu, 0);
-  const bool timed_out = real(this, mu, timeout);
-  __tsan_mutex_post_lock(mu, 0, 0);
-  return timed_out;
+  return WaitWithDeadline(mu, DeadlineFromTimeout(timeout));
 }
 
 bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
