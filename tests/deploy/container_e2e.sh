@@ -3,8 +3,8 @@
 # deploy/docker/Dockerfile, runs deploy/compose/docker-compose.yml with podman-compose (1
 # chief, 2 ps, 2 workers training Fashion-MNIST), then runs it again with faults.
 #
-#   tests/deploy/container_e2e.sh [--no-build] [--no-plain] [--no-faults] [--min_accuracy=0.85]
-#                                 [--fault_epochs=40] [--keep_logs]
+#   tests/deploy/container_e2e.sh [--no-build] [--no-plain] [--no-faults] [--tls]
+#                                 [--min_accuracy=0.85] [--fault_epochs=40] [--keep_logs]
 #
 # On a fresh Debian 12 machine, as root: installs Podman and what it needs from Debian,
 # makes the base images debian:bookworm and debian:bookworm-slim with mmdebstrap when no
@@ -33,6 +33,12 @@
 #     orchestrator would, and checks that the new chief restores the very checkpoint the
 #     old one wrote at its last step: nothing trained before the stop is lost;
 #   the job then completes: all five containers exit 0, val_accuracy >= --min_accuracy.
+# Phase 3, with --tls, mutual TLS: deploy/compose/docker-compose.tls.yml over the same file,
+# with certificates tools/make_certs.sh makes for this run. The healthchecks (on the
+# plaintext --health_port) say all five are healthy while it trains; on the cluster's
+# network, psctl without a certificate cannot read the chief's status (the handshake is
+# refused) while psctl with the admin certificate can; all five exit 0 and val_accuracy
+# >= --min_accuracy. (It runs before phase 2.)
 # One line per phase; the last one gives the final val_accuracy. Every container, network
 # and volume it made is removed on exit, also on failure or Ctrl-C (the images are kept:
 # the base images as a pulled image would be, and pstrain:latest, which it was asked to
@@ -43,6 +49,7 @@ cd "$(dirname "$0")/../.."
 build=1
 plain=1
 faults=1
+tls=0
 keep_logs=0
 min_accuracy=0.85
 fault_epochs=40
@@ -51,6 +58,7 @@ for arg in "$@"; do
     --no-build) build=0 ;;
     --no-faults) faults=0 ;;
     --no-plain) plain=0 ;;
+    --tls) tls=1 ;;
     --keep_logs) keep_logs=1 ;;
     --min_accuracy=*) min_accuracy=${arg#--min_accuracy=} ;;
     --fault_epochs=*) fault_epochs=${arg#--fault_epochs=} ;;
@@ -213,6 +221,59 @@ phase "tools" "evaluate on the checkpoint volume: test accuracy $evaluated; expo
 remove_everything
 }
 [ "$plain" -eq 0 ] || plain_run
+
+# ---- phase 3 (--tls): the plain run over mutual TLS -------------------------------------
+tls_run() {
+active_compose="$work/docker-compose.tls.yml"
+tools/make_certs.sh "$work/certs" chief-0=chief ps-0=ps0 ps-1=ps1 worker-0=worker0 \
+  worker-1=worker1 admin >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; fail "tools/make_certs.sh"; }
+chmod 644 "$work"/certs/*.key   # the image runs as uid 10001 (docker-compose.tls.yml says why)
+rm -f "$work/certs/ca.key"      # signs identities; no task needs it
+# Compose's own merge of the two files (command and healthcheck replaced, volumes added),
+# with the override's ./certs (relative to deploy/compose) pointing at this run's folder.
+python3 - "$compose_file" deploy/compose/docker-compose.tls.yml "$work/certs" \
+  >"$active_compose" <<'EOF' || fail "writing the TLS run's compose file"
+import sys, yaml
+compose = yaml.safe_load(open(sys.argv[1]))
+override = yaml.safe_load(open(sys.argv[2]))
+for name, service in compose["services"].items():
+    service.pop("build", None)   # the image is built already; the context is relative
+    extra = override["services"].get(name, {})
+    for key in ("command", "healthcheck"):
+        if key in extra:
+            service[key] = extra[key]
+    service["volumes"] = service.get("volumes", []) + [
+        v.replace("./certs:", sys.argv[3] + ":", 1) for v in extra.get("volumes", [])]
+yaml.safe_dump(compose, sys.stdout, sort_keys=False)
+EOF
+started=$(date +%s)
+compose_up tls
+phase "compose up" "mutual TLS (docker-compose.tls.yml, this run's certificates): ${services[*]}"
+wait_for_epochs 1
+unhealthy=""
+for s in "${services[@]}"; do
+  podman healthcheck run "$(container "$s")" >/dev/null 2>&1 || unhealthy+=" $s"
+done
+[ -z "$unhealthy" ] || fail "podman healthcheck run (psctl health on --health_port) failed in:$unhealthy"
+# psctl in a container on the cluster's network, without and with the admin certificate
+# (with the job's token both times: the certificate is what is missing).
+psctl_on_network() {
+  podman run --rm --no-healthcheck --network "${project}_default" -e PSTRAIN_AUTH_TOKEN \
+    -v "$work/certs:/etc/pstrain/tls:ro" "$PSTRAIN_IMAGE" psctl status --chief=chief:2222 \
+    --timeout=10s "$@" 2>&1
+}
+if refused=$(psctl_on_network); then
+  fail "psctl without a certificate read the chief's status over TLS: $refused"
+fi
+answer=$(psctl_on_network --tls_dir=/etc/pstrain/tls) ||
+  fail "psctl with the admin certificate could not read the chief's status: $answer"
+phase "healthcheck" "all 5 healthy on --health_port; psctl without a certificate refused ($(head -1 <<<"$refused" | cut -c1-100)); with the admin certificate it answered"
+wait_for_the_end
+accuracy=$(final_accuracy)
+phase "tls run" "all 5 containers exited 0 in $(seconds_since "$started") s over mutual TLS; val_accuracy $accuracy"
+remove_everything
+}
+[ "$tls" -eq 0 ] || tls_run
 [ "$faults" -eq 1 ] || { phase "result" "val_accuracy $accuracy (no fault run: --no-faults)"; exit 0; }
 
 # ---- phase 2: the same job with a worker killed, a ps killed and the chief stopped -----
