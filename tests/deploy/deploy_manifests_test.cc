@@ -910,6 +910,61 @@ TEST(KubeflowTest, SaysWhichOperatorRunsIt) {
   EXPECT_THAT(tfjob, HasSubstr("Trainer v2"));
 }
 
+// The TFJob's mutual-TLS overlay: every replica type gets the TLS flags, its tasks'
+// certificates (and no other type's) from their Secrets, and its liveness probe on the
+// plaintext health port.
+TEST(KubeflowTest, TheTlsOverlayGivesEveryReplicaTypeItsTasksCertificates) {
+  const std::string kubectl = FindProgram("kubectl");
+  if (kubectl.empty()) GTEST_SKIP() << "kubectl is not installed; `kubectl kustomize` not run";
+  std::string output;
+  const int rc = RunCommand(
+      absl::StrCat(kubectl, " kustomize --load-restrictor=LoadRestrictionsNone deploy/kubeflow-tls"),
+      &output);
+  if (rc != 0 && absl::StrContains(output, "unknown flag")) {
+    GTEST_SKIP() << "this kubectl's kustomize is too old: " << output;
+  }
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_EQ(Occurrences(output, "kind: TFJob"), 1);
+  EXPECT_EQ(Occurrences(output, "kind: PersistentVolumeClaim"), 1);
+  // Each replica type's part of the rendered TFJob, from its key under tfReplicaSpecs.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> types = {
+      {"Chief", {"chief-0"}}, {"PS", {"ps-0", "ps-1"}}, {"Worker", {"worker-0", "worker-1"}}};
+  std::map<std::string, std::string> part;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const size_t begin = output.find(absl::StrCat("\n    ", types[i].first, ":\n"));
+    ASSERT_NE(begin, std::string::npos) << types[i].first << "\n" << output;
+    // Up to and with the newline before the next type's key.
+    const size_t end = i + 1 < types.size()
+                           ? output.find(absl::StrCat("\n    ", types[i + 1].first, ":\n")) + 1
+                           : output.size();
+    part[types[i].first] = output.substr(begin, end - begin);
+  }
+  for (const auto& [type, tasks] : types) {
+    SCOPED_TRACE(type);
+    const std::string& spec = part[type];
+    EXPECT_EQ(Occurrences(spec, "- --tls_dir=/etc/pstrain/tls\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "- --health_port=2223\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "port: 2223\n"), 1);  // the liveness probe
+    EXPECT_EQ(Occurrences(spec, "port: 2222\n"), 0);
+    EXPECT_EQ(Occurrences(spec, "mountPath: /etc/pstrain/tls\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "path: ca.crt\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "name: pstrain-fashion-mnist-tls-"), static_cast<int>(tasks.size()));
+    for (const auto& [other_type, other_tasks] : types) {
+      for (const std::string& task : other_tasks) {
+        // Its own tasks' certificate and key, and none of another type's.
+        const int expected = other_type == type ? 1 : 0;
+        EXPECT_EQ(Occurrences(spec, absl::StrCat("name: pstrain-fashion-mnist-tls-", task, "\n")),
+                  expected)
+            << task;
+        EXPECT_EQ(Occurrences(spec, absl::StrCat("path: ", task, ".key\n")), expected) << task;
+        EXPECT_EQ(Occurrences(spec, absl::StrCat("path: ", task, ".crt\n")), expected) << task;
+      }
+    }
+    // The certificates are readable by the daemon's group (the image's user, 10001).
+    EXPECT_EQ(Occurrences(spec, "fsGroup: 10001\n"), 1);
+  }
+}
+
 // ---- Dockerfile ------------------------------------------------------------------------
 
 // The Dockerfile from `FROM debian:bookworm-slim AS runtime` on, continuation lines joined.
