@@ -6,7 +6,10 @@
 // with a worker's certificate (PERMISSION_DENIED for the chief's calls and for registering
 // as ps 0), and on the plaintext --health_port (health only).
 
+#include <signal.h>
+
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,6 +177,52 @@ TEST(TlsClusterTest, TheAllReduceRingSpeaksMutualTls) {
                                  << run.stderr_of[exit.name];
   }
   EXPECT_TRUE(absl::StrContains(run.stdout_of["worker0"], "Epoch 2/2")) << run.stdout_of["worker0"];
+}
+
+// The image's HEALTHCHECK (`psctl health`, no flags) under mutual TLS: with
+// PSTRAIN_HEALTH_PORT in the container's environment the daemon serves plaintext health
+// there (as --health_port) and psctl asks it; without it psctl asks the TLS port, which a
+// plaintext client cannot pass.
+TEST(TlsClusterTest, TheImagesHealthcheckAsksTheHealthPortUnderTls) {
+  const std::string certs = FreshTestDir("healthcheck_certs");
+  MakeCerts(certs, {"ps-0"});
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok());
+  const std::string health_port = absl::StrCat((*ports)[2]);
+  const std::string tf_config = MakeTfConfig(
+      {{"chief", {absl::StrCat("localhost:", (*ports)[0])}},
+       {"ps", {absl::StrCat("localhost:", (*ports)[1])}}},
+      "ps", 0);
+  const std::map<std::string, std::string> env = {{"TF_CONFIG", tf_config},
+                                                  {kAuthTokenEnvironmentVariable, ""},
+                                                  {"PSTRAIN_HEALTH_PORT", health_port}};
+  ProcessGroup ps;
+  ASSERT_TRUE(ps.Start({"ps0", "ps_server/ps_server",
+                        {"--tls_dir=" + certs, "--register_timeout=120s"}, env})
+                  .ok());
+  auto psctl_health = [&](std::map<std::string, std::string> psctl_env) {
+    ProcessGroup psctl;
+    EXPECT_TRUE(psctl.Start({"psctl", "tools/psctl", {"health", "--timeout=2s"}, psctl_env}).ok());
+    return CollectRun(psctl, absl::Seconds(30), absl::Seconds(1));
+  };
+  ProcessRun healthy;
+  for (int i = 0; i < 100; ++i) {
+    healthy = psctl_health(env);
+    if (!healthy.exits.empty() && healthy.exits[0].exit_code == 0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(healthy.exits.size(), 1u);
+  EXPECT_EQ(healthy.exits[0].exit_code, 0) << healthy.stderr_of["psctl"];
+  EXPECT_EQ(healthy.stdout_of["psctl"], absl::StrCat("localhost:", health_port, ": SERVING\n"));
+  ProcessRun on_tls_port =
+      psctl_health({{"TF_CONFIG", tf_config}, {"PSTRAIN_HEALTH_PORT", ""}});
+  ASSERT_EQ(on_tls_port.exits.size(), 1u);
+  EXPECT_EQ(on_tls_port.exits[0].exit_code, 1) << on_tls_port.stdout_of["psctl"];
+  ASSERT_TRUE(ps.Signal("ps0", SIGTERM).ok());
+  ProcessRun stopped = CollectRun(ps, absl::Seconds(60), absl::Seconds(5));
+  ASSERT_EQ(stopped.exits.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(stopped.stderr_of["ps0"], "health (plaintext, grpc.health.v1 only) on port " + health_port))
+      << stopped.stderr_of["ps0"];
 }
 
 }  // namespace

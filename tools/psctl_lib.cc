@@ -16,6 +16,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon/rpc/grpc_chief_client.h"
 #include "common/daemon/version.h"
+#include "common/daemon/daemon_options.h"
 #include "common/daemon/daemon_security.h"
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
@@ -40,7 +41,9 @@ constexpr char kUsage[] =
     "PSTRAIN_AUTH_TOKEN environment variable, as the \"admin\" role (status, ps,\n"
     "checkpoint; the daemons refuse it training's own calls). With mutual TLS:\n"
     "--tls_dir=DIR (ca.crt, admin.crt, admin.key; tools/make_certs.sh) or --tls_ca,\n"
-    "--tls_cert, --tls_key.\n";
+    "--tls_cert, --tls_key. health without --address asks this task's own daemon:\n"
+    "localhost:PSTRAIN_HEALTH_PORT (its plaintext --health_port) when that is set, else\n"
+    "the port of its TF_CONFIG address on localhost.\n";
 
 // The message as one line of JSON (protobuf's JSON mapping, proto field names, zeros and
 // empty fields included so a reader finds every key).
@@ -318,11 +321,17 @@ int WatchStatus(const Flags& flags, std::ostream& out, std::ostream& err, bool t
 }
 
 // psctl health without --address: this task's own daemon, as the container image's
-// HEALTHCHECK asks it. That is the port of the task's address in TF_CONFIG, on localhost
+// HEALTHCHECK asks it. That is localhost:PSTRAIN_HEALTH_PORT when that is set (the
+// daemon's --health_port, common/daemon/daemon_options.h), else the port of the task's
+// address in TF_CONFIG, on localhost
 // (the daemon listens on every interface when its address is not a loopback one), or the
 // address itself when it is a loopback one.
 // Errors: NotFound (TF_CONFIG is not set), InvalidArgument (it does not parse).
 absl::StatusOr<std::string> OwnHealthAddress() {
+  // The daemon's plaintext health-only port when PSTRAIN_HEALTH_PORT gives it one: its
+  // own port may speak mutual TLS, and the HEALTHCHECK has no certificate.
+  PS_ASSIGN_OR_RETURN(const int health_port, HealthPortFromEnvironment());
+  if (health_port > 0) return absl::StrCat("localhost:", health_port);
   PS_ASSIGN_OR_RETURN(TfConfig config, TfConfigFromEnvironment());
   PS_ASSIGN_OR_RETURN(std::string own, config.cluster.address(config.task));
   const size_t colon = own.rfind(':');

@@ -356,6 +356,30 @@ TEST_F(PsctlTest, HealthWithoutAddressAsksThisTasksOwnPort) {
   EXPECT_TRUE(absl::StrContains(none.err, "TF_CONFIG is not set")) << none.err;
 }
 
+// Under mutual TLS the daemon's own port needs a certificate the image's HEALTHCHECK does
+// not have: PSTRAIN_HEALTH_PORT (the daemon's plaintext --health_port) takes precedence
+// over TF_CONFIG's port; a value that is not a port is a usage error naming it.
+TEST_F(PsctlTest, HealthWithoutAddressAsksPstrainHealthPortFirst) {
+  const std::string port = ps_address_.substr(ps_address_.rfind(':') + 1);
+  auto nobody = PickFreePorts(1);
+  ASSERT_TRUE(nobody.ok());
+  // TF_CONFIG names a port where nothing listens: only the health port answers.
+  const std::string tf_config = absl::StrCat(
+      R"({"cluster":{"chief":["chief.example:2222"],"ps":["ps0.example:)", (*nobody)[0],
+      R"("],"worker":["worker0.example:2222"]},"task":{"type":"ps","index":0}})");
+  ASSERT_EQ(setenv("TF_CONFIG", tf_config.c_str(), 1), 0);
+  ASSERT_EQ(setenv("PSTRAIN_HEALTH_PORT", port.c_str(), 1), 0);
+  Result health = RunArgs({"health", "--timeout=10s"});
+  ASSERT_EQ(setenv("PSTRAIN_HEALTH_PORT", "22x", 1), 0);
+  Result bad = RunArgs({"health", "--timeout=1s"});
+  unsetenv("PSTRAIN_HEALTH_PORT");
+  unsetenv("TF_CONFIG");
+  EXPECT_EQ(health.code, 0) << health.err;
+  EXPECT_EQ(health.out, "localhost:" + port + ": SERVING\n");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "PSTRAIN_HEALTH_PORT=22x is not a port")) << bad.err;
+}
+
 TEST(PsctlUsageTest, BadUsageExitsTwo) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {},

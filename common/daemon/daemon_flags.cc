@@ -19,7 +19,9 @@ ABSL_FLAG(std::string, bind, "",
           "address (localhost, 127.x.x.x, ::1), else 0.0.0.0");
 ABSL_FLAG(int, health_port, 0,
           "Also serve grpc.health.v1 alone, in plaintext, on this port (for Kubernetes' gRPC "
-          "probes when the daemon's own port speaks mutual TLS); 0: none");
+          "probes when the daemon's own port speaks mutual TLS); default: the "
+          "PSTRAIN_HEALTH_PORT environment variable (which psctl health also asks), else 0: "
+          "none");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(30), "Deadline of ordinary RPCs");
 ABSL_FLAG(absl::Duration, register_timeout, absl::Seconds(60),
           "How long to wait for the chief (or, on the chief, for every task) at start");
@@ -70,6 +72,9 @@ absl::StatusOr<DaemonOptions> DaemonOptionsFromFlags(const TaskTypes& expected) 
   }
   options.bind = absl::GetFlag(FLAGS_bind);
   options.health_port = absl::GetFlag(FLAGS_health_port);
+  if (options.health_port == 0) {
+    PS_ASSIGN_OR_RETURN(options.health_port, HealthPortFromEnvironment());
+  }
   if (options.health_port < 0 || options.health_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--health_port=", options.health_port, " is not a port (1-65535, or 0)"));

@@ -1,5 +1,6 @@
 #include "common/daemon/daemon_options.h"
 
+#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -91,6 +92,17 @@ absl::StatusOr<std::string> ChiefAddress(const ClusterSpec& cluster) {
     return absl::NotFoundError("the cluster spec has no chief task");
   }
   return cluster.tasks("chief")[0];
+}
+
+absl::StatusOr<int> HealthPortFromEnvironment() {
+  const char* value = std::getenv(kHealthPortEnvironmentVariable);
+  if (value == nullptr || *value == '\0') return 0;
+  int port = 0;
+  if (!absl::SimpleAtoi(value, &port) || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(kHealthPortEnvironmentVariable, "=", value,
+                                                   " is not a port (1-65535)"));
+  }
+  return port;
 }
 
 }  // namespace pstrain

@@ -57,6 +57,15 @@ bool IsLoopbackHost(absl::string_view host);
 // The chief's address from the cluster spec. Errors: NOT_FOUND no chief in the cluster.
 absl::StatusOr<std::string> ChiefAddress(const ClusterSpec& cluster);
 
+// The environment variable that sets a daemon's --health_port when the flag is not given,
+// and tells `psctl health` (the image's HEALTHCHECK) to ask that plaintext port: one
+// setting makes both work when the daemon's own port speaks mutual TLS.
+inline constexpr char kHealthPortEnvironmentVariable[] = "PSTRAIN_HEALTH_PORT";
+
+// PSTRAIN_HEALTH_PORT's port; 0 when it is unset or empty.
+// Errors: INVALID_ARGUMENT anything but a port number (1-65535), named.
+absl::StatusOr<int> HealthPortFromEnvironment();
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_DAEMON_DAEMON_OPTIONS_H_

@@ -1,5 +1,7 @@
 #include "common/daemon/daemon_options.h"
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -64,6 +66,20 @@ TEST(DaemonOptionsTest, ABindWithoutAValidPortIsAnError) {
     options.bind = bind;
     EXPECT_TRUE(absl::IsInvalidArgument(ResolveListenAddress(options).status())) << bind;
   }
+}
+
+TEST(DaemonOptionsTest, HealthPortFromEnvironmentIsAPortOrNothing) {
+  unsetenv(kHealthPortEnvironmentVariable);
+  EXPECT_EQ(*HealthPortFromEnvironment(), 0);
+  setenv(kHealthPortEnvironmentVariable, "2223", 1);
+  EXPECT_EQ(*HealthPortFromEnvironment(), 2223);
+  for (const char* bad : {"0", "65536", "-1", "22x", "port"}) {
+    setenv(kHealthPortEnvironmentVariable, bad, 1);
+    absl::StatusOr<int> port = HealthPortFromEnvironment();
+    EXPECT_TRUE(absl::IsInvalidArgument(port.status())) << bad;
+    EXPECT_NE(port.status().message().find(bad), std::string::npos) << port.status();
+  }
+  unsetenv(kHealthPortEnvironmentVariable);
 }
 
 TEST(DaemonOptionsTest, ChiefAddressNeedsAChief) {
