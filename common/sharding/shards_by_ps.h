@@ -49,10 +49,12 @@ std::vector<Tensor> EmptyFullTensors(const std::vector<VariableLayout>& layout);
 absl::Status PutShard(const std::vector<VariableLayout>& layout, const ShardRef& ref,
                       Tensor value, std::vector<Tensor>* full);
 
-// Reads shard values from ps `ps`: `names` in order, one tensor per name.
+// Reads shard values from ps `ps`: `names` in order, one tensor per name. GatherValues
+// calls it for every ps at once, each call on its own thread: it must be thread-safe.
 using ReadShardValues = std::function<absl::StatusOr<std::vector<Tensor>>(
     int ps, const std::vector<std::string>& names)>;
-// Reads shard states (value, slots, counts) from ps `ps`: `names` in order.
+// Reads shard states (value, slots, counts) from ps `ps`: `names` in order. Called as
+// ReadShardValues is, for every ps at once.
 using ReadShardStates = std::function<absl::StatusOr<std::vector<VariableSnapshot>>(
     int ps, const std::vector<std::string>& names)>;
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -57,10 +58,16 @@ TEST_F(ShardsByPsTest, ScatterThenGatherGivesTheValuesBack) {
   for (const auto& shards : *per_ps) {
     for (const NamedTensor& s : shards) stored[s.name] = s.tensor;
   }
+  // GatherValues reads every ps at once, one thread each (TSan found the unguarded
+  // push_back racing).
+  absl::Mutex mu;
   std::vector<int> asked;
   auto gathered = GatherValues(layout_, 3, [&](int ps, const std::vector<std::string>& names)
                                                -> absl::StatusOr<std::vector<Tensor>> {
-    asked.push_back(ps);
+    {
+      absl::MutexLock lock(&mu);
+      asked.push_back(ps);
+    }
     std::vector<Tensor> values;
     for (const std::string& name : names) values.push_back(stored.at(name));
     return values;
