@@ -1,5 +1,5 @@
 // Loads a pstrain dashboard in Debian's headless Chromium (driven by playwright-core) and
-// waits until every chart has drawn data points. Prints one JSON object: the points per
+// waits until every chart has drawn data points and a checkpoint is listed. Prints one JSON object: the points per
 // chart, the rows of the task, layout and checkpoint tables, and any request that left
 // the daemon (there must be none: the page needs no internet).
 //
@@ -21,8 +21,13 @@ async function main() {
     const requests = [];
     page.on('request', (request) => requests.push(request.url()));
     await page.goto(url);
+    // The first checkpoint is written after the first epoch ends, which is when the epoch
+    // charts get their first points: on a slow machine (a sanitizer build) the page can
+    // show the charts before that checkpoint is done, so it waits for a checkpoint row too.
     await page.waitForFunction(
-        (charts) => charts.every((id) => Number(document.getElementById(id).dataset.points || 0) > 0),
+        (charts) => charts.every((id) => Number(document.getElementById(id).dataset.points || 0) > 0) &&
+            [...document.querySelectorAll('#checkpoints tr')].some(
+                (tr) => tr.querySelector('td') && !tr.querySelector('td.muted')),
         CHARTS, { timeout: 60000, polling: 250 });
     const result = await page.evaluate((charts) => {
       // Data rows: a table with nothing to show has one muted "none yet" row.
