@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -170,8 +171,15 @@ bool Optimizer::RowUpdatesStayFinite(absl::Span<const int64_t> rows,
 
 namespace {
 
-// x is neither NaN nor an infinity (a comparison, so the loops below stay vectorisable).
-inline bool IsFinite(float x) { return std::fabs(x) <= FLT_MAX; }
+// 1 when x is NaN or an infinity (its exponent bits all ones), else 0. Integer
+// arithmetic that the check loops below OR together: GCC vectorises that reduction,
+// where a reduction of float comparisons into a bool stayed scalar (about 4x slower).
+inline uint32_t NonFinite(float x) {
+  constexpr uint32_t kExponentMask = 0x7f800000u;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return static_cast<uint32_t>((bits & kExponentMask) == kExponentMask);
+}
 
 // What every optimizer shares: its resolved config, and an Apply that hands the update
 // raw pointers (absl::Span's checked operator[] keeps GCC from vectorising the loops),
@@ -269,7 +277,7 @@ class Sgd : public OneKernelOptimizer<Sgd> {
               OptimizerState* s, size_t offset) const {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
-    bool finite = true;
+    uint32_t nonfinite = 0;
     if (mu > 0.0f) {
       float* __restrict m = s->slot("momentum")->data() + offset;
       for (size_t i = 0; i < n; ++i) {
@@ -279,7 +287,7 @@ class Sgd : public OneKernelOptimizer<Sgd> {
           m[i] = mi;
           w[i] = wi;
         } else {
-          finite &= IsFinite(mi) & IsFinite(wi);
+          nonfinite |= NonFinite(mi) | NonFinite(wi);
         }
       }
     } else {
@@ -288,11 +296,11 @@ class Sgd : public OneKernelOptimizer<Sgd> {
         if constexpr (kStore) {
           w[i] = wi;
         } else {
-          finite &= IsFinite(wi);
+          nonfinite |= NonFinite(wi);
         }
       }
     }
-    return finite;
+    return nonfinite == 0;
   }
 };
 
@@ -318,7 +326,7 @@ class Adam : public OneKernelOptimizer<Adam> {
         static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
     float* __restrict m = s->slot("momentum")->data() + offset;
     float* __restrict v = s->slot("velocity")->data() + offset;
-    bool finite = true;
+    uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float mi = m[i] + (g[i] - m[i]) * (1.0f - b1);
       const float vi = v[i] + (g[i] * g[i] - v[i]) * (1.0f - b2);
@@ -328,10 +336,10 @@ class Adam : public OneKernelOptimizer<Adam> {
         v[i] = vi;
         w[i] = wi;
       } else {
-        finite &= IsFinite(mi) & IsFinite(vi) & IsFinite(wi);
+        nonfinite |= NonFinite(mi) | NonFinite(vi) | NonFinite(wi);
       }
     }
-    return finite;
+    return nonfinite == 0;
   }
 };
 
@@ -351,7 +359,7 @@ class Adagrad : public OneKernelOptimizer<Adagrad> {
               OptimizerState* s, size_t offset) const {
     const float eps = c_.epsilon();
     float* __restrict acc = s->slot("accumulator")->data() + offset;
-    bool finite = true;
+    uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float ai = acc[i] + g[i] * g[i];
       // Keras 3: epsilon inside the square root.
@@ -360,10 +368,10 @@ class Adagrad : public OneKernelOptimizer<Adagrad> {
         acc[i] = ai;
         w[i] = wi;
       } else {
-        finite &= IsFinite(ai) & IsFinite(wi);
+        nonfinite |= NonFinite(ai) | NonFinite(wi);
       }
     }
-    return finite;
+    return nonfinite == 0;
   }
 };
 
@@ -385,7 +393,7 @@ class RmsProp : public OneKernelOptimizer<RmsProp> {
     const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
     float* __restrict v = s->slot("velocity")->data() + offset;
     float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() + offset : nullptr;
-    bool finite = true;
+    uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float vi = rho * v[i] + (1.0f - rho) * g[i] * g[i];
       const float inc = lr * g[i] / std::sqrt(vi + eps);
@@ -396,10 +404,10 @@ class RmsProp : public OneKernelOptimizer<RmsProp> {
         if (m != nullptr) m[i] = mi;
         w[i] = wi;
       } else {
-        finite &= IsFinite(vi) & IsFinite(mi) & IsFinite(wi);
+        nonfinite |= NonFinite(vi) | NonFinite(mi) | NonFinite(wi);
       }
     }
-    return finite;
+    return nonfinite == 0;
   }
 };
 
