@@ -13,6 +13,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,6 +46,10 @@ ABSL_FLAG(std::string, authorization, "both",
           "carrying the job's token and identity, checked against the role table before its "
           "handler (common/rpc/call_authorizer.h); both: each cell twice, side by side");
 ABSL_FLAG(double, seconds, 2.0, "Measuring time per cell");
+ABSL_FLAG(int, rounds, 1,
+          "Times each cell is measured; with --authorization=both the order alternates "
+          "(off then on, then on then off, ...): the second cell of a pair measured slower "
+          "whichever it was");
 ABSL_FLAG(bool, one_malloc_arena, true,
           "mallopt(M_ARENA_MAX, 1): glibc serves a thread's blocks above 64 MiB with a fresh "
           "mmap (and a page fault per 4 KiB) from its per-thread arenas whatever the mmap "
@@ -63,7 +68,26 @@ namespace {
 struct Cell {
   double gbps = 0;          // bytes moved (both directions) per second, 1e9
   double round_trips = 0;   // PushPull calls per second, all workers together
+  // Per call, this whole process (clients and ps): CPU time, and the times a thread gave
+  // up the CPU to wait (a thread hop or a blocking wait each). Unlike the rate, these
+  // hardly depend on what else the machine runs.
+  double cpu_us_per_call = 0;
+  double waits_per_call = 0;
 };
+
+struct Usage {
+  double cpu_us = 0;
+  double voluntary_switches = 0;
+};
+
+Usage ProcessUsage() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  Usage u;
+  u.cpu_us = (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+  u.voluntary_switches = static_cast<double>(r.ru_nvcsw);
+  return u;
+}
 
 // `n` TCP connections on 127.0.0.1: (client fd, server fd) each.
 std::vector<std::pair<int, int>> LoopbackConnections(int n) {
@@ -212,20 +236,30 @@ Cell PushPull(const std::string& address, size_t bytes, int workers, double seco
       }
     });
   }
+  // The window starts once every worker completed a call (its channel is connected).
+  while (calls.load() < workers) absl::SleepFor(absl::Milliseconds(1));
   const absl::Time start = absl::Now();
+  const int64_t calls_before = calls.load();
+  const Usage usage_before = ProcessUsage();
   absl::SleepFor(absl::Seconds(seconds));
   // Large tensors take longer than the window per call: wait for a few whole calls (at
   // most a minute) so the figure is not zero.
   while (calls.load() < 2 * workers && absl::Now() - start < absl::Minutes(1)) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  const int64_t done = calls.load();
+  const int64_t done = calls.load() - calls_before;
+  const Usage usage_after = ProcessUsage();
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   stop = true;
   for (std::thread& t : threads) t.join();
   Cell cell;
   cell.round_trips = done / elapsed;
   cell.gbps = cell.round_trips * 2.0 * static_cast<double>(elements * sizeof(float)) / 1e9;
+  if (done > 0) {
+    cell.cpu_us_per_call = (usage_after.cpu_us - usage_before.cpu_us) / done;
+    cell.waits_per_call =
+        (usage_after.voluntary_switches - usage_before.voluntary_switches) / done;
+  }
   return cell;
 }
 
@@ -320,23 +354,33 @@ int Main() {
               "the ps in gRPC's auth filter before its handler (as the daemons run by default)\n");
   std::printf("store push/s: VariableStore::Push of the same gradient alone, one thread in\n"
               "this process (the ps's checks and update, no gRPC)\n");
-  std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s %13s\n", "bytes", "workers", "auth",
-              "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.",
-              "store push/s");
+  std::printf("cpu us/call, waits/call: this process's CPU time and voluntary context switches\n"
+              "(threads blocking: wake-ups, hops) per push-and-pull, clients and ps together\n");
+  std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s %13s %12s %11s\n", "bytes", "workers",
+              "auth", "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.",
+              "store push/s", "cpu us/call", "waits/call");
   for (size_t bytes : sizes) {
     const double raw = RawTcpLoopback(std::min<size_t>(bytes, 4 << 20), seconds / 2);
     const double store_pushes =
         StorePushes(&store, static_cast<int64_t>(bytes / sizeof(float)), seconds / 2);
     for (int workers : worker_counts) {
       const double exchange = RawTcpRoundTrips(bytes, workers, seconds / 2);
-      for (bool auth : auth_modes) {
+      std::vector<bool> order;
+      for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+        if (round % 2 == 0) {
+          order.insert(order.end(), auth_modes.begin(), auth_modes.end());
+        } else {
+          order.insert(order.end(), auth_modes.rbegin(), auth_modes.rend());
+        }
+      }
+      for (bool auth : order) {
         // Read by the clients' channels, made as PushPull starts its workers.
         SetClientSecurity(auth ? ClientSecurity{kToken, {Role::kWorker, 0}} : ClientSecurity{});
         const Cell cell = PushPull(auth ? authorized_address : address, bytes, workers, seconds);
-        std::printf("%10zu %8d %5s %14.1f %12.3f %14.3f %7.1f%% %16.3f %8.1f%% %13.1f\n", bytes,
-                    workers, auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
+        std::printf("%10zu %8d %5s %14.1f %12.3f %14.3f %7.1f%% %16.3f %8.1f%% %13.1f %12.1f %11.2f\n",
+                    bytes, workers, auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
                     100.0 * cell.gbps / raw, exchange, 100.0 * cell.gbps / exchange,
-                    store_pushes);
+                    store_pushes, cell.cpu_us_per_call, cell.waits_per_call);
         std::fflush(stdout);
       }
     }
