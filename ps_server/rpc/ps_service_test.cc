@@ -5,6 +5,8 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
@@ -29,9 +31,21 @@ class PsServiceTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(); }
 
+  std::string ShutdownReason() {
+    absl::MutexLock lock(&mu_);
+    return shutdown_reason_;
+  }
+
   VariableStore store_;
-  std::string shutdown_reason_;
-  PsServiceImpl service_{&store_, [this](const std::string& r) { shutdown_reason_ = r; }};
+  // Written by the callback on the server's handler thread, read on the test's thread:
+  // that the Shutdown call has returned orders the two only through the network, which
+  // TSan cannot see (it reported the string racing).
+  absl::Mutex mu_;
+  std::string shutdown_reason_ ABSL_GUARDED_BY(mu_);
+  PsServiceImpl service_{&store_, [this](const std::string& r) {
+                           absl::MutexLock lock(&mu_);
+                           shutdown_reason_ = r;
+                         }};
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::unique_ptr<PsClient> client_;
@@ -83,7 +97,7 @@ TEST_F(PsServiceTest, StatusListsVariablesAndShutdownCallsBack) {
   EXPECT_EQ(status->variables(0).version(), 1);
   EXPECT_EQ(status->optimizer(), "sgd");
   ASSERT_TRUE(client_->Shutdown("test over").ok());
-  EXPECT_EQ(shutdown_reason_, "test over");
+  EXPECT_EQ(ShutdownReason(), "test over");
 }
 
 TEST_F(PsServiceTest, ReadStateAndRestoreStateRoundTripOverTheWire) {
