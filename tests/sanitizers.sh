@@ -38,6 +38,10 @@ if [ "$config" = asan ]; then
 fi
 if [ "$config" = tsan ]; then
   extra+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt")
+  # Code under TSan runs 5-15 times slower, and the cluster tests run several
+  # instrumented processes at once on the same cores: each size's timeout (Bazel's
+  # short, moderate, long, eternal: 60, 300, 900, 3600 s) is scaled up for this build only.
+  extra+=("--test_timeout=300,1200,3600,3600")
 fi
 
 log=$(mktemp /tmp/pstrain-sanitizers-XXXXXX.log)
