@@ -34,7 +34,11 @@ fi
 
 extra=()
 if [ "$config" = asan ]; then
-  extra+=("--test_env=LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt")
+  # print_suppressions=0: LeakSanitizer would otherwise print its table of suppressions
+  # used at the exit of every process that matched one (c-ares' leak is in each gRPC
+  # client), into output the tests read (psctl's table, which multiprocess_cluster_test
+  # parses with stderr merged).
+  extra+=("--test_env=LSAN_OPTIONS=print_suppressions=0:suppressions=$PWD/tests/lsan_suppressions.txt")
 fi
 if [ "$config" = tsan ]; then
   extra+=("--test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt")
