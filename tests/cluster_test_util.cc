@@ -191,15 +191,35 @@ std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(in
   return cluster;
 }
 
+int SanitizerSlowdown() {
+#if defined(__SANITIZE_THREAD__)
+  return 6;
+#elif defined(__SANITIZE_ADDRESS__)
+  return 2;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return 6;
+#elif __has_feature(address_sanitizer)
+  return 2;
+#else
+  return 1;
+#endif
+#else
+  return 1;
+#endif
+}
+
+absl::Duration ScaledForSanitizers(absl::Duration wait) { return wait * SanitizerSlowdown(); }
+
 DaemonOptions FastDaemonOptions(const std::string& tf_config) {
   DaemonOptions options;
   absl::StatusOr<TfConfig> config = ParseTfConfig(tf_config);
   EXPECT_TRUE(config.ok()) << config.status();
   if (config.ok()) options.config = *config;
-  options.register_timeout = absl::Seconds(30);
+  options.register_timeout = ScaledForSanitizers(absl::Seconds(30));
   options.heartbeat_interval = absl::Milliseconds(200);
-  options.chief_timeout = absl::Seconds(10);
-  options.rpc_timeout = absl::Seconds(10);
+  options.chief_timeout = ScaledForSanitizers(absl::Seconds(10));
+  options.rpc_timeout = ScaledForSanitizers(absl::Seconds(10));
   return options;
 }
 

@@ -101,8 +101,17 @@ TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
 std::vector<std::pair<std::string, std::vector<std::string>>> LoopbackCluster(int ps,
                                                                               int workers);
 
+// How many times slower this test binary runs than a plain build: 6 under
+// ThreadSanitizer, 2 under AddressSanitizer, otherwise 1. A wait that only bounds how long
+// a healthy run may take is multiplied by it (ScaledForSanitizers), so that a sanitizer
+// build fails on what it reports, not on its own slowness (tests/sanitizers.sh scales
+// Bazel's test timeouts to match).
+int SanitizerSlowdown();
+absl::Duration ScaledForSanitizers(absl::Duration wait);
+
 // The options a daemon gets from `tf_config`, with heartbeats and deadlines short enough
-// for tests (a lost chief is noticed in 10 s, not the default 30 s).
+// for tests (a lost chief is noticed in 10 s, not the default 30 s; times
+// SanitizerSlowdown(), as are the register and RPC deadlines).
 DaemonOptions FastDaemonOptions(const std::string& tf_config);
 
 }  // namespace pstrain

@@ -109,7 +109,7 @@ class TrainingCluster {
     EXPECT_TRUE(chief.Start(Spec("chief", "chief/chief", "chief", 0, args)).ok());
     ChiefRun run;
     const std::vector<ProcessGroup::Exit> exits = chief.Wait(
-        absl::Minutes(3), absl::Seconds(10),
+        ScaledForSanitizers(absl::Minutes(3)), absl::Seconds(10),
         [&](int, const std::string& name, bool is_stderr, const std::string& line) {
           (is_stderr ? run.log : run.out) += line + "\n";
           for (Trigger& t : *triggers) {
