@@ -171,6 +171,15 @@ final_accuracy() {
   echo "$accuracy"
 }
 
+# `podman healthcheck run` (the container's healthcheck, $1 says which) in every container.
+expect_all_healthy() {
+  local s unhealthy=""
+  for s in "${services[@]}"; do
+    podman healthcheck run "$(container "$s")" >/dev/null 2>&1 || unhealthy+=" $s"
+  done
+  [ -z "$unhealthy" ] || fail "podman healthcheck run ($1) failed in:$unhealthy"
+}
+
 compose_up() {
   run=$1
   export PSTRAIN_DASHBOARD_PORT
@@ -198,11 +207,7 @@ started=$(date +%s)
 compose_up plain
 phase "compose up" "project $project: ${services[*]} started by podman-compose"
 wait_for_epochs 1
-unhealthy=""
-for s in "${services[@]}"; do
-  podman healthcheck run "$(container "$s")" >/dev/null 2>&1 || unhealthy+=" $s"
-done
-[ -z "$unhealthy" ] || fail "podman healthcheck run (psctl health) failed in:$unhealthy"
+expect_all_healthy "psctl health"
 phase "healthcheck" "psctl health (the image's HEALTHCHECK) says all 5 containers are healthy while training"
 wait_for_the_end
 accuracy=$(final_accuracy)
@@ -250,11 +255,7 @@ started=$(date +%s)
 compose_up tls
 phase "compose up" "mutual TLS (docker-compose.tls.yml, this run's certificates): ${services[*]}"
 wait_for_epochs 1
-unhealthy=""
-for s in "${services[@]}"; do
-  podman healthcheck run "$(container "$s")" >/dev/null 2>&1 || unhealthy+=" $s"
-done
-[ -z "$unhealthy" ] || fail "podman healthcheck run (psctl health on --health_port) failed in:$unhealthy"
+expect_all_healthy "psctl health on --health_port"
 # psctl in a container on the cluster's network, without and with the admin certificate
 # (with the job's token both times: the certificate is what is missing).
 psctl_on_network() {
