@@ -75,8 +75,10 @@ void ReadAndCheck(const std::string& path) {
 // 0x6c61636f6c367453 bytes: corpus/keras_file_fuzzer/huge_local_heap.bin) and handles the
 // NULL glibc's malloc returns for it; AddressSanitizer would abort there instead, so here
 // it returns NULL as well. Our own allocations go through operator new, which still fails
-// loudly. (Read by ASan at start, in the fuzzer and in the corpus test under --config=asan.)
+// loudly. (Read by ASan or TSan at start: the fuzzer, and the corpus test under
+// --config=asan or tsan.)
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
