@@ -139,15 +139,18 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   options.bin_dir = ".";
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--steps_per_call=4"};
   options.task_args = kQuickTimeouts;
-  // 0.1 s a step: the job runs for seconds, long enough for psctl to look at it.
-  options.worker_args = {"--testing_step_delay=100ms"};
+  // 0.1 s a step: the job runs for seconds, long enough for psctl to look at it. Longer
+  // under a sanitizer, where each psctl run itself takes a second or more to start, so
+  // the job would otherwise be over before the third one asks a ps.
+  options.worker_args = {
+      absl::StrCat("--testing_step_delay=", 100 * SanitizerSlowdown(), "ms")};
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
   std::string chief_port, psctl_report;
   bool looked = false;
   ProcessRun run;
   run.exits = group.Wait(
-      absl::Minutes(3), absl::Seconds(10),
+      ScaledForSanitizers(absl::Minutes(3)), absl::Seconds(10),
       [&](int, const std::string& name, bool is_stderr, const std::string& line) {
         (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
         if (name != "chief") return;

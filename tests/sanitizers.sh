@@ -46,6 +46,13 @@ if [ "$config" = tsan ]; then
   # instrumented processes at once on the same cores: each size's timeout (Bazel's
   # short, moderate, long, eternal: 60, 300, 900, 3600 s) is scaled up for this build only.
   extra+=("--test_timeout=300,1200,3600,3600")
+  # One OpenBLAS thread: its pool hands work out and back through spinning on atomics
+  # inside the uninstrumented library, so every later read of a matrix the pool wrote is a
+  # race to TSan. tsan_suppressions.txt silences it, but TSan still rebuilds both stacks
+  # for each such access before finding the suppression: the in-process CNN cluster of
+  # fashion_mnist_cnn_test made no step in 10 minutes that way. (Multi-process tests
+  # already give their daemons one thread.)
+  extra+=("--test_env=OPENBLAS_NUM_THREADS=1")
 fi
 
 log=$(mktemp /tmp/pstrain-sanitizers-XXXXXX.log)
