@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything (the CUDA configuration too when nvcc
-# exists, so GPU code always compiles), runs every test, and ends with one line
-# "N passed, N failed, N skipped". Exits non-zero on any failure.
+# Installs what is missing, builds everything (the CUDA code too when nvcc exists, so GPU
+# code always compiles), runs every test, and ends with one line
+# "N passed, N failed, N skipped" (", N not run" added when a step could not run).
+# Exits non-zero on any failure. Each step's wall time, and the total, is printed above
+# the last line.
 #
 # Counts are of test targets. A target whose every test case skipped itself (GTEST_SKIP,
 # e.g. a GPU test where no GPU answers) counts as skipped, not passed; so does a target
@@ -11,35 +13,84 @@
 # Every test target must be in a suite of the top-level BUILD (//:unit_tests or
 # //:cluster_tests); one that is not is named and counted as a failure.
 #
-# After the bazel tests, everything is compiled with clang and -Werror=thread-safety, the
-# unit tests run again under ASan and UBSan, each fuzzer of tests/fuzz/ runs for a few
-# seconds, and ./demo.sh --epochs=1 runs once per strategy; each counts as a test, and so does
-# tests/deploy/netns_cluster.sh (skipped where network namespaces are not permitted).
-#
-# With nvcc, the tests tagged "gpu" (they need --config=cuda) and "cuda_config" (they
-# also test what a CUDA build changes) run in the CUDA build too; the GPU ones skip at
-# run time when no GPU answers.
+# The steps, in order:
+#  1. With nvcc: the CUDA code and the tests tagged "gpu" (they need --config=cuda) and
+#     "cuda_config" (they also test what a CUDA build changes) in --config=cuda's own output
+#     directory; the GPU ones skip at run time when no GPU answers.
+#  2. bazel build //... and bazel test //:all_tests (gcc, -O2).
+#  3. Every C++ target compiled with clang and -Werror=thread-safety, counted as one test.
+#  4. The unit tests (//:unit_tests) again under ASan and UBSan, from the objects step 3
+#     compiled.
+#  5. Each fuzzer of tests/fuzz/ for a few seconds.
+#  6. ./demo.sh --epochs=1 once per strategy.
+#  7. tests/deploy/netns_cluster.sh (skipped where network namespaces are not permitted).
+# Each of steps 3-7 counts as tests. A step that cannot run because one it needs failed
+# (the demos without a gcc build, the ASan tests and fuzzers without the clang build) is
+# named "NOT RUN" and counted as not run; every other step runs whatever failed before.
 set -uo pipefail
 cd "$(dirname "$0")"
 
+passed=0
+failed=0
+skipped=0
+not_run=()
+step_names=()
+step_seconds=()
+total_start=$SECONDS
+step_start=$SECONDS
+current_step=""
+
+# Starts a timed step (its name is printed as a "== " header).
+begin_step() {
+  current_step=$1
+  step_start=$SECONDS
+  echo "== $1"
+}
+end_step() {
+  step_names+=("$current_step")
+  step_seconds+=($((SECONDS - step_start)))
+}
+# A step that cannot run: named, counted, never silently left out.
+step_not_run() {
+  echo "== $1: NOT RUN ($2)"
+  not_run+=("$1")
+}
+# The per-step times, the total, and the last line; exits with the verdict.
+finish() {
+  echo "== step times"
+  local i
+  for i in "${!step_names[@]}"; do
+    printf '  %5d s  %s\n' "${step_seconds[$i]}" "${step_names[$i]}"
+  done
+  printf '  %5d s  total\n' $((SECONDS - total_start))
+  for s in "${not_run[@]}"; do echo "NOT RUN: $s"; done
+  local last="${passed} passed, ${failed} failed, ${skipped} skipped"
+  [ ${#not_run[@]} -eq 0 ] || last+=", ${#not_run[@]} not run"
+  echo "$last"
+  [ "$failed" -eq 0 ] && [ ${#not_run[@]} -eq 0 ] && [ "$passed" -gt 0 ]
+  exit $?
+}
+
+begin_step "install (tools/install_deps.sh, tools/install_test_deps.sh)"
 if ! ./tools/install_deps.sh || ! ./tools/install_test_deps.sh; then
-  echo "0 passed, 1 failed, 0 skipped"
-  exit 1
+  failed=$((failed + 1))
+  end_step
+  not_run+=("everything after the install")
+  finish
 fi
+end_step
 
 # Seconds each fuzzer runs (tests/fuzz/run_fuzzers.sh); PSTRAIN_FUZZ_SECONDS overrides.
 FUZZ_SECONDS=${PSTRAIN_FUZZ_SECONDS:-3}
 log=$(mktemp /tmp/pstrain-test-XXXXXX.log)
-trap 'rm -f "$log"' EXIT
-passed=0
-failed=0
-skipped=0
+demo_dir=""
+trap 'rm -f "$log"; [ -z "$demo_dir" ] || rm -rf "$demo_dir"' EXIT
 
-# Adds up one test run's results from $log (tests/test_summary.py reads bazel's status
-# lines and each target's test.xml); its arguments go to the summary script.
+# Adds up one test run's results from $log: tests/test_summary.py reads bazel's status lines
+# and each target's test.xml under TESTLOGS; the other arguments go to the summary script.
 summarize() {
-  local testlogs report counts
-  testlogs=$(bazel info "${config[@]}" bazel-testlogs 2>/dev/null)
+  local testlogs=$1 report counts p f s
+  shift
   report=$(/usr/bin/python3 tests/test_summary.py --log "$log" --testlogs "$testlogs" "$@")
   counts=$(tail -n 1 <<<"$report")
   sed '$d' <<<"$report"
@@ -56,31 +107,46 @@ count_build_failure() {
   failed=$((failed + 1))
 }
 
+# Runs `bazel test CONFIG ARGS...` into $log and counts its results (summary_args go to the
+# summary); a run that failed with no failing test (a build error) counts as one failure
+# named LABEL. CONFIG is one flag such as --config=cuda, or "".
+bazel_test_counted() {
+  local label=$1 testlogs_config=$2
+  shift 2
+  local before_failed=$failed before_all=$((passed + failed + skipped)) status testlogs
+  # shellcheck disable=SC2086  # the config is empty or one flag
+  bazel test $testlogs_config --test_summary=short "$@" >"$log" 2>&1
+  status=$?
+  # shellcheck disable=SC2086  # the config is empty or one flag
+  testlogs=$(bazel info $testlogs_config bazel-testlogs 2>/dev/null)
+  summarize "$testlogs" "${summary_args[@]}"
+  if [ "$status" -ne 0 ] && [ "$failed" -eq "$before_failed" ]; then
+    count_build_failure "$label"
+  fi
+  [ $((passed + failed + skipped)) -gt "$before_all" ] || count_build_failure "$label (none ran)"
+}
+
+# 1. The CUDA code. --config=cuda has an output directory of its own (.bazelrc), so neither
+# configuration overwrites the other's outputs and a second run rebuilds nothing; only the
+# packages with CUDA code are built in it, the rest of the tree is the same in both.
 cuda_targets=()
 if [ -x /usr/local/cuda/bin/nvcc ]; then
-  config=(--config=cuda)
-  echo "== bazel build --config=cuda //... (nvcc found)"
-  if bazel build "${config[@]}" //... >"$log" 2>&1; then
-    echo "== bazel test --config=cuda (tests tagged gpu or cuda_config)"
-    bazel test "${config[@]}" --test_summary=short --build_tests_only \
-      --test_tag_filters=gpu,cuda_config //... >"$log" 2>&1
-    status=$?
-    before=$((passed + failed + skipped))
-    summarize --label cuda
-    if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then count_build_failure "CUDA tests"; fi
-    [ $((passed + failed + skipped)) -gt "$before" ] || count_build_failure "CUDA tests (none ran)"
-    # Their results are in; the plain run below reports the gpu ones as not built.
-    mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
-  else
-    count_build_failure "CUDA build"
-  fi
+  begin_step "bazel test --config=cuda (the CUDA code; tests tagged gpu or cuda_config)"
+  summary_args=(--label cuda)
+  bazel_test_counted "CUDA build" --config=cuda --build_tests_only \
+    --test_tag_filters=gpu,cuda_config //common/math/... //worker/allreduce/...
+  # Their results are in; the plain run below reports the gpu ones as not built.
+  mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+  end_step
 fi
 
-config=()
-failed_before=$failed
-echo "== bazel build //..."
-if ! bazel build //... >"$log" 2>&1; then count_build_failure "build"; fi
-
+# 2. Everything with gcc, and every test.
+begin_step "bazel build //..."
+gcc_build_ok=1
+if ! bazel build //... >"$log" 2>&1; then
+  count_build_failure "build"
+  gcc_build_ok=0
+fi
 # Every test belongs to a suite of the top-level BUILD; one that does not would never run.
 if ! unlisted=$(bazel query 'tests(//...) except tests(//:all_tests)' 2>"$log"); then
   grep -E "^ERROR" "$log" | head -5
@@ -91,60 +157,59 @@ elif [ -n "$unlisted" ]; then
   echo "$unlisted"
   failed=$((failed + 1))
 fi
+end_step
 
-echo "== bazel test //:all_tests"
-bazel test --test_summary=short //:all_tests >"$log" 2>&1
-status=$?
-ignore=()
-for t in "${cuda_targets[@]}"; do ignore+=(--ignore "$t"); done
-summarize "${ignore[@]}" --not-run-reason "needs --config=cuda, and nvcc was not found"
-if [ "$status" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then
-  # The build itself failed (no test could report): show why and count it.
-  count_build_failure "build"
-fi
-tests_failed=$failed
-# Clang's thread-safety analysis (#11): every C++ target compiled with Debian's clang and
+begin_step "bazel test //:all_tests"
+summary_args=(--not-run-reason "needs --config=cuda, and nvcc was not found")
+for t in "${cuda_targets[@]}"; do summary_args+=(--ignore "$t"); done
+bazel_test_counted "build" "" //:all_tests
+end_step
+
+# 3. Clang's thread-safety analysis (#11): every C++ target compiled with Debian's clang and
 # -Werror=thread-safety (.bazelrc's --config=clang, as leveldb builds), counted as one test.
-# It compiles under --config=asan, which is --config=clang plus ASan and UBSan, in the clang
-# output base, so the fuzzers below only link what it compiled; nothing is linked here.
-if [ "$tests_failed" -eq "$failed_before" ]; then
-  . tests/clang_output_base.sh
-  mapfile -t clang_patterns < <(clang_build_patterns)
-  echo "== clang -Werror=thread-safety build (bazel build --config=asan, compile only)"
-  if bazel --output_base="$(clang_output_base)" build --config=asan \
-      --output_groups=compilation_outputs "${clang_patterns[@]}" >"$log" 2>&1; then
-    echo "clang thread-safety build PASSED"
-    passed=$((passed + 1))
-  else
-    grep -E "warning: .*\[-W(thread-safety|error)|error:" "$log" | head -20
-    count_build_failure "clang thread-safety build"
-  fi
+# It compiles under --config=asan (--config=clang plus ASan and UBSan at -O0) in the clang
+# output base, so steps 4 and 5 only link what it compiled.
+. tests/clang_output_base.sh
+clang_bazel() { bazel --output_base="$(clang_output_base)" "$@"; }
+begin_step "clang -Werror=thread-safety build (bazel build --config=asan, compile only)"
+mapfile -t clang_patterns < <(clang_build_patterns)
+clang_build_ok=0
+if clang_bazel build --config=asan --output_groups=compilation_outputs \
+    "${clang_patterns[@]}" >"$log" 2>&1; then
+  echo "clang thread-safety build PASSED"
+  passed=$((passed + 1))
+  clang_build_ok=1
+else
+  grep -E "warning: .*\[-W(thread-safety|error)|error:" "$log" | head -20
+  count_build_failure "clang thread-safety build"
 fi
-# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer (their
-# objects were just compiled), each counted as a test: a sanitizer report fails it. The
-# cluster tests under ASan, and everything under TSan, take longer than this script may:
-# tests/sanitizers.sh asan|tsan runs them.
-if [ "$tests_failed" -eq "$failed_before" ]; then
-  echo "== tests/sanitizers.sh asan --unit"
+end_step
+
+# 4. The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, each
+# counted as a test: a sanitizer report fails it. The cluster tests under ASan, and
+# everything under TSan, take longer than this script may: tests/sanitizers.sh asan|tsan
+# runs them.
+if [ "$clang_build_ok" -eq 1 ]; then
+  begin_step "tests/sanitizers.sh asan --unit"
+  before_failed=$failed
   tests/sanitizers.sh asan --unit >"$log" 2>&1
   asan_status=$?
-  asan_passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$log")
-  asan_failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log")
-  grep -E "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)" "$log" |
-    sed 's/$/ (under ASan + UBSan)/' || true
-  echo "$asan_passed unit tests passed under ASan + UBSan, $asan_failed failed"
-  passed=$((passed + asan_passed))
-  failed=$((failed + asan_failed))
-  if [ "$asan_status" -ne 0 ] && [ "$asan_failed" -eq 0 ]; then
+  summarize "$(clang_bazel info --config=asan bazel-testlogs 2>/dev/null)" \
+    --label "ASan + UBSan" --not-run-reason "not built under --config=asan"
+  if [ "$asan_status" -ne 0 ] && [ "$failed" -eq "$before_failed" ]; then
     count_build_failure "ASan unit tests"
   fi
+  end_step
+else
+  step_not_run "tests/sanitizers.sh asan --unit" "the clang build failed"
 fi
-# Each libFuzzer target of tests/fuzz/ for a few seconds, each counted as a test
-# (tests/fuzz/run_fuzzers.sh: clang, ASan and UBSan, in a Bazel output base of its own; the
-# seed corpora themselves already ran above as //tests/fuzz:*_corpus_test).
-if [ "$tests_failed" -eq "$failed_before" ]; then
-  echo "== tests/fuzz/run_fuzzers.sh $FUZZ_SECONDS (each fuzzer)"
-  if tests/fuzz/run_fuzzers.sh "$FUZZ_SECONDS" >"$log" 2>&1; then :; fi
+
+# 5. Each libFuzzer target of tests/fuzz/ for a few seconds, each counted as a test
+# (tests/fuzz/run_fuzzers.sh: --config=fuzz, the objects of step 3 relinked; the seed
+# corpora themselves already ran as //tests/fuzz:*_corpus_test in steps 2 and 4).
+if [ "$clang_build_ok" -eq 1 ]; then
+  begin_step "tests/fuzz/run_fuzzers.sh $FUZZ_SECONDS (each fuzzer)"
+  tests/fuzz/run_fuzzers.sh "$FUZZ_SECONDS" >"$log" 2>&1
   fuzz_passed=$(grep -cE "^[a-z_]+_fuzzer: passed" "$log")
   fuzz_failed=$(grep -cE "^[a-z_]+_fuzzer: FAILED" "$log")
   grep -vE "^(== |[0-9]+ fuzzers passed)" "$log" | grep -vE "^[a-z_]+_fuzzer: passed" || true
@@ -152,17 +217,21 @@ if [ "$tests_failed" -eq "$failed_before" ]; then
   echo "$fuzz_passed fuzzers passed, $fuzz_failed failed"
   passed=$((passed + fuzz_passed))
   failed=$((failed + fuzz_failed))
+  end_step
+else
+  step_not_run "tests/fuzz/run_fuzzers.sh" "the clang build failed"
 fi
-# The README's first command, one epoch with each strategy, as a user runs it (everything
-# is built by now, so its build step finds nothing to do): each must exit 0 and print the
+
+# 6. The README's first command, one epoch with each strategy, as a user runs it (the gcc
+# build is done, so its build step finds nothing to do): each must exit 0 and print the
 # epoch line. Logs and checkpoints go to a temp folder removed afterwards.
-if [ "$tests_failed" -eq "$failed_before" ]; then
-  echo "== ./demo.sh --epochs=1, each strategy"
+demo_strategies=("--strategy=parameter_server" "--strategy=default"
+                 "--strategy=mirrored --devices=cpu:0,cpu:1"
+                 "--strategy=multi_worker_mirrored --workers=2")
+if [ "$gcc_build_ok" -eq 1 ]; then
+  begin_step "./demo.sh --epochs=1, each strategy"
   demo_dir=$(mktemp -d /tmp/pstrain-demo-XXXXXX)
-  trap 'rm -f "$log"; rm -rf "$demo_dir"' EXIT
-  for strategy in "--strategy=parameter_server" "--strategy=default" \
-                  "--strategy=mirrored --devices=cpu:0,cpu:1" \
-                  "--strategy=multi_worker_mirrored --workers=2"; do
+  for strategy in "${demo_strategies[@]}"; do
     run_dir=$(mktemp -d "$demo_dir/run-XXXXXX")
     # shellcheck disable=SC2086  # the strategy's flags are separate words
     if timeout 600 ./demo.sh $strategy --epochs=1 --log_dir="$run_dir/logs" \
@@ -176,11 +245,17 @@ if [ "$tests_failed" -eq "$failed_before" ]; then
       failed=$((failed + 1))
     fi
   done
+  end_step
+else
+  for strategy in "${demo_strategies[@]}"; do
+    step_not_run "./demo.sh $strategy --epochs=1" "bazel build //... failed"
+  done
 fi
-# The cluster across network namespaces, each daemon with its own address on a bridge
+
+# 7. The cluster across network namespaces, each daemon with its own address on a bridge
 # (tests/deploy/netns_cluster.sh); skipped, with its reason, where they are not permitted.
-if [ "$tests_failed" -eq "$failed_before" ]; then
-  echo "== tests/deploy/netns_cluster.sh"
+if [ "$gcc_build_ok" -eq 1 ]; then
+  begin_step "tests/deploy/netns_cluster.sh"
   tests/deploy/netns_cluster.sh >"$log" 2>&1
   case $? in
     0) echo "tests/deploy/netns_cluster.sh PASSED"; passed=$((passed + 1)) ;;
@@ -188,6 +263,8 @@ if [ "$tests_failed" -eq "$failed_before" ]; then
         skipped=$((skipped + 1)) ;;
     *) echo "tests/deploy/netns_cluster.sh FAILED"; tail -20 "$log"; failed=$((failed + 1)) ;;
   esac
+  end_step
+else
+  step_not_run "tests/deploy/netns_cluster.sh" "bazel build //... failed"
 fi
-echo "${passed} passed, ${failed} failed, ${skipped} skipped"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+finish

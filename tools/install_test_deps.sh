@@ -2,7 +2,8 @@
 # Installs what the observability tests run besides the build, when any of it is missing:
 # Debian's prometheus (a real Prometheus scrapes a real cluster) and chromium (the
 # dashboard in a headless browser), python3-h5py (the .keras export is read back by h5py, not
-# by pstrain's code), and from the npm registry the packages pinned in
+# by pstrain's code), docker-compose (deploy_manifests_test runs `docker-compose config -q` on
+# the Compose files; it needs no Docker engine), and from the npm registry the packages pinned in
 # tests/node/package-lock.json (protobufjs and a CRC-32C for an event-file reader that
 # shares no code with the writer, playwright-core to drive Chromium) into
 # /usr/local/lib/pstrain-test-node, where the tests find them (NODE_PATH).
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NODE_DIR=/usr/local/lib/pstrain-test-node
-PACKAGES=(prometheus chromium python3-h5py)
+PACKAGES=(prometheus chromium python3-h5py docker-compose)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 missing=()

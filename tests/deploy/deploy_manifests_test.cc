@@ -603,8 +603,13 @@ TEST(ComposeTest, DockerComposeAcceptsTheFile) {
   if (docker_compose.empty()) {
     GTEST_SKIP() << "docker-compose is not installed; `docker-compose config -q` not run";
   }
+  // The base file alone, and with the TLS file merged over it, as deploy/README runs them.
+  // (Both need PSTRAIN_AUTH_TOKEN, which .bazelrc's test_env sets.)
   std::string output;
-  const int rc = RunCommand(absl::StrCat(docker_compose, " -f ", kCompose, " config -q"), &output);
+  int rc = RunCommand(absl::StrCat(docker_compose, " -f ", kCompose, " config -q"), &output);
+  EXPECT_EQ(rc, 0) << output;
+  rc = RunCommand(
+      absl::StrCat(docker_compose, " -f ", kCompose, " -f ", kComposeTls, " config -q"), &output);
   EXPECT_EQ(rc, 0) << output;
 }
 
