@@ -38,9 +38,9 @@ void Dashboard::OnSteps(const StepsDone& steps) {
   }
   samples_since_point_ += steps.samples;
   if (now - last_point_ < absl::Milliseconds(250)) return;
-  const double samples_per_second = samples_since_point_ / Seconds(now - last_point_);
-  step_points_.push_back(
-      {static_cast<double>(steps.global_step), steps.loss, samples_per_second});
+  const double window_seconds = Seconds(now - last_point_);
+  step_points_.push_back({static_cast<double>(steps.global_step), steps.loss,
+                          samples_since_point_ / window_seconds, window_seconds});
   last_point_ = now;
   samples_since_point_ = 0;
   if (step_points_.size() >= kMaxStepPoints) {

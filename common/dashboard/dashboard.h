@@ -19,9 +19,11 @@ namespace pstrain {
 
 // The live dashboard the chief and train serve at `/` on their metrics port: charts of
 // training and validation loss and accuracy per epoch, loss and samples per second per
-// step, the task table, the variable layout and the checkpoints written. The page
-// (dashboard_page.h) needs nothing from the internet: its script and styles are inline
-// and draws its charts on <canvas>; it polls /api/dashboard every two seconds.
+// step (with its moving average), the task table, the variable layout and the checkpoints
+// written. The page (dashboard_page.html, with the chart rules of chart_rules.js inlined
+// into dashboard_page.h at build time) needs nothing from the internet: its script and
+// styles are inline and it draws its charts on <canvas>; it polls /api/dashboard every
+// two seconds.
 //
 // The run's history comes from the events it observes; what only the caller knows (the
 // phase, the tasks, the layout) from Options::status at each request. Thread-safe.
@@ -47,7 +49,7 @@ class Dashboard : public TrainingObserver {
 
   // What /api/dashboard answers: {"title","epochs":[{"epoch","loss","accuracy",
   // "val_loss","val_accuracy","steps","samples","seconds"}],"steps":[[global_step, loss,
-  // samples_per_second]],"checkpoints":[...],"status":{...},"workers":{...},
+  // samples_per_second, window_seconds]],"checkpoints":[...],"status":{...},"workers":{...},
   // "progress":{"epoch","epoch_step","epoch_steps","elapsed_seconds","loss","accuracy"}}.
   nlohmann::json Data() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -55,7 +57,8 @@ class Dashboard : public TrainingObserver {
   const Options options_;
   mutable absl::Mutex mu_;
   std::vector<nlohmann::json> epochs_ ABSL_GUARDED_BY(mu_);
-  // [global step, loss, samples per second], one point per 250 ms of reports at most;
+  // [global step, loss, samples per second, the seconds that rate was measured over (the
+  // page weights its moving average by them)], one point per 250 ms of reports at most;
   // halved (every other point dropped) when it reaches kMaxStepPoints.
   std::vector<std::vector<double>> step_points_ ABSL_GUARDED_BY(mu_);
   std::vector<nlohmann::json> checkpoints_ ABSL_GUARDED_BY(mu_);

@@ -59,6 +59,10 @@ TEST(DashboardTest, DataHoldsEpochsStepsCheckpointsTasksAndStaleness) {
   // 100 steps of 32 samples in about 0.26 s.
   EXPECT_GT(data["steps"][1][2].get<double>(), 1000);
   EXPECT_LT(data["steps"][1][2].get<double>(), 3200 / 0.25);
+  // The window that rate was measured over: the rate times it is the window's samples.
+  ASSERT_EQ(data["steps"][1].size(), 4u);
+  EXPECT_GE(data["steps"][1][3].get<double>(), 0.25);
+  EXPECT_NEAR(data["steps"][1][2].get<double>() * data["steps"][1][3].get<double>(), 3200, 1e-6);
   EXPECT_EQ(data["checkpoints"][0]["path"], "/tmp/c/ckpt-300");
   EXPECT_EQ(data["workers"]["0"]["steps"], 200);
   EXPECT_EQ(data["workers"]["1"]["behind"], 100);
@@ -71,6 +75,9 @@ TEST(DashboardTest, ServesThePageAndItsDataAndNothingElse) {
   ASSERT_TRUE(page.has_value());
   EXPECT_THAT(page->content_type, HasSubstr("text/html"));
   EXPECT_THAT(page->body, HasSubstr("<canvas id=\"loss-epoch\">"));
+  // The chart rules are inlined: the page fetches no script.
+  EXPECT_THAT(page->body, HasSubstr("function epochTicks("));
+  EXPECT_EQ(page->body.find("<script src="), std::string::npos);
   // Nothing is fetched from elsewhere: no absolute URL in the page.
   EXPECT_EQ(page->body.find("http://"), std::string::npos);
   EXPECT_EQ(page->body.find("https://"), std::string::npos);
