@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <utility>
@@ -256,7 +257,22 @@ class CoordinatorHandle {
 
   void Describe(ChiefStatusResponse* response) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (coordinator_ != nullptr) coordinator_->Describe(response);
+    if (coordinator_ != nullptr) {
+      coordinator_->Describe(response);
+    } else if (finished_.has_value()) {
+      response->MergeFrom(*finished_);
+    }
+  }
+
+  // The coordinator is about to go: forgets it, keeping what it last described, so the
+  // dashboard still shows the finished job's phase, step and layout while the chief
+  // lingers (--metrics_linger).
+  void Finish() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (coordinator_ == nullptr) return;
+    finished_.emplace();
+    coordinator_->Describe(&*finished_);
+    coordinator_ = nullptr;
   }
 
   absl::StatusOr<SaveCheckpointResponse> SaveCheckpointNow(absl::Duration wait)
@@ -283,6 +299,7 @@ class CoordinatorHandle {
  private:
   absl::Mutex mu_;
   Coordinator* coordinator_ ABSL_GUARDED_BY(mu_) = nullptr;  // Not owned.
+  std::optional<ChiefStatusResponse> finished_ ABSL_GUARDED_BY(mu_);
 };
 
 // What SIGTERM/SIGINT does to the chief: during training, preemption (checkpoint, then
@@ -431,7 +448,7 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
       FinishJob(result, coordinator.preempted(), &membership, tasks, runtime->shutdown());
   // The server goes first: its SaveCheckpoint calls may still use the coordinator.
   runtime->StopServing();
-  handle->Set(nullptr);
+  handle->Finish();
   // A chief stopped for a restart leaves at once: its grace is for the checkpoint.
   if (exit_code != kExitPreempted) (*monitoring)->Finish();
   return exit_code;

@@ -195,6 +195,8 @@ int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
     LogWarning("SIGTERM/SIGINT were not blocked at load; link //common/daemon:daemon_main");
   }
   StartSignalThread(options->shutdown_grace, [&runtime](const char* signal_name) {
+    // A daemon whose job is over and that only lingers for a last scrape stops now.
+    runtime.metrics()->EndLinger();
     return runtime.HandleSignal(signal_name);
   });
   const int exit_code = spec.run(&runtime);

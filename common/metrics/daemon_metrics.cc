@@ -48,9 +48,12 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
 
 void DaemonMetrics::Linger() const {
   if (server_ == nullptr || linger_ <= absl::ZeroDuration()) return;
+  if (linger_ended_.HasBeenNotified()) return;
   LogInfo(absl::StrCat("the job is over; /metrics stays up for ",
                        absl::FormatDuration(linger_)));
-  absl::SleepFor(linger_);
+  if (linger_ended_.WaitForNotificationWithTimeout(linger_)) {
+    LogInfo("told to stop: /metrics goes down now");
+  }
 }
 
 }  // namespace pstrain

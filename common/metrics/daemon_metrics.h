@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/metrics_server.h"
@@ -19,7 +20,8 @@ namespace pstrain {
 //   --metrics_port   0 = off (the default), else the port (each task its own)
 //   --metrics_linger how long the server stays up after the job ended, so that a
 //                    Prometheus scraping every few seconds records the final values
-//                    (a Kubernetes Job's pod otherwise takes them with it)
+//                    (a Kubernetes Job's pod otherwise takes them with it); SIGTERM or
+//                    SIGINT ends it early (EndLinger), as when the pod is deleted
 class DaemonMetrics {
  public:
   // From the flags, for task (`task_type`, `task_index`) of this build (version, CUDA).
@@ -38,8 +40,12 @@ class DaemonMetrics {
   // Null when --metrics_port is 0.
   MetricsServer* server() const { return server_.get(); }
 
-  // Keeps serving for --metrics_linger (when a server runs), then returns.
+  // Keeps serving for --metrics_linger (when a server runs), or until EndLinger, then
+  // returns.
   void Linger() const;
+  // Ends a Linger in progress, and any later one, at once. Called by the signal thread
+  // (common/daemon/daemon_runtime.cc) on SIGTERM/SIGINT; thread-safe.
+  void EndLinger() { linger_ended_.Notify(); }
 
  private:
   DaemonMetrics() = default;
@@ -47,6 +53,7 @@ class DaemonMetrics {
   std::shared_ptr<MetricsRegistry> registry_;
   std::unique_ptr<MetricsServer> server_;
   absl::Duration linger_;
+  absl::Notification linger_ended_;
 };
 
 }  // namespace pstrain
