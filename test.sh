@@ -14,9 +14,9 @@
 # //:cluster_tests); one that is not is named and counted as a failure.
 #
 # The steps, in order:
-#  1. With nvcc: the CUDA code and the tests tagged "gpu" (they need --config=cuda) and
-#     "cuda_config" (they also test what a CUDA build changes) in --config=cuda's own output
-#     directory; the GPU ones skip at run time when no GPU answers.
+#  1. With nvcc: the CUDA code and its tests under --config=cuda, those tagged "gpu" (they
+#     need a GPU, and skip at run time when none answers) and "cuda_config" (what a CUDA
+#     build changes, with or without a GPU).
 #  2. bazel build //... and bazel test //:all_tests (gcc, -O2).
 #  3. Every C++ target compiled with clang and -Werror=thread-safety, counted as one test.
 #  4. The unit tests (//:unit_tests) again under ASan and UBSan, from the objects step 3
@@ -126,9 +126,10 @@ bazel_test_counted() {
   [ $((passed + failed + skipped)) -gt "$before_all" ] || count_build_failure "$label (none ran)"
 }
 
-# 1. The CUDA code. --config=cuda has an output directory of its own (.bazelrc), so neither
-# configuration overwrites the other's outputs and a second run rebuilds nothing; only the
-# packages with CUDA code are built in it, the rest of the tree is the same in both.
+# 1. The CUDA code: the CUDA-only targets and their tests (tagged gpu or cuda_config). They
+# are targets of their own, not the plain ones rebuilt with other flags (.bazelrc), so they
+# share the plain build's objects and overwrite none of its outputs: a second run rebuilds
+# nothing. (`bazel build --config=cuda //...` builds the GPU daemons.)
 cuda_targets=()
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   begin_step "bazel test --config=cuda (the CUDA code; tests tagged gpu or cuda_config)"
@@ -136,7 +137,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   bazel_test_counted "CUDA build" --config=cuda --build_tests_only \
     --test_tag_filters=gpu,cuda_config //common/math/... //worker/allreduce/...
   # Their results are in; the plain run below reports the gpu ones as not built.
-  mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+  mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b|\bcuda_config\b", tests(//...))' 2>/dev/null)
   end_step
 fi
 

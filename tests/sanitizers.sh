@@ -27,7 +27,7 @@ bazel_clang() { bazel --output_base="$output_base" "$@"; }
 if [ $# -gt 0 ]; then
   targets=("$@")
 elif [ "$unit" -eq 1 ]; then
-  mapfile -t targets < <(bazel_clang query "tests(//:unit_tests) except attr(tags, '\\bgpu\\b', tests(//:unit_tests))" 2>/dev/null)
+  mapfile -t targets < <(bazel_clang query "tests(//:unit_tests) except attr(tags, '\\bgpu\\b|\\bcuda_config\\b', tests(//:unit_tests))" 2>/dev/null)
 else
   mapfile -t targets < <(clang_build_patterns)
 fi
