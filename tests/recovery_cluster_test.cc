@@ -60,28 +60,39 @@ void ExpectSameState(const VariableSnapshot& a, const VariableSnapshot& b) {
   }
 }
 
-// ps1 is killed during epoch 3, after ps0 has taken pushes past the epoch-2 checkpoint, and
-// comes back (as an orchestrator restarts it) 3 s later. Meanwhile the chief has paused
-// training, and the test stops both workers, so nothing moves while it reads every ps:
+// ps1 is killed during epoch 3, after ps0 has taken pushes past the epoch-2 checkpoint.
+// The chief pauses training; the test stops both workers and reads ps0, and only then
+// restarts ps1 (as an orchestrator would, but at the moment the test chooses: the
+// restart waits for it), so nothing moves while it reads every ps after the recovery:
 // the restored ps1 holds exactly the checkpoint's values, slots, iterations and versions,
 // and ps0's state is bit-identical before and after the recovery, still ahead of the
 // checkpoint (nothing rolled it back). The workers then go on and the job completes.
 TEST(RecoveryClusterTest, ARestoredPsHoldsTheCheckpointAndTheSurvivorKeepsItsOwnState) {
   const std::string dir = FreshTestDir("ps_restore");
   ProcessGroup group;
-  // A restart 3 s after the death, as Kubernetes backs off before restarting a pod.
-  group.SetRestartPolicy(RestartLikeAnOrchestrator, absl::Seconds(3));
-  // Slow steps (0.1 s each) keep an epoch far longer than the test's reactions.
+  // Restarted when the test says so (RestartNow), not after a delay it must race.
+  group.SetRestartPolicy(RestartLikeAnOrchestrator, absl::InfiniteDuration());
+  // Slow steps (0.1 s each) over 800 samples: an epoch is 13 rounds of both workers,
+  // over 1.3 s, against the 0.1 s polls that decide when ps1 dies within epoch 3.
+  const std::string job =
+      WriteTinyJob("ps_restore_job", {{"data", {{"train", {{"samples", 800}}}}}});
   const TestCluster cluster = StartTestCluster(
       group, 2, 2, kTaskFlags,
-      {"--job=tests/testdata/tiny_synthetic.json", "--epochs=5", "--steps_per_call=2",
-       "--checkpoint_dir=" + dir, "--keep_checkpoints=10", "--ps_recovery_timeout=60s"},
+      {"--job=" + job, "--epochs=5", "--steps_per_call=2", "--checkpoint_dir=" + dir,
+       "--keep_checkpoints=10", "--ps_recovery_timeout=60s"},
       {{0, {"--testing_step_delay=100ms"}}, {1, {"--testing_step_delay=100ms"}}});
   ASSERT_EQ(cluster.ps.size(), 2u);
   std::unique_ptr<PsClient> ps0 = CreateGrpcPsClient(0, cluster.ps[0], absl::Seconds(5));
   std::unique_ptr<ChiefClient> chief = CreateGrpcChiefClient(cluster.chief, absl::Seconds(5));
 
-  enum class Stage { kWaitForCheckpoint, kLetPs0MoveOn, kWaitForPause, kWaitForRestore, kDone };
+  enum class Stage {
+    kWaitForCheckpoint,
+    kLetPs0MoveOn,
+    kWaitForPause,
+    kRestartPs1,
+    kWaitForRestore,
+    kDone
+  };
   Stage stage = Stage::kWaitForCheckpoint;
   std::string checkpoint;     // the epoch-2 checkpoint's path
   std::string restored_from;  // the path the chief says it restored ps1 from
@@ -112,8 +123,12 @@ TEST(RecoveryClusterTest, ARestoredPsHoldsTheCheckpointAndTheSurvivorKeepsItsOwn
           EXPECT_TRUE(group.Signal("worker0", SIGSTOP).ok());
           EXPECT_TRUE(group.Signal("worker1", SIGSTOP).ok());
           ps0_paused = ReadAll(cluster.ps[0]);
-          stage = Stage::kWaitForRestore;
+          stage = Stage::kRestartPs1;
         }
+        return;
+      case Stage::kRestartPs1:
+        // Waits for this group to have seen ps1's death (it has: the chief did).
+        if (group.RestartNow("ps1").ok()) stage = Stage::kWaitForRestore;
         return;
       case Stage::kWaitForRestore:
         if (restored_from.empty()) return;
@@ -153,6 +168,9 @@ TEST(RecoveryClusterTest, ARestoredPsHoldsTheCheckpointAndTheSurvivorKeepsItsOwn
   }
   EXPECT_EQ(ParseEpochLosses(run.stdout_of["chief"]).size(), 5u) << run.stdout_of["chief"];
   EXPECT_EQ(restored_from, checkpoint) << log;
+  EXPECT_TRUE(absl::StrContains(log, " written (epoch 2,")) << log;
+  EXPECT_FALSE(absl::StrContains(log.substr(0, log.find("came back empty")), " written (epoch 3,"))
+      << "ps1 was killed after epoch 3's checkpoint\n" << log;
 
   absl::StatusOr<std::unique_ptr<CheckpointReader>> saved = CheckpointReader::Open(checkpoint);
   ASSERT_TRUE(saved.ok()) << saved.status();
@@ -269,15 +287,16 @@ TEST(RecoveryClusterTest, LosingEveryWorkerFailsTheJobNamingThem) {
 }
 
 // worker1 SIGSTOPped at the end of epoch 2: alive and connected, it answers nothing, so its
-// next RunSteps misses the chunk deadline (--run_steps_timeout=3s). The chief treats it as
-// lost and worker0 runs the chunk again from its first step: every epoch still trains all
-// 400 samples. Resumed, worker1 comes back and the job ends with every process exiting 0.
+// next RunSteps misses the chunk deadline (--run_steps_timeout, 10 s: a healthy chunk of 2
+// tiny steps takes milliseconds, even on a loaded machine). The chief treats it as lost
+// and worker0 runs the chunk again from its first step: every epoch still trains all 400
+// samples. Resumed, worker1 comes back and the job ends with every process exiting 0.
 TEST(RecoveryClusterTest, AHungWorkerIsLostAndItsChunkRunsAgain) {
   ProcessGroup group;
   const TestCluster cluster = StartTestCluster(
       group, 2, 2, kTaskFlags,
       {"--job=tests/testdata/tiny_synthetic.json", "--epochs=5", "--steps_per_call=2",
-       "--run_steps_timeout=3s"});
+       "--run_steps_timeout=" + absl::FormatDuration(ScaledForSanitizers(absl::Seconds(10)))});
   bool stopped = false, resumed = false;
   ProcessRun run;
   run.exits = group.Wait(

@@ -132,6 +132,16 @@ absl::Status ProcessGroup::Signal(const std::string& name, int signal) {
   return absl::NotFoundError(absl::StrCat("no running process ", name));
 }
 
+absl::Status ProcessGroup::RestartNow(const std::string& name) {
+  for (Child& c : children_) {
+    if (c.spec.name == name && c.restart_pending) {
+      c.restart_at = absl::InfinitePast();  // Wait's next round starts it
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no process ", name, " waits for a restart"));
+}
+
 absl::StatusOr<pid_t> ProcessGroup::Pid(const std::string& name) const {
   for (const Child& c : children_) {
     if (c.spec.name == name && c.running) return c.pid;

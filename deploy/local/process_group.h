@@ -64,6 +64,13 @@ class ProcessGroup {
     restart_delay_ = delay;
   }
 
+  // Starts at once the child named `name` that died and waits for its restart (the delay
+  // of SetRestartPolicy not over yet). With absl::InfiniteDuration() as the delay, a dead
+  // child comes back only by this call: a test chooses the moment a killed task returns,
+  // after what it must see while the task is gone. Call it from Wait's callbacks.
+  // Errors: NOT_FOUND no child of that name waits for a restart.
+  absl::Status RestartNow(const std::string& name);
+
   // Sends `signal` to the child named `name` if it still runs. Errors: NOT_FOUND.
   absl::Status Signal(const std::string& name, int signal);
 

@@ -116,6 +116,42 @@ TEST(ProcessGroupTest, ADelayedRestartComesAfterTheDelay) {
   EXPECT_GE(starts[1] - starts[0], 800);
 }
 
+// With an infinite delay the dead child waits, the group with it, until RestartNow: here
+// five polls (half a second) after it died, and its second run's line comes only after.
+TEST(ProcessGroupTest, AnIndefinitelyDelayedRestartWaitsForRestartNow) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string marker = std::string(tmp != nullptr ? tmp : "/tmp") + "/restart-now-marker";
+  std::remove(marker.c_str());
+  ProcessGroup group;
+  group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 3; },
+                         absl::InfiniteDuration());
+  ASSERT_TRUE(group.Start({"flaky", "/bin/sh",
+                           {"-c", "if [ -e \"$M\" ]; then echo second; exit 0; fi; "
+                                  "touch \"$M\"; echo first; exit 1"},
+                           {{"M", marker}}}).ok());
+  EXPECT_FALSE(group.RestartNow("flaky").ok());  // running: nothing to restart
+  std::vector<std::string> events;
+  int polls_since_first = -1;
+  auto exits = group.Wait(
+      absl::Seconds(60), absl::Seconds(5),
+      [&](int, const std::string&, bool is_stderr, const std::string& line) {
+        if (!is_stderr) events.push_back(line);
+        if (line == "first") polls_since_first = 0;
+      },
+      [&]() {
+        if (polls_since_first < 0 || events.back() != "first") return false;
+        // Dead (or about to be) and pending: the group goes on polling without it.
+        if (++polls_since_first < 5) return false;
+        if (group.RestartNow("flaky").ok()) events.push_back("RestartNow");
+        return false;
+      });
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 0);
+  EXPECT_EQ(exits[0].restarts, 1);
+  EXPECT_EQ(events, (std::vector<std::string>{"first", "RestartNow", "second"}));
+  EXPECT_FALSE(group.RestartNow("nobody").ok());
+}
+
 TEST(ProcessGroupTest, RestartsAreBoundedByThePolicy) {
   ProcessGroup group;
   group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 2; });
