@@ -6,13 +6,17 @@
 // nothing changes (no variable restored or added, no task stopped or registered in
 // another's place) and the jobs train to their end, every process exiting 0.
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
@@ -81,19 +85,37 @@ bool WaitForTraining(const std::string& chief) {
   return false;
 }
 
-// A variable the ps holds (asked with the job's token as "admin", which may read status).
-std::string SomeVariable(const std::string& ps) {
+// A variable the ps holds, with its shape (asked with the job's token as "admin", which
+// may read status). The training job has created its variables by now: none is a failure,
+// not a reason to aim the refused calls at a made-up name.
+VariableInfo SomeVariable(const std::string& ps) {
   auto stub =
       StubAs<ParameterServer::Stub>({JobToken(), {Role::kAdmin, 0}}, ps, &ParameterServer::NewStub);
   PsStatusRequest request;
   PsStatusResponse response;
-  EXPECT_TRUE(stub->GetStatus(Context().get(), request, &response).ok());
-  return response.variables_size() > 0 ? response.variables(0).name() : "dense/kernel";
+  const grpc::Status status = stub->GetStatus(Context().get(), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(response.variables_size(), 0) << response.DebugString();
+  return response.variables_size() > 0 ? response.variables(0) : VariableInfo();
+}
+
+// The pid of `name` in `group`, read before another thread drives the group (a stopped
+// task cannot exit, so the pid stays its own while it is stopped).
+pid_t PidOf(const ProcessGroup& group, const std::string& name) {
+  absl::StatusOr<pid_t> pid = group.Pid(name);
+  EXPECT_TRUE(pid.ok()) << pid.status();
+  return pid.ok() ? *pid : -1;
+}
+
+// Lets a task stopped with SIGSTOP go on (its whole process group, as ProcessGroup
+// signals), on every path out of the test.
+void Resume(pid_t pid) {
+  if (pid > 0) kill(-pid, SIGCONT);
 }
 
 // Every call of `caller` that would stop, read or change the job, each expected refused.
 void ExpectEveryCallRefused(const Caller& caller, const TestCluster& cluster,
-                            const std::string& variable) {
+                            const VariableInfo& variable) {
   SCOPED_TRACE(caller.name);
   auto expect = [&](const char* what, const grpc::Status& status) {
     EXPECT_EQ(status.error_code(), caller.expected) << what << ": " << status.error_message();
@@ -107,14 +129,21 @@ void ExpectEveryCallRefused(const Caller& caller, const TestCluster& cluster,
     expect("ps Shutdown", ps->Shutdown(Context().get(), request, &response));
   }
   {
+    // A restore the ps would apply for a caller allowed to: the variable's own name and
+    // shape, every value 666, version 999999 (the final account shows if it took).
     RestoreStateRequest request;
     VariableState* state = request.add_variables();
-    state->set_name(variable);
+    state->set_name(variable.name());
     state->set_version(999999);
     state->mutable_value()->set_dtype(DT_FLOAT);
-    state->mutable_value()->add_shape(1);
-    const float evil = 666;
-    state->mutable_value()->set_content(std::string(reinterpret_cast<const char*>(&evil), 4));
+    int64_t elements = 1;
+    for (int64_t d : variable.shape()) {
+      state->mutable_value()->add_shape(d);
+      elements *= d;
+    }
+    const std::vector<float> evil(elements, 666.0f);
+    state->mutable_value()->set_content(
+        std::string(reinterpret_cast<const char*>(evil.data()), evil.size() * sizeof(float)));
     RestoreStateResponse response;
     expect("ps RestoreState", ps->RestoreState(Context().get(), request, &response));
   }
@@ -138,7 +167,7 @@ void ExpectEveryCallRefused(const Caller& caller, const TestCluster& cluster,
   }
   if (caller.security.identity.role != Role::kWorker) {
     PullRequest pull;
-    pull.add_names(variable);
+    pull.add_names(variable.name());
     PullResponse pulled;
     expect("ps Pull", ps->Pull(Context().get(), pull, &pulled));
     PushRequest push;
@@ -178,17 +207,36 @@ TEST(AuthorizationClusterTest, OutsidersAndWorkersCannotStopReadOrChangeAParamet
   ASSERT_GE(JobToken().size(), 16u) << "the suite sets PSTRAIN_AUTH_TOKEN (.bazelrc)";
   ProcessGroup group;
   const std::string job = WriteTinyJob(
-      "auth_ps", {{"fit", {{"epochs", 6}}}, {"data", {{"train", {{"samples", 2000}}}}}});
+      "auth_ps", {{"fit", {{"epochs", 3}}}});
   const TestCluster cluster =
       StartTestCluster(group, 1, 2, {"--heartbeat_interval=200ms", "--chief_timeout=30s"},
-                       {"--job=" + job, "--steps_per_call=2"},
-                       {{0, {"--testing_step_delay=20ms"}}, {1, {"--testing_step_delay=20ms"}}});
+                       {"--job=" + job, "--steps_per_call=2"});
+  // The job runs until this test lets it: worker 1 is stopped when the chief, every
+  // worker ready, places the variables (its log line), before any step. Worker 1's chunk
+  // of the first epoch then never returns, so that epoch cannot end however long the calls
+  // below take, while the chief, the ps and worker 0 (training its own shard) answer.
+  const pid_t worker1 = PidOf(group, "worker1");
+  std::string refused_restore_of;  // the variable the refused RestoreState aimed at
+  absl::Notification held;
+  SignalOnLine hold{"chief", "placement: ", "worker1", SIGSTOP, /*in_log=*/true};
+  hold.after = [&held] { held.Notify(); };
   ProcessRun run;
-  std::thread wait([&] { run = CollectRun(group, absl::Minutes(4), absl::Seconds(10)); });
-  const bool training = WaitForTraining(cluster.chief);
-  EXPECT_TRUE(training) << "the chief never reported training";
-  if (training) {
-    const std::string variable = SomeVariable(cluster.ps[0]);
+  std::thread wait([&] { run = CollectRun(group, absl::Minutes(4), absl::Seconds(10), &hold); });
+  absl::Cleanup join = [&wait] {
+    if (wait.joinable()) wait.join();  // a failed ASSERT below: the job still ends
+  };
+  {
+    absl::Cleanup resume = [&] {
+      held.WaitForNotificationWithTimeout(absl::Minutes(2));  // a SIGCONT before it is lost
+      Resume(worker1);
+    };
+    ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Minutes(2)))
+        << "the chief never placed the variables";
+    const bool training = WaitForTraining(cluster.chief);
+    ASSERT_TRUE(training) << "the chief never reported training";
+    const VariableInfo variable = SomeVariable(cluster.ps[0]);
+    ASSERT_FALSE(variable.name().empty());
+    refused_restore_of = variable.name();
     std::vector<Caller> callers = Outsiders();
     // The right token, the wrong role: a worker's identity cannot do the chief's work.
     callers.push_back({"worker 1's identity", {JobToken(), {Role::kWorker, 1}},
@@ -214,14 +262,21 @@ TEST(AuthorizationClusterTest, OutsidersAndWorkersCannotStopReadOrChangeAParamet
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
                                  << run.stderr_of[exit.name];
   }
-  EXPECT_TRUE(absl::StrContains(run.stdout_of["chief"], "Epoch 6/6")) << run.stdout_of["chief"];
-  // Nothing was restored or added: the ps's own final account.
+  EXPECT_TRUE(absl::StrContains(run.stdout_of["chief"], "Epoch 3/3")) << run.stdout_of["chief"];
+  // Nothing was restored or added: the ps's own final account. Its one ps holds every
+  // variable and applied every push at once (async), so each variable's version is the
+  // number of pushes; the refused restore (version 999999) would show in the one it aimed at.
   const std::map<int, PsStatusResponse> final_status = FinalPsStatuses(run.stderr_of["ps0"]);
   ASSERT_EQ(final_status.count(0), 1u) << run.stderr_of["ps0"];
-  for (const VariableInfo& v : final_status.at(0).variables()) {
+  const PsStatusResponse& ps = final_status.at(0);
+  ASSERT_GT(ps.pushes(), 0);
+  bool aimed_at_found = false;
+  for (const VariableInfo& v : ps.variables()) {
     EXPECT_NE(v.name(), "intruder");
-    EXPECT_LT(v.version(), 999999) << v.name();
+    EXPECT_EQ(v.version(), ps.pushes()) << v.name();
+    aimed_at_found |= v.name() == refused_restore_of;
   }
+  EXPECT_TRUE(aimed_at_found) << refused_restore_of << " is missing: " << ps.DebugString();
   // The refusals were logged by the daemons that refused them.
   EXPECT_TRUE(absl::StrContains(run.stderr_of["ps0"], "refused /pstrain.ParameterServer/Shutdown"))
       << run.stderr_of["ps0"];
@@ -233,12 +288,22 @@ TEST(AuthorizationClusterTest, OnlyTheLeftNeighbourSendsChunksAndOnlyAsItsOwnRan
   ASSERT_GE(JobToken().size(), 16u);
   ProcessGroup group;
   const std::string job = WriteTinyJob(
-      "auth_ring", {{"fit", {{"epochs", 3}}}, {"data", {{"train", {{"samples", 4000}}}}}});
+      "auth_ring", {{"fit", {{"epochs", 3}}}});
   const std::vector<std::string> addresses =
       StartMirroredWorkers(group, 2, {"--job=" + job, "--device=cpu"});
   ASSERT_EQ(addresses.size(), 2u);
+  // The ring cannot start, let alone end, until this test lets worker 0 go on: stopped
+  // from the start, it leaves worker 1 serving its ring port and waiting for it
+  // (--startup_timeout, 2 min) while the refused chunks below are sent.
+  const pid_t worker0 = PidOf(group, "worker0");
+  ASSERT_TRUE(group.Signal("worker0", SIGSTOP).ok());
+  absl::Cleanup resume = [worker0] { Resume(worker0); };
   ProcessRun run;
   std::thread wait([&] { run = CollectRun(group, absl::Minutes(4), absl::Seconds(10)); });
+  absl::Cleanup join = [&wait, worker0] {
+    Resume(worker0);
+    if (wait.joinable()) wait.join();
+  };
   // Worker 1's ring port, once it serves (health needs nothing).
   bool serving = false;
   for (int i = 0; i < 600 && !serving; ++i) {
@@ -263,6 +328,7 @@ TEST(AuthorizationClusterTest, OnlyTheLeftNeighbourSendsChunksAndOnlyAsItsOwnRan
     EXPECT_EQ(status.error_code(), caller.expected) << caller.name << ": " << status.error_message();
   }
   SetClientSecurity({JobToken(), {Role::kAdmin, 0}});
+  std::move(resume).Invoke();
   wait.join();
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"

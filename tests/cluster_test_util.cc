@@ -66,6 +66,7 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
           run.signalled = true;
           run.signalled_at = absl::Now();
           EXPECT_TRUE(group.Signal(fault->victim, fault->signal).ok()) << fault->victim;
+          if (fault->after) fault->after();
         }
       },
       nullptr);

@@ -4,6 +4,7 @@
 // What the cluster tests share: reading Keras-style epoch lines back, watching a group of
 // real processes, and daemon options with short timeouts.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct SignalOnLine {
   bool in_log = false;
   // Fire on this occurrence of the line (1 = the first).
   int occurrence = 1;
+  // Called (on the thread that runs CollectRun) right after the signal was sent, e.g. to
+  // tell another thread that the victim is stopped; may be empty.
+  std::function<void()> after;
 };
 
 // Every process's exit and everything it wrote, by process name.

@@ -14,8 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/daemon/daemon_security.h"
 #include "common/rpc/client_security.h"
@@ -67,6 +69,29 @@ grpc::Status PsShutdown(const ClientSecurity& security, const std::string& ps) {
   return stub->Shutdown(Context().get(), request, &response);
 }
 
+// The ps's status read with the admin certificate: OK only if the ps listens and speaks TLS.
+grpc::Status PsStatusAsAdmin(const ClientSecurity& admin, const std::string& ps) {
+  SetClientSecurity(admin);
+  auto stub = ParameterServer::NewStub(CreateChannel(ps));
+  PsStatusRequest request;
+  PsStatusResponse response;
+  return stub->GetStatus(Context().get(), request, &response);
+}
+
+// A TLS refusal in the handshake, not a ps that does not listen: UNAVAILABLE whose reason is
+// not a refused connection, while an admin call just before and just after succeeds.
+void ExpectRefusedInTheHandshake(const char* what, const grpc::Status& status,
+                                 const grpc::Status& before, const grpc::Status& after) {
+  EXPECT_TRUE(before.ok()) << what << ": the ps did not answer just before: "
+                           << before.error_message();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << what << ": "
+                                                                << status.error_message();
+  EXPECT_FALSE(absl::StrContains(status.error_message(), "Connection refused"))
+      << what << ": " << status.error_message();
+  EXPECT_TRUE(after.ok()) << what << ": the ps did not answer just after: "
+                          << after.error_message();
+}
+
 bool WaitForTraining(const ClientSecurity& admin, const std::string& chief) {
   const absl::Time end = absl::Now() + absl::Minutes(2);
   while (absl::Now() < end) {
@@ -96,24 +121,46 @@ TEST(TlsClusterTest, AParameterServerJobTrainsOverMutualTlsAndRefusesEveryoneEls
   setenv(kAuthTokenEnvironmentVariable, "", 1);
   ProcessGroup group;
   const std::string job = WriteTinyJob(
-      "tls_ps", {{"fit", {{"epochs", 6}}}, {"data", {{"train", {{"samples", 2000}}}}}});
+      "tls_ps", {{"fit", {{"epochs", 3}}}});
   const std::string tls = "--tls_dir=" + certs;
   const TestCluster cluster = StartTestCluster(
       group, 1, 2, {tls, "--heartbeat_interval=200ms", "--chief_timeout=30s"},
-      {"--job=" + job, "--steps_per_call=2", absl::StrCat("--health_port=", health_port)},
-      {{0, {"--testing_step_delay=20ms"}}, {1, {"--testing_step_delay=20ms"}}});
+      {"--job=" + job, "--steps_per_call=2", absl::StrCat("--health_port=", health_port)});
+  // The job runs until this test lets it: worker 1 is stopped when the chief, every
+  // worker ready, places the variables (its log line), before any step; its chunk never
+  // returns, so the first epoch cannot end while the calls below are made.
+  absl::StatusOr<pid_t> worker1 = group.Pid("worker1");
+  ASSERT_TRUE(worker1.ok()) << worker1.status();
+  absl::Notification held;
+  SignalOnLine hold{"chief", "placement: ", "worker1", SIGSTOP, /*in_log=*/true};
+  hold.after = [&held] { held.Notify(); };
   ProcessRun run;
-  std::thread wait([&] { run = CollectRun(group, absl::Minutes(4), absl::Seconds(10)); });
+  std::thread wait([&] { run = CollectRun(group, absl::Minutes(4), absl::Seconds(10), &hold); });
+  absl::Cleanup join = [&] {
+    held.WaitForNotificationWithTimeout(absl::Minutes(2));  // a SIGCONT before it is lost
+    kill(-*worker1, SIGCONT);
+    if (wait.joinable()) wait.join();
+  };
   const ClientSecurity admin = TlsAs(certs, {Role::kAdmin, 0});
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Minutes(2)))
+      << "the chief never placed the variables";
   const bool training = WaitForTraining(admin, cluster.chief);
   EXPECT_TRUE(training);
   if (training) {
     // Plaintext, even with the right identity claimed: no TLS handshake, no call.
-    EXPECT_EQ(PsShutdown({"", {Role::kChief, 0}}, cluster.ps[0]).error_code(),
-              grpc::StatusCode::UNAVAILABLE);
+    {
+      const grpc::Status before = PsStatusAsAdmin(admin, cluster.ps[0]);
+      const grpc::Status refused = PsShutdown({"", {Role::kChief, 0}}, cluster.ps[0]);
+      ExpectRefusedInTheHandshake("plaintext", refused, before,
+                                  PsStatusAsAdmin(admin, cluster.ps[0]));
+    }
     // A chief certificate of another CA: the handshake fails.
-    EXPECT_EQ(PsShutdown(TlsAs(other_ca, {Role::kChief, 0}), cluster.ps[0]).error_code(),
-              grpc::StatusCode::UNAVAILABLE);
+    {
+      const grpc::Status before = PsStatusAsAdmin(admin, cluster.ps[0]);
+      const grpc::Status refused = PsShutdown(TlsAs(other_ca, {Role::kChief, 0}), cluster.ps[0]);
+      ExpectRefusedInTheHandshake("another CA", refused, before,
+                                  PsStatusAsAdmin(admin, cluster.ps[0]));
+    }
     // The cluster's CA, a worker's certificate: not the chief's calls, not ps 0's place.
     const ClientSecurity worker1 = TlsAs(certs, {Role::kWorker, 1});
     const grpc::Status stop = PsShutdown(worker1, cluster.ps[0]);
@@ -152,13 +199,13 @@ TEST(TlsClusterTest, AParameterServerJobTrainsOverMutualTlsAndRefusesEveryoneEls
               grpc::StatusCode::UNIMPLEMENTED);
   }
   SetClientSecurity({});
-  wait.join();
+  std::move(join).Invoke();
   ASSERT_EQ(run.exits.size(), 4u);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
                                  << run.stderr_of[exit.name];
   }
-  EXPECT_TRUE(absl::StrContains(run.stdout_of["chief"], "Epoch 6/6")) << run.stdout_of["chief"];
+  EXPECT_TRUE(absl::StrContains(run.stdout_of["chief"], "Epoch 3/3")) << run.stdout_of["chief"];
   EXPECT_TRUE(absl::StrContains(run.stderr_of["ps0"], "refused /pstrain.ParameterServer/Shutdown from certificate worker-1"))
       << run.stderr_of["ps0"];
 }
