@@ -30,6 +30,12 @@ namespace {
 const std::vector<std::string> kQuickTimeouts = {"--heartbeat_interval=200ms",
                                                  "--chief_timeout=10s"};
 
+// The chief's RPC deadline in the lost-worker tests: 10 s (times SanitizerSlowdown()),
+// which no healthy answer on a loaded machine comes near.
+std::string RpcTimeoutFlag() {
+  return absl::StrCat("--rpc_timeout=", absl::FormatDuration(ScaledForSanitizers(absl::Seconds(10))));
+}
+
 // psctl's output read back as a user's script would: one row of whitespace-separated
 // fields per line.
 struct PsctlRun {
@@ -70,9 +76,9 @@ const std::map<std::string, std::string> kTinyVariables = {{"dense/kernel", "[78
                                                            {"dense_1/kernel", "[64,10]"},
                                                            {"dense_1/bias", "[10]"}};
 
-// What psctl shows of the job while it trains (read at the end of epoch 1, with slowed
-// workers so the job is still running): the chief's status and layout, then each ps that
-// the status names, whose variables must be those the layout puts on it.
+// What psctl shows of the job while it trains (read at the end of epoch 1, with both
+// workers stopped so the job waits for them): the chief's status and layout, then each ps
+// that the status names, whose variables must be those the layout puts on it.
 void CheckPsctlAgainstTheRunningJob(const std::string& chief, std::string* report) {
   PsctlRun status = RunPsctl("status --chief=" + chief);
   ASSERT_EQ(status.exit_code, 0) << status.out;
@@ -139,9 +145,10 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
   options.bin_dir = ".";
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--steps_per_call=4"};
   options.task_args = kQuickTimeouts;
-  // 0.1 s a step: the job runs for seconds, long enough for psctl to look at it. Longer
-  // under a sanitizer, where each psctl run itself takes a second or more to start, so
-  // the job would otherwise be over before the third one asks a ps.
+  // 0.1 s a step (more under a sanitizer): after "Epoch 1/" the job has at least 21 steps
+  // of both workers, over 2 s, to go, and this test stops the workers within
+  // milliseconds of reading that line. While psctl looks (its runs take seconds on a
+  // loaded machine) the job waits for them, its chief and ps tasks answering.
   options.worker_args = {
       absl::StrCat("--testing_step_delay=", 100 * SanitizerSlowdown(), "ms")};
   ProcessGroup group;
@@ -160,7 +167,13 @@ TEST(MultiprocessClusterTest, FiveProcessesTrainAndExitCleanly) {
         }
         if (!is_stderr && !looked && absl::StartsWith(line, "Epoch 1/")) {
           looked = true;
+          for (const char* worker : {"worker0", "worker1"}) {
+            EXPECT_TRUE(group.Signal(worker, SIGSTOP).ok()) << worker;
+          }
           CheckPsctlAgainstTheRunningJob("localhost:" + chief_port, &psctl_report);
+          for (const char* worker : {"worker0", "worker1"}) {
+            EXPECT_TRUE(group.Signal(worker, SIGCONT).ok()) << worker;
+          }
         }
       },
       nullptr);
@@ -301,9 +314,10 @@ const SignalOnLine kKillWorker1AtEpoch2{"chief", "Epoch 2/", "worker1", SIGKILL}
 TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
   LocalClusterOptions options;
   options.bin_dir = ".";
-  // A short RPC deadline so the chief notices the dead worker at once.
+  // The chief's calls to the dead worker are refused at once (nothing listens on its
+  // port); the deadline only bounds the healthy tasks' answers on a loaded machine.
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=30",
-                        "--steps_per_call=2", "--rpc_timeout=3s"};
+                        "--steps_per_call=2", RpcTimeoutFlag()};
   options.task_args = kQuickTimeouts;
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
@@ -337,7 +351,7 @@ TEST(MultiprocessClusterTest, AKilledWorkerIsRestartedAndRejoins) {
   LocalClusterOptions options;
   options.bin_dir = ".";
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json", "--epochs=40",
-                        "--steps_per_call=2", "--rpc_timeout=3s"};
+                        "--steps_per_call=2", RpcTimeoutFlag()};
   options.task_args = kQuickTimeouts;
   ProcessGroup group;
   group.SetRestartPolicy(RestartLikeAnOrchestrator);
