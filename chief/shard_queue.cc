@@ -34,7 +34,11 @@ bool ShardQueue::CanTake() const {
 
 std::optional<ShardQueue::Chunk> ShardQueue::Take(const std::vector<int>& preferred) {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &ShardQueue::CanTake));
+  if (!CanTake()) {
+    ++blocked_takes_;
+    mu_.Await(absl::Condition(this, &ShardQueue::CanTake));
+    --blocked_takes_;
+  }
   if (closed_ || AllFinished()) return std::nullopt;
   int chosen = -1;
   for (int shard : preferred) {
@@ -54,6 +58,11 @@ std::optional<ShardQueue::Chunk> ShardQueue::Take(const std::vector<int>& prefer
   chunk.steps = steps_per_shard_ < 0 ? steps_per_chunk_
                                      : std::min(steps_per_chunk_, steps_per_shard_ - s.next_step);
   return chunk;
+}
+
+int ShardQueue::BlockedTakes() const {
+  absl::MutexLock lock(&mu_);
+  return blocked_takes_;
 }
 
 void ShardQueue::Release(const Chunk& chunk) {

@@ -59,6 +59,11 @@ class ShardQueue {
   // Take. Errors: INVALID_ARGUMENT another number of shards, or a negative step.
   absl::Status Resume(const std::vector<Position>& positions) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Takes blocked right now, waiting for a held shard to be returned or finished (a
+  // worker idle while others hold every unfinished shard). Lets a test wait for a Take to
+  // block instead of sleeping and hoping it did.
+  int BlockedTakes() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Every shard finished.
   bool Done() const ABSL_LOCKS_EXCLUDED(mu_);
   // Shards not finished yet, in order.
@@ -80,6 +85,7 @@ class ShardQueue {
   mutable absl::Mutex mu_;
   std::vector<Shard> shards_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int blocked_takes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pstrain

@@ -85,22 +85,36 @@ TEST(ShardQueueTest, AChunkThatRanNoStepFinishesItsShard) {
   EXPECT_TRUE(queue.Done());
 }
 
+// Until the queue counts `n` blocked Takes (or a minute passes, a failure).
+bool WaitForBlockedTakes(const ShardQueue& queue, int n) {
+  const absl::Time end = absl::Now() + absl::Minutes(1);
+  while (queue.BlockedTakes() != n) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 TEST(ShardQueueTest, TakeWaitsForAHeldShardToBeReturned) {
   ShardQueue queue(1, 2, -1);
+  EXPECT_EQ(queue.BlockedTakes(), 0);
   std::optional<ShardQueue::Chunk> held = queue.Take({0});
   ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(queue.BlockedTakes(), 0);  // a free shard: no wait
   std::atomic<bool> taken{false};
   std::optional<ShardQueue::Chunk> second;
   std::thread waiter([&] {
     second = queue.Take({0});
     taken = true;
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  // The waiter is inside Take and blocked there: it has not taken the held shard.
+  EXPECT_TRUE(WaitForBlockedTakes(queue, 1));
   EXPECT_FALSE(taken.load());
   queue.Return(*held);
   waiter.join();
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(second->first_step, 0);
+  EXPECT_EQ(queue.BlockedTakes(), 0);
 }
 
 TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
@@ -108,7 +122,7 @@ TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
   std::optional<ShardQueue::Chunk> held = queue.Take({0});
   std::optional<ShardQueue::Chunk> none = ShardQueue::Chunk{};
   std::thread waiter([&] { none = queue.Take({0}); });
-  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(WaitForBlockedTakes(queue, 1));  // blocked, so the Complete below wakes it
   queue.Complete(*held, 1, /*end_of_data=*/true);
   waiter.join();
   EXPECT_FALSE(none.has_value());
@@ -117,7 +131,7 @@ TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
   std::optional<ShardQueue::Chunk> h = closing.Take({0});
   std::optional<ShardQueue::Chunk> n = ShardQueue::Chunk{};
   std::thread w([&] { n = closing.Take({0}); });
-  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(WaitForBlockedTakes(closing, 1));  // blocked, so the Close below wakes it
   closing.Close();
   w.join();
   EXPECT_FALSE(n.has_value());

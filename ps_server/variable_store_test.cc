@@ -1,6 +1,7 @@
 #include "ps_server/variable_store.h"
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -250,6 +251,17 @@ TEST(VariableStoreTest, PushesByWorkerKeepAtMost1024NamesAndCountTheRest) {
   EXPECT_EQ(total, 1031);
 }
 
+// Until `condition` holds (polled every millisecond), or a minute passes (false): a test
+// waits for the event itself, never a fixed time that a loaded machine may not keep.
+bool WaitUntil(const std::function<bool()>& condition) {
+  const absl::Time end = absl::Now() + absl::Minutes(1);
+  while (!condition()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 TEST(VariableStoreSyncTest, ALonePushIsAppliedAfterTheTimeout) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"w", Tensor({1}, {5})}}, Sgd(1), Sync(2, 100)).ok());
@@ -289,13 +301,18 @@ TEST(VariableStoreSyncTest, AWorkerSilentForTheTimeoutNoLongerCountsTowardsTheAg
   EXPECT_EQ(Values((*values)[0]), (std::vector<float>{5}));  // 10 - 3 - 1 - 1
   EXPECT_EQ(versions[0], 3);
   // "b" pushes again: two gradients make an aggregate once more (one alone waits).
+  const int64_t waits_before = store.consistency_waits();
   std::atomic<bool> applied{false};
   std::thread b([&] {
     EXPECT_TRUE(store.Push({{"w", Tensor({1}, {2})}}, At("b", 3, {3})).ok());
     applied = true;
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  // Its push has joined the aggregate and waits (counted before it waits), not applied.
+  EXPECT_TRUE(WaitUntil([&] { return store.consistency_waits() == waits_before + 1; }));
   EXPECT_FALSE(applied.load());
+  std::vector<int64_t> waiting_versions;
+  ASSERT_TRUE(store.Pull({"w"}, &waiting_versions).ok());
+  EXPECT_EQ(waiting_versions[0], 3);
   ASSERT_TRUE(store.Push({{"w", Tensor({1}, {4})}}, At("a", 3, {3})).ok());
   b.join();
   values = store.Pull({"w"}, &versions);
@@ -322,7 +339,8 @@ TEST(VariableStoreStalenessTest, AWorkerTooFarAheadWaitsForTheSlowOne) {
     EXPECT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("fast", 3)).ok());  // 3 ahead: waits
     done = true;
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  // The push counts its wait before it waits: from then on it must not be applied.
+  EXPECT_TRUE(WaitUntil([&] { return store.consistency_waits() == 1; }));
   EXPECT_FALSE(done.load());
   EXPECT_EQ(store.num_pushes(), 2);
   ASSERT_TRUE(store.Push({{"w", Tensor({1}, {1})}}, At("slow", 1)).ok());
