@@ -1,5 +1,6 @@
 #include "chief/placement.h"
 
+#include <algorithm>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -104,6 +105,16 @@ TEST(PlacementTest, SizeBalancedBeatsRoundRobinOnSkewedModels) {
   // The big kernel alone on ps 0; everything else on ps 1.
   EXPECT_EQ((*balanced)[0].ps_index(), 0);
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ((*balanced)[i].ps_index(), 1);
+  // Round-robin puts both kernels on ps 0 and both biases on ps 1. The busiest ps is what
+  // a step waits for: size-balanced leaves it less to hold.
+  auto round_robin = PlaceRoundRobin(model, 2);
+  ASSERT_TRUE(round_robin.ok());
+  const std::vector<int64_t> balanced_loads = Loads(*balanced, 2);
+  const std::vector<int64_t> round_robin_loads = Loads(*round_robin, 2);
+  EXPECT_EQ(balanced_loads, (std::vector<int64_t>{784 * 64 * 4, (64 + 64 * 10 + 10) * 4}));
+  EXPECT_EQ(round_robin_loads, (std::vector<int64_t>{(784 * 64 + 64 * 10) * 4, (64 + 10) * 4}));
+  EXPECT_LT(*std::max_element(balanced_loads.begin(), balanced_loads.end()),
+            *std::max_element(round_robin_loads.begin(), round_robin_loads.end()));
 }
 
 TEST(PlacementTest, MinShardBytesDecidesTheShardCount) {

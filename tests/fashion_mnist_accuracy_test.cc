@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "common/data/data_spec.h"
 #include "common/model/job_spec.h"
@@ -17,36 +20,9 @@
 namespace pstrain {
 namespace {
 
-// examples/fashion_mnist.json, inline: the examples folder is not a Bazel package.
-constexpr char kJob[] = R"json({
-  "model": {
-    "class_name": "Sequential",
-    "config": {
-      "name": "seed",
-      "layers": [
-        {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 784], "dtype": "float32", "name": "input"}},
-        {"class_name": "Dense", "config": {"name": "dense", "units": 64, "activation": "relu", "use_bias": true,
-          "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
-          "bias_initializer": {"class_name": "Zeros", "config": {}}}},
-        {"class_name": "Dropout", "config": {"name": "dropout", "rate": 0.2}},
-        {"class_name": "Dense", "config": {"name": "dense_1", "units": 10, "activation": "softmax", "use_bias": true,
-          "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
-          "bias_initializer": {"class_name": "Zeros", "config": {}}}}
-      ]
-    }
-  },
-  "compile": {
-    "optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
-    "loss": "sparse_categorical_crossentropy",
-    "metrics": ["accuracy"]
-  },
-  "fit": {"epochs": 10, "batch_size": 64, "shuffle": true},
-  "data": {
-    "train": {"type": "fashion_mnist", "split": "train"},
-    "validation": {"type": "fashion_mnist", "split": "test"}
-  },
-  "seed": 42
-})json";
+// The example job a user starts from (//examples:fashion_mnist.json), as it is in the
+// tree: a change to it that loses the accuracy fails here.
+constexpr char kJobPath[] = "examples/fashion_mnist.json";
 
 constexpr double kTarget = 0.85;
 
@@ -55,9 +31,12 @@ TEST(FashionMnistAccuracyTest, SeedModelReachesKerasAccuracy) {
     GTEST_SKIP() << kFashionMnistDir
                  << " is absent: install the Debian package dataset-fashion-mnist";
   }
-  absl::StatusOr<JobSpec> job = ParseJobSpec(kJob, ".");
+  std::ifstream file(kJobPath);
+  ASSERT_TRUE(file.good()) << kJobPath;
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  absl::StatusOr<JobSpec> job = ParseJobSpec(text, "examples");
   ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<FitData> data = LoadFitData(*job, ".");
+  absl::StatusOr<FitData> data = LoadFitData(*job, "examples");
   ASSERT_TRUE(data.ok()) << data.status();
   ASSERT_EQ(data->train->num_examples(), 60000);
   ASSERT_EQ(data->validation->num_examples(), 10000);
