@@ -92,6 +92,10 @@ absl::StatusOr<ProcessGroup::Child> ProcessGroup::Spawn(const Spec& spec) {
     (void)ignored;
     _exit(127);
   }
+  // Here too, not only in the child: until the child has run its setpgid, its group does
+  // not exist, and a Signal sent right after Start (kill(-pid)) would be lost. Whichever
+  // of the two runs first makes it; the later one fails harmlessly (EACCES after exec).
+  setpgid(pid, pid);
   close(out_pipe[1]);
   close(err_pipe[1]);
   Child child;

@@ -152,6 +152,21 @@ TEST(ProcessGroupTest, AnIndefinitelyDelayedRestartWaitsForRestartNow) {
   EXPECT_FALSE(group.RestartNow("nobody").ok());
 }
 
+// A signal sent at once after Start reaches the child, even before the child has run a
+// line of its own (its process group is made by the parent too). Lost, it would leave the
+// child to the timeout's SIGTERM.
+TEST(ProcessGroupTest, ASignalRightAfterStartIsNotLost) {
+  for (int i = 0; i < 20; ++i) {
+    ProcessGroup group;
+    ASSERT_TRUE(group.Start({"sleeper", "/bin/sleep", {"600"}, {}}).ok());
+    ASSERT_TRUE(group.Signal("sleeper", SIGKILL).ok());
+    auto exits = group.Wait(absl::Seconds(30), absl::Seconds(1),
+                            [](int, const std::string&, bool, const std::string&) {}, nullptr);
+    ASSERT_EQ(exits.size(), 1u);
+    ASSERT_EQ(exits[0].signal, SIGKILL) << "run " << i << ": " << DescribeExit(exits[0]);
+  }
+}
+
 TEST(ProcessGroupTest, RestartsAreBoundedByThePolicy) {
   ProcessGroup group;
   group.SetRestartPolicy([](const ProcessGroup::Exit& exit) { return exit.restarts < 2; });
