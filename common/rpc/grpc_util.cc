@@ -130,7 +130,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   // Reconnect quickly after a peer restarts instead of gRPC's default backoff of up to 120 s.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC reads this as the least time one connection attempt (TCP, TLS and HTTP/2
+  // handshakes) is given, not as a pause: at 100 ms a peer slow to answer on a loaded
+  // machine failed the call ("connection attempt timed out before receiving SETTINGS
+  // frame"). A refused connection (nothing listens) still fails at once and is retried
+  // after the backoff above.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   // TLS, the job's token and this process's identity on every call (client_security.h).
   std::shared_ptr<grpc::ChannelCredentials> credentials = ClientChannelCredentials();
   auto interceptors = MakeClientSecurityInterceptors();

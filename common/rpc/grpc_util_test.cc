@@ -1,5 +1,10 @@
 #include "common/rpc/grpc_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
@@ -33,6 +38,32 @@ TEST(GrpcUtilTest, UnreachablePeerFailsWithinDeadlineAndIsNamed) {
   absl::Status status = FromGrpcStatus(stub->Check(&context, request, &response), "chief");
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(status.message().substr(0, 7), "chief: ");
+}
+
+// A peer that takes the TCP connection but is slow to answer the handshake (a loaded
+// machine): the call waits for it up to its own deadline instead of failing UNAVAILABLE
+// when a 100 ms connection attempt gives up. Here the listener never accepts, so the call
+// ends at its deadline.
+TEST(GrpcUtilTest, ASlowHandshakeIsWaitedForUntilTheCallsDeadline) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);  // the kernel completes TCP handshakes; nobody answers
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  auto stub = grpc::health::v1::Health::NewStub(CreateChannel(address));
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(2));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  close(fd);
 }
 
 TEST(GrpcUtilTest, StartedServerAnswersHealthChecks) {
