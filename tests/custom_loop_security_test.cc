@@ -79,6 +79,23 @@ bool WaitForServing(const std::string& address, const ClientSecurity& security) 
   return false;
 }
 
+// Until the parameter-server worker at `address` has registered its functions and serves
+// them (GetStatus ready): serving health comes first, so a test that means to check the
+// worker is still ready after something must see it ready before.
+bool WaitForReady(const std::string& address, const ClientSecurity& security) {
+  const absl::Time end = absl::Now() + absl::Minutes(1);
+  while (absl::Now() < end) {
+    auto worker = FunctionWorker::NewStub(ChannelAs(security, address));
+    FunctionWorkerStatusRequest request;
+    FunctionWorkerStatusResponse response;
+    if (worker->GetStatus(Context().get(), request, &response).ok() && response.ready()) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
 // TF_CONFIG's cluster on free loopback ports: job -> its tasks' addresses.
 std::vector<std::pair<std::string, std::vector<std::string>>> FreeCluster(
     const std::vector<std::pair<std::string, int>>& counts) {
@@ -184,6 +201,7 @@ TEST(CustomLoopSecurityTest, ParameterServerTasksServeOnlyTheJobsTokenAndTheRigh
   const ClientSecurity admin{kToken, {Role::kAdmin, 0}};
   ASSERT_TRUE(WaitForServing(ps_address, admin));
   ASSERT_TRUE(WaitForServing(worker_address, admin));
+  ASSERT_TRUE(WaitForReady(worker_address, admin));
 
   std::vector<Caller> callers = Outsiders();
   callers.push_back(
