@@ -46,6 +46,34 @@ def skipped_cases(xml_path):
     return cases, skipped
 
 
+def target_cases(target_dir):
+    """(cases run, skipped) of one target: its test.xml, or a sharded target's shard_*/test.xml
+    (Bazel writes no merged file), whichever a run wrote last (the other may be left over
+    from a run before the target's shard_count changed)."""
+    def mtime(path):
+        try:
+            return os.path.getmtime(path)
+        except OSError:
+            return None
+    try:
+        shards = [os.path.join(target_dir, d, "test.xml") for d in os.listdir(target_dir)
+                  if d.startswith("shard_")]
+    except OSError:
+        shards = []
+    shards = [p for p in shards if mtime(p) is not None]
+    whole = os.path.join(target_dir, "test.xml")
+    paths = [whole]
+    if shards and (mtime(whole) is None or min(mtime(p) for p in shards) > mtime(whole)):
+        paths = shards
+    cases, skipped = 0, []
+    for path in paths:
+        found = skipped_cases(path)
+        if found is not None:
+            cases += found[0]
+            skipped += found[1]
+    return cases, skipped
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
@@ -78,8 +106,7 @@ def main():
         if status != "PASSED":
             continue
         package, name = target[2:].split(":", 1)
-        found = skipped_cases(os.path.join(args.testlogs, package, name, "test.xml"))
-        cases, skips = found if found is not None else (0, [])
+        cases, skips = target_cases(os.path.join(args.testlogs, package, name))
         if cases > 0 and len(skips) == cases:
             skipped += 1
             print("%s%s SKIPPED (all %d test cases): %s" % (target, label, cases, skips[0][1]))
