@@ -16,7 +16,8 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/daemon/command_line.h"
@@ -155,259 +156,300 @@ std::string MakeAuthTokenFile(const std::string& path) {
   return written ? token : "";
 }
 
-}  // namespace
+// How the launcher runs the job: which processes it starts (the strategy itself is the
+// trainers' business; they get the flag as it was given).
+enum class LaunchMode {
+  kOneProcess,           // default, mirrored: worker/train alone, no cluster
+  kParameterServer,      // a chief, --ps ps and --workers workers
+  kMultiWorkerMirrored,  // --workers worker/train processes in a ring, no chief or ps
+};
 
-int main(int argc, char** argv) {
-  pstrain::ParseCommandLineWithUsage(argc, argv,
-      "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
-  const std::string strategy = absl::GetFlag(FLAGS_strategy);
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
-    return Fail(absl::StrCat("cannot read job spec ", absl::GetFlag(FLAGS_job)));
-  }
-  const std::string bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
-                                                                   : absl::GetFlag(FLAGS_bin_dir);
-  if (strategy == "default" || strategy == "mirrored") {
-    // TensorFlow's default and mirrored strategies: one process, no cluster. The trainer is
-    // its own binary.
-    const std::string train = bin_dir + "/worker/train";
-    std::vector<std::string> args = {train, absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
-                                     absl::StrCat("--device=", device),
-                                     absl::StrCat("--strategy=", strategy)};
-    if (strategy == "mirrored") {
-      args.push_back(absl::StrCat("--devices=", absl::GetFlag(FLAGS_devices)));
-    }
-    if (absl::GetFlag(FLAGS_epochs) > 0) {
-      args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
-    }
-    // Checkpoints per epoch, as the cluster keeps them, so a second run resumes.
-    std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-    if (checkpoint_dir.empty()) {
-      std::string pattern = "/tmp/pstrain-checkpoints-XXXXXX";
-      if (mkdtemp(pattern.data()) == nullptr) {
-        return Fail("cannot create a checkpoint folder in /tmp");
-      }
-      checkpoint_dir = pattern;
-    }
-    args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
-    std::string logdir = absl::GetFlag(FLAGS_logdir);
-    if (logdir.empty()) {
-      std::string pattern = "/tmp/pstrain-tensorboard-XXXXXX";
-      if (mkdtemp(pattern.data()) != nullptr) logdir = pattern;
-    }
-    if (!logdir.empty()) args.push_back(absl::StrCat("--logdir=", logdir));
-    if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) args.push_back("--log_format=json");
-    std::string watch;
-    if (absl::GetFlag(FLAGS_metrics)) {
-      absl::StatusOr<std::vector<int>> port = pstrain::PickFreePorts(1);
-      if (!port.ok()) return Fail(std::string(port.status().message()));
-      args.push_back(absl::StrCat("--metrics_port=", (*port)[0]));
-      watch = absl::StrCat("; dashboard http://localhost:", (*port)[0], "/ (metrics at /metrics)");
-    }
-    std::printf("pstrain: %s strategy, one process; checkpoints in %s; TensorBoard logs in %s%s\n",
-                strategy.c_str(), checkpoint_dir.c_str(), logdir.c_str(), watch.c_str());
-    std::fflush(stdout);
-    std::vector<char*> argv_train;
-    for (std::string& a : args) argv_train.push_back(a.data());
-    argv_train.push_back(nullptr);
-    execv(train.c_str(), argv_train.data());
-    return Fail(absl::StrCat("cannot execute ", train));
-  }
-  if (strategy != "parameter_server" && strategy != "multi_worker_mirrored") {
-    return Fail(absl::StrCat("--strategy=", strategy,
-                             " is not one of parameter_server, default, mirrored, "
-                             "multi_worker_mirrored"));
-  }
-  const bool mwms = strategy == "multi_worker_mirrored";
+absl::StatusOr<LaunchMode> ParseLaunchMode(const std::string& strategy) {
+  if (strategy == "default" || strategy == "mirrored") return LaunchMode::kOneProcess;
+  if (strategy == "parameter_server") return LaunchMode::kParameterServer;
+  if (strategy == "multi_worker_mirrored") return LaunchMode::kMultiWorkerMirrored;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--strategy=", strategy,
+      " is not one of parameter_server, default, mirrored, multi_worker_mirrored"));
+}
 
-  auto fresh_dir = [](const char* prefix) -> std::string {
-    std::string pattern = absl::StrCat("/tmp/", prefix, "-XXXXXX");
-    return mkdtemp(pattern.data()) == nullptr ? "" : pattern;
-  };
-  std::string log_dir = absl::GetFlag(FLAGS_log_dir);
-  if (log_dir.empty() && (log_dir = fresh_dir("pstrain-logs")).empty()) {
-    return Fail("cannot create a log folder in /tmp");
+// Flags that cannot go together, checked before anything is made or started.
+absl::Status CheckFlagCombinations(LaunchMode mode) {
+  if (absl::GetFlag(FLAGS_tls) && absl::GetFlag(FLAGS_insecure)) {
+    return absl::InvalidArgumentError("--tls and --insecure exclude each other");
   }
+  if (mode == LaunchMode::kMultiWorkerMirrored && absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_every_steps is for the parameter_server strategy");
+  }
+  if (absl::GetFlag(FLAGS_sync) && absl::GetFlag(FLAGS_staleness) >= 0) {
+    return absl::InvalidArgumentError("--sync and --staleness exclude each other");
+  }
+  if (mode == LaunchMode::kMultiWorkerMirrored && absl::GetFlag(FLAGS_workers) < 1) {
+    return absl::InvalidArgumentError("--workers must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+// A new folder /tmp/PREFIX-XXXXXX, or "" when none can be made.
+std::string FreshTempDir(const char* prefix) {
+  std::string pattern = absl::StrCat("/tmp/", prefix, "-XXXXXX");
+  return mkdtemp(pattern.data()) == nullptr ? "" : pattern;
+}
+
+std::string JobFlag() { return absl::StrCat("--job=", absl::GetFlag(FLAGS_job)); }
+
+// "--epochs=N" when the user overrides the job's epochs, else nothing.
+std::vector<std::string> EpochsFlag() {
+  if (absl::GetFlag(FLAGS_epochs) <= 0) return {};
+  return {absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs))};
+}
+
+// default and mirrored: TensorFlow's strategies of one process, no cluster. This process
+// becomes worker/train; returns only when that fails.
+int ExecOneProcessTrainer(const std::string& bin_dir, const std::string& strategy) {
+  const std::string train = bin_dir + "/worker/train";
+  std::vector<std::string> args = {train, JobFlag(),
+                                   absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
+                                   absl::StrCat("--strategy=", strategy)};
+  if (strategy == "mirrored") {
+    args.push_back(absl::StrCat("--devices=", absl::GetFlag(FLAGS_devices)));
+  }
+  for (std::string& epochs : EpochsFlag()) args.push_back(std::move(epochs));
+  // Checkpoints per epoch, as the cluster keeps them, so a second run resumes.
   std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  if (checkpoint_dir.empty() &&
-      (checkpoint_dir = fresh_dir("pstrain-checkpoints")).empty()) {
+  if (checkpoint_dir.empty() && (checkpoint_dir = FreshTempDir("pstrain-checkpoints")).empty()) {
     return Fail("cannot create a checkpoint folder in /tmp");
   }
+  args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
+  std::string logdir = absl::GetFlag(FLAGS_logdir);
+  if (logdir.empty()) logdir = FreshTempDir("pstrain-tensorboard");
+  if (!logdir.empty()) args.push_back(absl::StrCat("--logdir=", logdir));
+  if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) args.push_back("--log_format=json");
+  std::string watch;
+  if (absl::GetFlag(FLAGS_metrics)) {
+    absl::StatusOr<std::vector<int>> port = pstrain::PickFreePorts(1);
+    if (!port.ok()) return Fail(std::string(port.status().message()));
+    args.push_back(absl::StrCat("--metrics_port=", (*port)[0]));
+    watch = absl::StrCat("; dashboard http://localhost:", (*port)[0], "/ (metrics at /metrics)");
+  }
+  std::printf("pstrain: %s strategy, one process; checkpoints in %s; TensorBoard logs in %s%s\n",
+              strategy.c_str(), checkpoint_dir.c_str(), logdir.c_str(), watch.c_str());
+  std::fflush(stdout);
+  std::vector<char*> argv_train;
+  for (std::string& a : args) argv_train.push_back(a.data());
+  argv_train.push_back(nullptr);
+  execv(train.c_str(), argv_train.data());
+  return Fail(absl::StrCat("cannot execute ", train));
+}
 
+// Where a cluster run keeps its files.
+struct RunFolders {
+  std::string log_dir;         // each task's log, the auth token, tls/
+  std::string checkpoint_dir;  // the chief's (worker 0's) checkpoints
+  std::string logdir;          // TensorBoard event files
+};
+
+// The folders of --log_dir, --checkpoint_dir and --logdir, new temp ones where not given.
+// Errors: INTERNAL naming the folder that cannot be made.
+absl::StatusOr<RunFolders> MakeRunFolders() {
+  RunFolders folders;
+  folders.log_dir = absl::GetFlag(FLAGS_log_dir);
+  if (folders.log_dir.empty() && (folders.log_dir = FreshTempDir("pstrain-logs")).empty()) {
+    return absl::InternalError("cannot create a log folder in /tmp");
+  }
+  folders.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (folders.checkpoint_dir.empty() &&
+      (folders.checkpoint_dir = FreshTempDir("pstrain-checkpoints")).empty()) {
+    return absl::InternalError("cannot create a checkpoint folder in /tmp");
+  }
   // A --log_dir that does not exist yet is made (the task logs and the token go there).
   std::error_code made_log_dir;
-  std::filesystem::create_directories(log_dir, made_log_dir);
+  std::filesystem::create_directories(folders.log_dir, made_log_dir);
   if (made_log_dir) {
-    return Fail(absl::StrCat("cannot create the log folder ", log_dir, ": ", made_log_dir.message()));
+    return absl::InternalError(absl::StrCat("cannot create the log folder ", folders.log_dir,
+                                            ": ", made_log_dir.message()));
   }
+  folders.logdir = absl::GetFlag(FLAGS_logdir);
+  if (folders.logdir.empty()) folders.logdir = folders.log_dir + "/tensorboard";
+  return folders;
+}
 
-  std::string logdir = absl::GetFlag(FLAGS_logdir);
-  if (logdir.empty()) logdir = log_dir + "/tensorboard";
+// How the run's tasks prove who they are.
+struct RunSecurity {
+  std::string tls_dir;  // --tls: the CA and every task's certificate; else ""
+  std::string note;     // for the first line: where psctl finds the token or certificates
+};
 
-  // Mutual TLS: a CA and a certificate per task in the log folder, read by every task
-  // (--tls_dir) and by psctl (admin.crt).
-  std::string tls_dir;
+// Mutual TLS (--tls): a CA and a certificate per task in the log folder, read by every
+// task (--tls_dir) and by psctl (admin.crt). Authorization: one random token per run,
+// which every task inherits through its environment (a token the user exported already
+// is kept), or none with --insecure. Errors: INTERNAL when certificates or the token
+// cannot be made.
+absl::StatusOr<RunSecurity> SetUpSecurity(const RunFolders& folders, LaunchMode mode) {
+  RunSecurity security;
+  const bool chief_and_ps = mode == LaunchMode::kParameterServer;
   if (absl::GetFlag(FLAGS_tls)) {
-    if (absl::GetFlag(FLAGS_insecure)) return Fail("--tls and --insecure exclude each other");
-    tls_dir = log_dir + "/tls";
+    security.tls_dir = folders.log_dir + "/tls";
     std::vector<std::string> names;
-    if (!mwms) names.push_back("chief-0");
-    for (int i = 0; !mwms && i < absl::GetFlag(FLAGS_ps); ++i) names.push_back(absl::StrCat("ps-", i));
-    for (int i = 0; i < absl::GetFlag(FLAGS_workers); ++i) names.push_back(absl::StrCat("worker-", i));
-    if (absl::Status made = MakeClusterCertificates(tls_dir, names); !made.ok()) {
-      return Fail(std::string(made.message()));
+    if (chief_and_ps) names.push_back("chief-0");
+    for (int i = 0; chief_and_ps && i < absl::GetFlag(FLAGS_ps); ++i) {
+      names.push_back(absl::StrCat("ps-", i));
+    }
+    for (int i = 0; i < absl::GetFlag(FLAGS_workers); ++i) {
+      names.push_back(absl::StrCat("worker-", i));
+    }
+    if (absl::Status made = MakeClusterCertificates(security.tls_dir, names); !made.ok()) {
+      return made;
     }
   }
-
-  // Authorization: one random token per run, which every task inherits through its
-  // environment (a token the user exported already is kept), or none with --insecure.
-  std::string token_note;
   if (absl::GetFlag(FLAGS_insecure)) {
     unsetenv("PSTRAIN_AUTH_TOKEN");
   } else if (const char* own = getenv("PSTRAIN_AUTH_TOKEN"); own == nullptr || *own == '\0') {
-    const std::string token_file = log_dir + "/auth_token";
+    const std::string token_file = folders.log_dir + "/auth_token";
     const std::string token = MakeAuthTokenFile(token_file);
-    if (token.empty()) return Fail(absl::StrCat("cannot write an auth token to ", token_file));
+    if (token.empty()) {
+      return absl::InternalError(absl::StrCat("cannot write an auth token to ", token_file));
+    }
     setenv("PSTRAIN_AUTH_TOKEN", token.c_str(), 1);
-    token_note = absl::StrCat("; auth token in ", token_file, " (psctl --auth_token_file=",
-                              token_file, ")");
+    security.note = absl::StrCat("; auth token in ", token_file, " (psctl --auth_token_file=",
+                                 token_file, ")");
   }
-  if (!tls_dir.empty()) {
-    token_note = absl::StrCat("; mutual TLS, certificates in ", tls_dir, " (psctl --tls_dir=",
-                              tls_dir, ")");
+  if (!security.tls_dir.empty()) {
+    security.note = absl::StrCat("; mutual TLS, certificates in ", security.tls_dir,
+                                 " (psctl --tls_dir=", security.tls_dir, ")");
   }
+  return security;
+}
 
-  // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
-  // checkpoints on the way out); a second Ctrl-C leaves at once, and the tasks die with
-  // the launcher. (Never freed: the signal thread may use it until the process ends.)
-  pstrain::ShutdownSignal& interrupted = *new pstrain::ShutdownSignal();
-  pstrain::StartSignalThread(absl::Seconds(30), [&interrupted](const char* signal_name) {
-    interrupted.Request(130, signal_name);
-    return 130;
-  });
+// Flags every task of the run gets.
+std::vector<std::string> TaskArgs(const RunSecurity& security) {
+  std::vector<std::string> args;
+  if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) args.push_back("--log_format=json");
+  if (absl::GetFlag(FLAGS_insecure)) args.push_back("--insecure");
+  if (!security.tls_dir.empty()) args.push_back(absl::StrCat("--tls_dir=", security.tls_dir));
+  return args;
+}
 
+// The parameter-server cluster's options from the flags: the chief runs the job, keeps
+// the checkpoints and TensorBoard files, and sets the consistency mode.
+pstrain::LocalClusterOptions ParameterServerOptions(const std::string& bin_dir,
+                                                    const RunFolders& folders,
+                                                    const RunSecurity& security) {
   pstrain::LocalClusterOptions options;
   options.bin_dir = bin_dir;
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = absl::GetFlag(FLAGS_workers);
-  options.chief_args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job))};
-  options.worker_args = {absl::StrCat("--device=", device)};
-  if (!mwms) options.chief_args.push_back(absl::StrCat("--checkpoint_dir=", checkpoint_dir));
-  if (!mwms) options.chief_args.push_back(absl::StrCat("--logdir=", logdir));
-  if (pstrain::GetLogFormat() == pstrain::LogFormat::kJson) {
-    options.task_args.push_back("--log_format=json");
-  }
-  if (absl::GetFlag(FLAGS_insecure)) options.task_args.push_back("--insecure");
-  if (!tls_dir.empty()) options.task_args.push_back(absl::StrCat("--tls_dir=", tls_dir));
-  std::map<std::string, int> metrics_ports;
-  if (absl::GetFlag(FLAGS_metrics)) options.metrics_ports = &metrics_ports;
+  options.chief_args = {JobFlag(), absl::StrCat("--checkpoint_dir=", folders.checkpoint_dir),
+                        absl::StrCat("--logdir=", folders.logdir)};
+  options.worker_args = {absl::StrCat("--device=", absl::GetFlag(FLAGS_device))};
+  options.task_args = TaskArgs(security);
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
-    if (mwms) return Fail("--checkpoint_every_steps is for the parameter_server strategy");
     options.chief_args.push_back(absl::StrCat("--checkpoint_every_steps=",
                                               absl::GetFlag(FLAGS_checkpoint_every_steps)));
   }
-  if (absl::GetFlag(FLAGS_epochs) > 0) {
-    options.chief_args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
-  }
-  if (absl::GetFlag(FLAGS_sync) && absl::GetFlag(FLAGS_staleness) >= 0) {
-    return Fail("--sync and --staleness exclude each other");
-  }
+  for (std::string& epochs : EpochsFlag()) options.chief_args.push_back(std::move(epochs));
   if (absl::GetFlag(FLAGS_sync)) options.chief_args.push_back("--consistency=sync");
   if (absl::GetFlag(FLAGS_staleness) >= 0) {
     options.chief_args.push_back("--consistency=bounded_staleness");
     options.chief_args.push_back(absl::StrCat("--staleness=", absl::GetFlag(FLAGS_staleness)));
   }
-  if (mwms) {
+  return options;
+}
+
+// multi_worker_mirrored: worker processes only (TF_CONFIG with worker entries), each
+// worker/train serving the all-reduce on its own port, started in `group`; their metrics
+// ports are recorded in `metrics_ports` with --metrics. Errors: UNAVAILABLE no free
+// port; INTERNAL a process that cannot be started.
+absl::Status StartMultiWorkerMirrored(const std::string& bin_dir, const RunFolders& folders,
+                                      const RunSecurity& security, pstrain::ProcessGroup* group,
+                                      std::map<std::string, int>* metrics_ports) {
+  const int num_workers = absl::GetFlag(FLAGS_workers);
+  absl::StatusOr<std::vector<int>> ports = pstrain::PickFreePorts(num_workers);
+  if (!ports.ok()) return ports.status();
+  absl::StatusOr<std::vector<int>> metrics = pstrain::PickFreePorts(num_workers);
+  if (!metrics.ok()) return metrics.status();
+  std::vector<std::string> addresses;
+  for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
+      {"worker", addresses}};
+  for (int i = 0; i < num_workers; ++i) {
+    std::vector<std::string> args = {JobFlag(),
+                                     absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
+                                     "--strategy=multi_worker_mirrored",
+                                     // Worker 0 writes and restores; it sends the
+                                     // restored state to the others.
+                                     absl::StrCat("--checkpoint_dir=", folders.checkpoint_dir)};
+    for (std::string& epochs : EpochsFlag()) args.push_back(std::move(epochs));
+    if (i == 0) args.push_back(absl::StrCat("--logdir=", folders.logdir));
+    if (absl::GetFlag(FLAGS_metrics)) {
+      (*metrics_ports)[absl::StrCat("worker", i)] = (*metrics)[i];
+      args.push_back(absl::StrCat("--metrics_port=", (*metrics)[i]));
+    }
+    for (std::string& arg : TaskArgs(security)) args.push_back(std::move(arg));
+    if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
+      args.push_back(absl::StrCat("--collective_timeout=", absl::GetFlag(FLAGS_collective_timeout)));
+    }
+    absl::Status started = group->Start(
+        {absl::StrCat("worker", i), bin_dir + "/worker/train", args,
+         {{"TF_CONFIG", pstrain::MakeTfConfig(cluster, "worker", i)},
+          // Several processes share the cores: one BLAS thread each.
+          {"OPENBLAS_NUM_THREADS", "1"}}});
+    if (!started.ok()) return started;
+  }
+  return absl::OkStatus();
+}
+
+// The first line: what runs, and where its files are.
+void PrintRunLine(LaunchMode mode, const RunFolders& folders, const RunSecurity& security) {
+  const std::string strategy = absl::GetFlag(FLAGS_strategy);
+  if (mode == LaunchMode::kMultiWorkerMirrored) {
     std::printf("pstrain: %s strategy, %d workers on loopback; logs in %s; checkpoints in %s%s\n",
-                strategy.c_str(), options.num_workers, log_dir.c_str(), checkpoint_dir.c_str(),
-                token_note.c_str());
+                strategy.c_str(), absl::GetFlag(FLAGS_workers), folders.log_dir.c_str(),
+                folders.checkpoint_dir.c_str(), security.note.c_str());
   } else {
     std::printf(
         "pstrain: %s strategy, 1 chief, %d ps, %d workers on loopback; logs in %s; "
         "checkpoints in %s%s\n",
-        strategy.c_str(), options.num_ps, options.num_workers, log_dir.c_str(),
-        checkpoint_dir.c_str(), token_note.c_str());
+        strategy.c_str(), absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_workers),
+        folders.log_dir.c_str(), folders.checkpoint_dir.c_str(), security.note.c_str());
   }
   std::fflush(stdout);
+}
 
-  pstrain::ProcessGroup group;
-  // The chief gives a returning worker work again from the next epoch.
-  if (!mwms && !absl::GetFlag(FLAGS_no_restart)) {
-    group.SetRestartPolicy(pstrain::RestartLikeAnOrchestrator);
-  }
-  // Whose stdout is the job's output: the chief's, or worker 0's in a chief-less cluster.
-  std::string reporter = "chief";
-  if (mwms) {
-    // Worker processes only (TF_CONFIG with worker entries), each worker/train in
-    // multi_worker_mirrored mode serving the all-reduce on its own port.
-    reporter = "worker0";
-    if (options.num_workers < 1) return Fail("--workers must be >= 1");
-    absl::StatusOr<std::vector<int>> ports = pstrain::PickFreePorts(2 * options.num_workers);
-    if (!ports.ok()) return Fail(std::string(ports.status().message()));
-    ports->resize(options.num_workers);
-    absl::StatusOr<std::vector<int>> more = pstrain::PickFreePorts(options.num_workers);
-    if (!more.ok()) return Fail(std::string(more.status().message()));
-    std::vector<std::string> addresses;
-    for (int port : *ports) addresses.push_back(absl::StrCat("localhost:", port));
-    const std::vector<std::pair<std::string, std::vector<std::string>>> cluster = {
-        {"worker", addresses}};
-    for (int i = 0; i < options.num_workers; ++i) {
-      std::vector<std::string> args = {absl::StrCat("--job=", absl::GetFlag(FLAGS_job)),
-                                       absl::StrCat("--device=", device),
-                                       "--strategy=multi_worker_mirrored",
-                                       // Worker 0 writes and restores; it sends the
-                                       // restored state to the others.
-                                       absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
-      if (absl::GetFlag(FLAGS_epochs) > 0) {
-        args.push_back(absl::StrCat("--epochs=", absl::GetFlag(FLAGS_epochs)));
-      }
-      if (i == 0) args.push_back(absl::StrCat("--logdir=", logdir));
-      if (absl::GetFlag(FLAGS_metrics)) {
-        metrics_ports[absl::StrCat("worker", i)] = (*more)[i];
-        args.push_back(absl::StrCat("--metrics_port=", (*more)[i]));
-      }
-      if (absl::GetFlag(FLAGS_insecure)) args.push_back("--insecure");
-      if (!tls_dir.empty()) args.push_back(absl::StrCat("--tls_dir=", tls_dir));
-      if (!absl::GetFlag(FLAGS_collective_timeout).empty()) {
-        args.push_back(absl::StrCat("--collective_timeout=",
-                                    absl::GetFlag(FLAGS_collective_timeout)));
-      }
-      absl::Status started = group.Start(
-          {absl::StrCat("worker", i), bin_dir + "/worker/train", args,
-           {{"TF_CONFIG", pstrain::MakeTfConfig(cluster, "worker", i)},
-            // Several processes share the cores: one BLAS thread each.
-            {"OPENBLAS_NUM_THREADS", "1"}}});
-      if (!started.ok()) return Fail(std::string(started.message()));
-    }
-  } else if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
-    return Fail(std::string(started.message()));
-  }
-  // The second line: where to watch (before any epoch line).
-  if (!metrics_ports.empty()) {
-    std::string ports;
-    // By name: chief, ps0, ps1, ..., worker0, ...
-    for (const auto& [name, port] : metrics_ports) absl::StrAppend(&ports, " ", name, " ", port);
-    std::printf("pstrain: dashboard http://localhost:%d/ ; Prometheus metrics at "
-                "http://localhost:PORT/metrics,%s; TensorBoard logs in %s\n",
-                metrics_ports[reporter], ports.c_str(), logdir.c_str());
-    std::fflush(stdout);
-  }
-  // On a terminal, Keras' progress bar of the epoch in progress, from the reporter's
-  // dashboard data (its own stderr is a pipe here). Cleared before each epoch line.
-  absl::Mutex bar_mu;
-  bool bar_drawn = false;
-  auto clear_bar = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(bar_mu) {
-    if (bar_drawn) std::fprintf(stderr, "\r\033[K");
-    bar_drawn = false;
-  };
-  pstrain::ShutdownSignal bar_done;
-  std::thread bar;
-  if (isatty(STDERR_FILENO) == 1 && metrics_ports.count(reporter) != 0) {
-    bar = std::thread([&, port = metrics_ports[reporter]] {
+// The second line: where to watch (before any epoch line).
+void PrintWatchLine(const std::map<std::string, int>& metrics_ports, const std::string& reporter,
+                    const std::string& logdir) {
+  if (metrics_ports.empty()) return;
+  std::string ports;
+  // By name: chief, ps0, ps1, ..., worker0, ...
+  for (const auto& [name, port] : metrics_ports) absl::StrAppend(&ports, " ", name, " ", port);
+  const auto reporter_port = metrics_ports.find(reporter);
+  std::printf("pstrain: dashboard http://localhost:%d/ ; Prometheus metrics at "
+              "http://localhost:PORT/metrics,%s; TensorBoard logs in %s\n",
+              reporter_port == metrics_ports.end() ? 0 : reporter_port->second, ports.c_str(),
+              logdir.c_str());
+  std::fflush(stdout);
+}
+
+// The run's terminal output: the reporter's stdout (the epoch lines) on stdout, every
+// task's output in its log file, warnings and errors (all lines with --verbose) on
+// stderr, and on a terminal Keras' progress bar of the epoch in progress, read from the
+// reporter's dashboard data (its own stderr is a pipe here) and cleared before each line.
+// OnLine is called from the process group's thread; the bar has a thread of its own.
+class RunOutput {
+ public:
+  RunOutput(std::string reporter, std::string log_dir, bool verbose)
+      : reporter_(std::move(reporter)), log_dir_(std::move(log_dir)), verbose_(verbose) {}
+  ~RunOutput() { StopProgressBar(); }
+
+  // Draws the bar from the dashboard on `port` until StopProgressBar.
+  void StartProgressBar(int port) {
+    bar_ = std::thread([this, port] {
       httplib::Client client("127.0.0.1", port);
       client.set_connection_timeout(1, 0);
       client.set_read_timeout(1, 0);
-      while (!bar_done.WaitFor(absl::Milliseconds(250))) {
+      while (!bar_done_.WaitFor(absl::Milliseconds(250))) {
         httplib::Result answer = client.Get("/api/dashboard");
         if (!answer || answer->status != 200) continue;
         const nlohmann::json data = nlohmann::json::parse(answer->body, nullptr, false);
@@ -419,55 +461,75 @@ int main(int argc, char** argv) {
         const std::string line = pstrain::FormatProgressBar(
             step, steps, absl::Seconds(p.value("elapsed_seconds", 0.0)), p.value("loss", 0.0),
             p.value("accuracy", 0.0));
-        absl::MutexLock lock(&bar_mu);
+        absl::MutexLock lock(&mu_);
         std::fprintf(stderr, "\r\033[K%s", line.c_str());
         std::fflush(stderr);
-        bar_drawn = true;
+        bar_drawn_ = true;
       }
     });
   }
-  std::map<std::string, std::unique_ptr<std::ofstream>> logs;
-  const bool verbose = absl::GetFlag(FLAGS_verbose);
-  auto on_line = [&](int, const std::string& name, bool is_stderr, const std::string& line) {
-    absl::MutexLock lock(&bar_mu);
-    if (!is_stderr && name == reporter) {
-      clear_bar();
+
+  // Stops the bar's thread and clears the bar.
+  void StopProgressBar() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!bar_done_.requested()) bar_done_.Request(0, "the cluster is done");
+    if (bar_.joinable()) bar_.join();
+    absl::MutexLock lock(&mu_);
+    ClearBar();
+  }
+
+  void OnLine(const std::string& name, bool is_stderr, const std::string& line)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!is_stderr && name == reporter_) {
+      ClearBar();
       std::cout << line << std::endl;
       return;
     }
-    auto& log = logs[name];
-    if (log == nullptr) log = std::make_unique<std::ofstream>(log_dir + "/" + name + ".log");
+    auto& log = logs_[name];
+    if (log == nullptr) log = std::make_unique<std::ofstream>(log_dir_ + "/" + name + ".log");
     *log << line << '\n';
     log->flush();
     // Errors always reach the user; the rest only with --verbose.
-    if (verbose || pstrain::LogRecordLevel(line) != 'I') {
-      clear_bar();
+    if (verbose_ || pstrain::LogRecordLevel(line) != 'I') {
+      ClearBar();
       std::cerr << "[" << name << "] " << line << std::endl;
     }
-  };
-  const std::vector<pstrain::ProcessGroup::Exit> exits =
-      group.Wait(absl::GetFlag(FLAGS_timeout), absl::GetFlag(FLAGS_grace), on_line,
-                 [&] { return interrupted.requested(); });
-
-  bar_done.Request(0, "the cluster is done");
-  if (bar.joinable()) bar.join();
-  {
-    absl::MutexLock lock(&bar_mu);
-    clear_bar();
   }
+
+ private:
+  void ClearBar() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (bar_drawn_) std::fprintf(stderr, "\r\033[K");
+    bar_drawn_ = false;
+  }
+
+  const std::string reporter_;
+  const std::string log_dir_;
+  const bool verbose_;
+  pstrain::ShutdownSignal bar_done_;
+  std::thread bar_;
+
+  absl::Mutex mu_;
+  bool bar_drawn_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<std::ofstream>> logs_ ABSL_GUARDED_BY(mu_);
+};
+
+// Says how each process that did not exit cleanly ended; the launcher's exit code.
+int ReportExits(const std::vector<pstrain::ProcessGroup::Exit>& exits, bool interrupted,
+                const RunFolders& folders) {
   int failures = 0;
   for (const auto& exit : exits) {
-    if (exit.exit_code == pstrain::kExitPreempted && interrupted.requested()) {
+    if (exit.exit_code == pstrain::kExitPreempted && interrupted) {
       // Stopped mid-training by the interrupt: its checkpoint is where a next run resumes.
       ++failures;
       std::fprintf(stderr,
                    "launcher: %s stopped for a restart after a checkpoint (exit %d); run again "
                    "with --checkpoint_dir=%s to resume\n",
-                   exit.name.c_str(), exit.exit_code, checkpoint_dir.c_str());
+                   exit.name.c_str(), exit.exit_code, folders.checkpoint_dir.c_str());
     } else if (exit.exit_code != 0 || exit.signal != 0) {
       ++failures;
       std::fprintf(stderr, "launcher: %s %s (log: %s/%s.log)\n", exit.name.c_str(),
-                   pstrain::DescribeExit(exit).c_str(), log_dir.c_str(), exit.name.c_str());
+                   pstrain::DescribeExit(exit).c_str(), folders.log_dir.c_str(),
+                   exit.name.c_str());
     }
   }
   if (failures == 0) {
@@ -475,4 +537,74 @@ int main(int argc, char** argv) {
     return 0;
   }
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pstrain::ParseCommandLineWithUsage(argc, argv,
+      "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
+  const std::string strategy = absl::GetFlag(FLAGS_strategy);
+  if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
+    return Fail(absl::StrCat("cannot read job spec ", absl::GetFlag(FLAGS_job)));
+  }
+  const absl::StatusOr<LaunchMode> mode = ParseLaunchMode(strategy);
+  if (!mode.ok()) return Fail(std::string(mode.status().message()));
+  const std::string bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
+                                                                   : absl::GetFlag(FLAGS_bin_dir);
+  if (*mode == LaunchMode::kOneProcess) return ExecOneProcessTrainer(bin_dir, strategy);
+  if (absl::Status checked = CheckFlagCombinations(*mode); !checked.ok()) {
+    return Fail(std::string(checked.message()));
+  }
+
+  const absl::StatusOr<RunFolders> folders = MakeRunFolders();
+  if (!folders.ok()) return Fail(std::string(folders.status().message()));
+  const absl::StatusOr<RunSecurity> security = SetUpSecurity(*folders, *mode);
+  if (!security.ok()) return Fail(std::string(security.status().message()));
+
+  // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
+  // checkpoints on the way out); a second Ctrl-C leaves at once, and the tasks die with
+  // the launcher. (Never freed: the signal thread may use it until the process ends.)
+  pstrain::ShutdownSignal& interrupted = *new pstrain::ShutdownSignal();
+  pstrain::StartSignalThread(absl::Seconds(30), [&interrupted](const char* signal_name) {
+    interrupted.Request(130, signal_name);
+    return 130;
+  });
+
+  PrintRunLine(*mode, *folders, *security);
+  pstrain::ProcessGroup group;
+  std::map<std::string, int> metrics_ports;
+  // Whose stdout is the job's output: the chief's, or worker 0's in a chief-less cluster.
+  std::string reporter;
+  if (*mode == LaunchMode::kMultiWorkerMirrored) {
+    reporter = "worker0";
+    if (absl::Status started =
+            StartMultiWorkerMirrored(bin_dir, *folders, *security, &group, &metrics_ports);
+        !started.ok()) {
+      return Fail(std::string(started.message()));
+    }
+  } else {
+    reporter = "chief";
+    // The chief gives a returning worker work again from the next epoch.
+    if (!absl::GetFlag(FLAGS_no_restart)) group.SetRestartPolicy(pstrain::RestartLikeAnOrchestrator);
+    pstrain::LocalClusterOptions options = ParameterServerOptions(bin_dir, *folders, *security);
+    if (absl::GetFlag(FLAGS_metrics)) options.metrics_ports = &metrics_ports;
+    if (absl::Status started = pstrain::StartLocalCluster(options, &group); !started.ok()) {
+      return Fail(std::string(started.message()));
+    }
+  }
+  PrintWatchLine(metrics_ports, reporter, folders->logdir);
+
+  RunOutput output(reporter, folders->log_dir, absl::GetFlag(FLAGS_verbose));
+  if (isatty(STDERR_FILENO) == 1 && metrics_ports.count(reporter) != 0) {
+    output.StartProgressBar(metrics_ports[reporter]);
+  }
+  const std::vector<pstrain::ProcessGroup::Exit> exits = group.Wait(
+      absl::GetFlag(FLAGS_timeout), absl::GetFlag(FLAGS_grace),
+      [&output](int, const std::string& name, bool is_stderr, const std::string& line) {
+        output.OnLine(name, is_stderr, line);
+      },
+      [&] { return interrupted.requested(); });
+  output.StopProgressBar();
+  return ReportExits(exits, interrupted.requested(), *folders);
 }
