@@ -92,17 +92,14 @@ bool KnownMetric(const std::string& m) {
          m == "categorical_accuracy" || m == "binary_accuracy";
 }
 
-}  // namespace
-
-absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Bad("malformed JSON");
-  if (!root.is_object()) return Bad("top level must be an object");
-  JobSpec spec;
-
+// The "model" section: a Keras model object, a model JSON file, or a .keras file (whose
+// compile_config and weights come along: `*keras_compile`, spec->initial_weights).
+// Returns the model built once to check it (the loss is checked against it).
+absl::StatusOr<std::unique_ptr<Model>> ReadModelSection(const json& root,
+                                                        const std::string& base_dir,
+                                                        JobSpec* spec, json* keras_compile) {
   auto model = root.find("model");
   if (model == root.end() || model->is_null()) return Bad("missing \"model\"");
-  json keras_compile;  // a .keras file's compile_config
   if (model->is_string() && absl::EndsWith(model->get<std::string>(), ".keras")) {
     absl::StatusOr<KerasModelFile> file =
         ReadKerasFile(FullPath(model->get<std::string>(), base_dir));
@@ -110,20 +107,43 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
       return absl::Status(file.status().code(),
                           absl::StrCat("job spec: model: ", file.status().message()));
     }
-    spec.model = std::move(file->model);
-    keras_compile = std::move(file->compile_config);
-    spec.initial_weights =
+    spec->model = std::move(file->model);
+    *keras_compile = std::move(file->compile_config);
+    spec->initial_weights =
         std::make_shared<const std::vector<Tensor>>(std::move(file->weights));
   } else if (model->is_string()) {
-    PS_ASSIGN_OR_RETURN(spec.model, ReadModelFile(model->get<std::string>(), base_dir));
+    PS_ASSIGN_OR_RETURN(spec->model, ReadModelFile(model->get<std::string>(), base_dir));
   } else if (model->is_object()) {
-    spec.model = *model;
+    spec->model = *model;
   } else {
     return Bad("\"model\" must be a Keras model object or a file path");
   }
-  auto built = Model::FromKerasJson(spec.model, /*backend=*/nullptr);
+  auto built = Model::FromKerasJson(spec->model, /*backend=*/nullptr);
   if (!built.ok()) return Bad(std::string(built.status().message()));
+  return std::move(*built);
+}
 
+// compile.metrics: a list of the metric names Fit computes.
+absl::Status ReadMetrics(const json& compile, JobSpec* spec) {
+  auto m = compile.find("metrics");
+  if (m == compile.end() || m->is_null()) return absl::OkStatus();
+  if (!m->is_array()) return Bad("compile.metrics must be a list of strings");
+  for (const json& e : *m) {
+    if (!e.is_string()) {
+      return Bad(absl::StrCat("compile.metrics entry ", e.dump(), " is not a string"));
+    }
+    if (!KnownMetric(e.get<std::string>())) {
+      return Bad(absl::StrCat("unsupported metric \"", e.get<std::string>(), "\""));
+    }
+    spec->metrics.push_back(e.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The "compile" section (else a .keras file's compile_config): optimizer (rmsprop when
+// absent, as Keras), loss (required, and it must fit `model`'s output), metrics.
+absl::Status ReadCompileSection(const json& root, const json& keras_compile, Model* model,
+                                JobSpec* spec) {
   json compile = json::object();
   auto c = root.find("compile");
   if (c != root.end() && !c->is_null()) {
@@ -137,36 +157,25 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
       return Bad(absl::StrCat("unknown key compile.", it.key()));
     }
   }
-  {
-    auto o = compile.find("optimizer");
-    auto opt = OptimizerConfigFromKeras(o == compile.end() || o->is_null() ? json("rmsprop") : *o);
-    if (!opt.ok()) return Bad(absl::StrCat("compile.optimizer: ", opt.status().message()));
-    spec.optimizer = *opt;
+  auto o = compile.find("optimizer");
+  auto optimizer =
+      OptimizerConfigFromKeras(o == compile.end() || o->is_null() ? json("rmsprop") : *o);
+  if (!optimizer.ok()) {
+    return Bad(absl::StrCat("compile.optimizer: ", optimizer.status().message()));
   }
-  {
-    auto l = compile.find("loss");
-    if (l == compile.end() || l->is_null()) return Bad("missing \"compile.loss\"");
-    auto loss = LossConfigFromKeras(*l);
-    if (!loss.ok()) return Bad(absl::StrCat("compile.loss: ", loss.status().message()));
-    spec.loss = *loss;
-    absl::Status fits = (*built)->SetLoss(spec.loss);
-    if (!fits.ok()) return Bad(absl::StrCat("compile.loss: ", fits.message()));
-  }
-  {
-    auto m = compile.find("metrics");
-    if (m != compile.end() && !m->is_null()) {
-      if (!m->is_array()) return Bad("compile.metrics must be a list of strings");
-      for (const json& e : *m) {
-        if (!e.is_string()) return Bad(absl::StrCat("compile.metrics entry ", e.dump(),
-                                                    " is not a string"));
-        if (!KnownMetric(e.get<std::string>())) {
-          return Bad(absl::StrCat("unsupported metric \"", e.get<std::string>(), "\""));
-        }
-        spec.metrics.push_back(e.get<std::string>());
-      }
-    }
-  }
+  spec->optimizer = *optimizer;
+  auto l = compile.find("loss");
+  if (l == compile.end() || l->is_null()) return Bad("missing \"compile.loss\"");
+  auto loss = LossConfigFromKeras(*l);
+  if (!loss.ok()) return Bad(absl::StrCat("compile.loss: ", loss.status().message()));
+  spec->loss = *loss;
+  absl::Status fits = model->SetLoss(spec->loss);
+  if (!fits.ok()) return Bad(absl::StrCat("compile.loss: ", fits.message()));
+  return ReadMetrics(compile, spec);
+}
 
+// The "fit" section: epochs, batch_size, steps_per_epoch, shuffle (verbose accepted).
+absl::Status ReadFitSection(const json& root, JobSpec* spec) {
   json fit = json::object();
   auto f = root.find("fit");
   if (f != root.end() && !f->is_null()) {
@@ -183,33 +192,39 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   int64_t v;
   PS_ASSIGN_OR_RETURN(v, GetInt(fit, "fit.", "epochs", 1, 1, kIntMax));
-  spec.epochs = static_cast<int>(v);
+  spec->epochs = static_cast<int>(v);
   PS_ASSIGN_OR_RETURN(v, GetInt(fit, "fit.", "batch_size", 32, 1, kIntMax));
-  spec.batch_size = static_cast<int>(v);
-  PS_ASSIGN_OR_RETURN(spec.steps_per_epoch,
+  spec->batch_size = static_cast<int>(v);
+  PS_ASSIGN_OR_RETURN(spec->steps_per_epoch,
                       GetInt(fit, "fit.", "steps_per_epoch", 0, 0,
                              std::numeric_limits<int64_t>::max()));
   auto sh = fit.find("shuffle");
   if (sh != fit.end() && !sh->is_null()) {
-    if (!sh->is_boolean()) return Bad(absl::StrCat("fit.shuffle must be a bool, got ", sh->dump()));
-    spec.shuffle = sh->get<bool>();
+    if (!sh->is_boolean()) {
+      return Bad(absl::StrCat("fit.shuffle must be a bool, got ", sh->dump()));
+    }
+    spec->shuffle = sh->get<bool>();
   }
+  return absl::OkStatus();
+}
 
+// seed, strategy, nonfinite, one_hot_labels and scale_learning_rate.
+absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
   auto seed = root.find("seed");
   if (seed != root.end() && !seed->is_null()) {
     if (!seed->is_number_integer() || (!seed->is_number_unsigned() && seed->get<int64_t>() < 0)) {
       return Bad(absl::StrCat("seed must be a non-negative integer, got ", seed->dump()));
     }
-    spec.seed = seed->get<uint64_t>();
+    spec->seed = seed->get<uint64_t>();
   }
   auto strategy = root.find("strategy");
   if (strategy != root.end() && !strategy->is_null()) {
     if (!strategy->is_string()) {
       return Bad(absl::StrCat("strategy must be a string, got ", strategy->dump()));
     }
-    spec.strategy = strategy->get<std::string>();
-    if (!KnownStrategy(spec.strategy)) {
-      return Bad(absl::StrCat("strategy \"", spec.strategy,
+    spec->strategy = strategy->get<std::string>();
+    if (!KnownStrategy(spec->strategy)) {
+      return Bad(absl::StrCat("strategy \"", spec->strategy,
                               "\" is unknown (want parameter_server, multi_worker_mirrored, "
                               "mirrored or default)"));
     }
@@ -218,34 +233,54 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
   if (nonfinite != root.end() && !nonfinite->is_null()) {
     const std::string policy = nonfinite->is_string() ? nonfinite->get<std::string>() : "";
     if (policy == "error") {
-      spec.optimizer.set_nonfinite(NONFINITE_REFUSE);
+      spec->optimizer.set_nonfinite(NONFINITE_REFUSE);
     } else if (policy == "skip") {
-      spec.optimizer.set_nonfinite(NONFINITE_SKIP);
+      spec->optimizer.set_nonfinite(NONFINITE_SKIP);
     } else {
       return Bad(absl::StrCat("nonfinite ", nonfinite->dump(),
                               " is unknown (want \"error\", the default, or \"skip\")"));
     }
   }
-  for (auto [key, field] : {std::pair<const char*, bool*>{"one_hot_labels", &spec.one_hot_labels},
-                            {"scale_learning_rate", &spec.scale_learning_rate}}) {
+  for (auto [key, field] :
+       {std::pair<const char*, bool*>{"one_hot_labels", &spec->one_hot_labels},
+        {"scale_learning_rate", &spec->scale_learning_rate}}) {
     auto it = root.find(key);
     if (it == root.end() || it->is_null()) continue;
     if (!it->is_boolean()) return Bad(absl::StrCat(key, " must be true or false, got ", it->dump()));
     *field = it->get<bool>();
   }
-  {
-    auto it = root.find("consistency");
-    auto consistency = ConsistencyConfigFromJson(it == root.end() ? json() : *it);
-    if (!consistency.ok()) return Bad(std::string(consistency.status().message()));
-    spec.consistency = *std::move(consistency);
-    it = root.find("placement");
-    auto placement = PlacementPolicyFromJson(it == root.end() ? json() : *it);
-    if (!placement.ok()) return Bad(std::string(placement.status().message()));
-    spec.placement = *placement;
-  }
+  return absl::OkStatus();
+}
+
+// The parameter-server settings: "consistency" and "placement".
+absl::Status ReadParameterServerSettings(const json& root, JobSpec* spec) {
+  auto it = root.find("consistency");
+  auto consistency = ConsistencyConfigFromJson(it == root.end() ? json() : *it);
+  if (!consistency.ok()) return Bad(std::string(consistency.status().message()));
+  spec->consistency = *std::move(consistency);
+  it = root.find("placement");
+  auto placement = PlacementPolicyFromJson(it == root.end() ? json() : *it);
+  if (!placement.ok()) return Bad(std::string(placement.status().message()));
+  spec->placement = *placement;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Bad("malformed JSON");
+  if (!root.is_object()) return Bad("top level must be an object");
+  JobSpec spec;
+  json keras_compile;  // a .keras file's compile_config
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                      ReadModelSection(root, base_dir, &spec, &keras_compile));
+  PS_RETURN_IF_ERROR(ReadCompileSection(root, keras_compile, model.get(), &spec));
+  PS_RETURN_IF_ERROR(ReadFitSection(root, &spec));
+  PS_RETURN_IF_ERROR(ReadJobOptions(root, &spec));
+  PS_RETURN_IF_ERROR(ReadParameterServerSettings(root, &spec));
   auto data = root.find("data");
   if (data != root.end()) spec.data = *data;
-
   spec.raw = root;
   spec.raw["model"] = spec.model;
   return spec;
