@@ -64,140 +64,174 @@ uint64_t MixSeed(uint64_t seed, uint64_t index) {
   return z ^ (z >> 31);
 }
 
-absl::StatusOr<Initializer> Initializer::FromKeras(const json& v) {
-  std::string class_name;
-  json config = json::object();
+namespace {
+
+// A Keras initializer value is a class name, or {"class_name", "config"} (Keras 3 adds
+// "module" and "registered_name").
+absl::Status SplitKerasValue(const json& v, std::string* class_name, json* config) {
   if (v.is_string()) {
-    class_name = v.get<std::string>();
-  } else if (v.is_object()) {
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
-          it.key() != "registered_name") {
-        return absl::InvalidArgumentError(absl::StrCat("unknown key \"", it.key(), "\""));
-      }
-    }
-    PS_ASSIGN_OR_RETURN(class_name, String(v, "class_name", ""));
-    auto it = v.find("config");
-    if (it != v.end() && !it->is_null()) {
-      if (!it->is_object()) return absl::InvalidArgumentError("config must be an object");
-      config = *it;
-    }
-  } else {
+    *class_name = v.get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!v.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("must be a name or a config object, got ", v.dump()));
   }
-  Initializer init;
-  std::set<std::string> keys = {"seed"};
-  auto seed_it = config.find("seed");
-  if (seed_it != config.end() && !seed_it->is_null()) {
-    if (!seed_it->is_number_integer()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("seed must be an integer or null, got ", seed_it->dump()));
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
+        it.key() != "registered_name") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown key \"", it.key(), "\""));
     }
-    init.has_seed_ = true;
-    init.seed_ = seed_it->is_number_unsigned() ? seed_it->get<uint64_t>()
-                                               : static_cast<uint64_t>(seed_it->get<int64_t>());
   }
-  auto vs = [&init](const char* name, double scale, Mode mode, Dist dist) {
-    init.class_name_ = name;
-    init.kind_ = Kind::kVarianceScaling;
-    init.scale_ = scale;
-    init.mode_ = mode;
-    init.dist_ = dist;
-  };
+  PS_ASSIGN_OR_RETURN(*class_name, String(v, "class_name", ""));
+  auto it = v.find("config");
+  if (it != v.end() && !it->is_null()) {
+    if (!it->is_object()) return absl::InvalidArgumentError("config must be an object");
+    *config = *it;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Initializer> Initializer::FromKeras(const json& v) {
+  std::string class_name;
+  json config = json::object();
+  PS_RETURN_IF_ERROR(SplitKerasValue(v, &class_name, &config));
+  Initializer init;
+  PS_RETURN_IF_ERROR(init.ReadSeed(config));
+  std::set<std::string> keys;
+  PS_RETURN_IF_ERROR(init.ReadClass(class_name, config, &keys));
+  PS_RETURN_IF_ERROR(init.CheckConfig(config, keys));
+  return init;
+}
+
+absl::Status Initializer::ReadSeed(const json& config) {
+  auto seed_it = config.find("seed");
+  if (seed_it == config.end() || seed_it->is_null()) return absl::OkStatus();
+  if (!seed_it->is_number_integer()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seed must be an integer or null, got ", seed_it->dump()));
+  }
+  has_seed_ = true;
+  seed_ = seed_it->is_number_unsigned() ? seed_it->get<uint64_t>()
+                                        : static_cast<uint64_t>(seed_it->get<int64_t>());
+  return absl::OkStatus();
+}
+
+void Initializer::SetVarianceScaling(const char* name, double scale, Mode mode, Dist dist) {
+  class_name_ = name;
+  kind_ = Kind::kVarianceScaling;
+  scale_ = scale;
+  mode_ = mode;
+  dist_ = dist;
+}
+
+absl::Status Initializer::ReadVarianceScaling(const json& config) {
+  double scale;
+  PS_ASSIGN_OR_RETURN(scale, Number(config, "scale", 1.0));
+  std::string mode, dist;
+  PS_ASSIGN_OR_RETURN(mode, String(config, "mode", "fan_in"));
+  PS_ASSIGN_OR_RETURN(dist, String(config, "distribution", "truncated_normal"));
+  Mode m;
+  if (mode == "fan_in") {
+    m = Mode::kFanIn;
+  } else if (mode == "fan_out") {
+    m = Mode::kFanOut;
+  } else if (mode == "fan_avg") {
+    m = Mode::kFanAvg;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported mode \"", mode, "\""));
+  }
+  Dist d;
+  if (dist == "truncated_normal" || dist == "normal") {  // Keras 2 "normal" is truncated
+    d = Dist::kTruncatedNormal;
+  } else if (dist == "untruncated_normal") {
+    d = Dist::kUntruncatedNormal;
+  } else if (dist == "uniform") {
+    d = Dist::kUniform;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported distribution \"", dist, "\""));
+  }
+  if (!(scale > 0.0)) return absl::InvalidArgumentError("scale must be positive");
+  SetVarianceScaling("VarianceScaling", scale, m, d);
+  return absl::OkStatus();
+}
+
+absl::Status Initializer::ReadClass(const std::string& class_name, const json& config,
+                                    std::set<std::string>* keys) {
   const std::string c = CanonicalKerasName(class_name);
+  *keys = {"seed"};
   if (c == "glorotuniform") {
-    vs("GlorotUniform", 1.0, Mode::kFanAvg, Dist::kUniform);
+    SetVarianceScaling("GlorotUniform", 1.0, Mode::kFanAvg, Dist::kUniform);
   } else if (c == "glorotnormal") {
-    vs("GlorotNormal", 1.0, Mode::kFanAvg, Dist::kTruncatedNormal);
+    SetVarianceScaling("GlorotNormal", 1.0, Mode::kFanAvg, Dist::kTruncatedNormal);
   } else if (c == "henormal") {
-    vs("HeNormal", 2.0, Mode::kFanIn, Dist::kTruncatedNormal);
+    SetVarianceScaling("HeNormal", 2.0, Mode::kFanIn, Dist::kTruncatedNormal);
   } else if (c == "heuniform") {
-    vs("HeUniform", 2.0, Mode::kFanIn, Dist::kUniform);
+    SetVarianceScaling("HeUniform", 2.0, Mode::kFanIn, Dist::kUniform);
   } else if (c == "lecunnormal") {
-    vs("LecunNormal", 1.0, Mode::kFanIn, Dist::kTruncatedNormal);
+    SetVarianceScaling("LecunNormal", 1.0, Mode::kFanIn, Dist::kTruncatedNormal);
   } else if (c == "lecununiform") {
-    vs("LecunUniform", 1.0, Mode::kFanIn, Dist::kUniform);
+    SetVarianceScaling("LecunUniform", 1.0, Mode::kFanIn, Dist::kUniform);
   } else if (c == "zeros" || c == "zero") {
-    init.class_name_ = "Zeros";
-    init.kind_ = Kind::kConstant;
-    keys.clear();
+    class_name_ = "Zeros";
+    kind_ = Kind::kConstant;
+    keys->clear();
   } else if (c == "ones" || c == "one") {
-    init.class_name_ = "Ones";
-    init.kind_ = Kind::kConstant;
-    init.a_ = 1.0;
-    keys.clear();
+    class_name_ = "Ones";
+    kind_ = Kind::kConstant;
+    a_ = 1.0;
+    keys->clear();
   } else if (c == "constant") {
-    init.class_name_ = "Constant";
-    init.kind_ = Kind::kConstant;
-    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "value", 0.0));
-    keys = {"value"};
+    class_name_ = "Constant";
+    kind_ = Kind::kConstant;
+    PS_ASSIGN_OR_RETURN(a_, Number(config, "value", 0.0));
+    *keys = {"value"};
   } else if (c == "randomnormal" || c == "normal") {
-    init.class_name_ = "RandomNormal";
-    init.kind_ = Kind::kNormal;
-    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "mean", 0.0));
-    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "stddev", 0.05));
-    keys = {"mean", "stddev", "seed"};
+    class_name_ = "RandomNormal";
+    kind_ = Kind::kNormal;
+    PS_ASSIGN_OR_RETURN(a_, Number(config, "mean", 0.0));
+    PS_ASSIGN_OR_RETURN(b_, Number(config, "stddev", 0.05));
+    *keys = {"mean", "stddev", "seed"};
   } else if (c == "truncatednormal") {
-    init.class_name_ = "TruncatedNormal";
-    init.kind_ = Kind::kTruncatedNormal;
-    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "mean", 0.0));
-    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "stddev", 0.05));
-    keys = {"mean", "stddev", "seed"};
+    class_name_ = "TruncatedNormal";
+    kind_ = Kind::kTruncatedNormal;
+    PS_ASSIGN_OR_RETURN(a_, Number(config, "mean", 0.0));
+    PS_ASSIGN_OR_RETURN(b_, Number(config, "stddev", 0.05));
+    *keys = {"mean", "stddev", "seed"};
   } else if (c == "randomuniform" || c == "uniform") {
-    init.class_name_ = "RandomUniform";
-    init.kind_ = Kind::kUniform;
-    PS_ASSIGN_OR_RETURN(init.a_, Number(config, "minval", -0.05));
-    PS_ASSIGN_OR_RETURN(init.b_, Number(config, "maxval", 0.05));
-    keys = {"minval", "maxval", "seed"};
+    class_name_ = "RandomUniform";
+    kind_ = Kind::kUniform;
+    PS_ASSIGN_OR_RETURN(a_, Number(config, "minval", -0.05));
+    PS_ASSIGN_OR_RETURN(b_, Number(config, "maxval", 0.05));
+    *keys = {"minval", "maxval", "seed"};
   } else if (c == "variancescaling") {
-    double scale;
-    PS_ASSIGN_OR_RETURN(scale, Number(config, "scale", 1.0));
-    std::string mode, dist;
-    PS_ASSIGN_OR_RETURN(mode, String(config, "mode", "fan_in"));
-    PS_ASSIGN_OR_RETURN(dist, String(config, "distribution", "truncated_normal"));
-    Mode m;
-    if (mode == "fan_in") {
-      m = Mode::kFanIn;
-    } else if (mode == "fan_out") {
-      m = Mode::kFanOut;
-    } else if (mode == "fan_avg") {
-      m = Mode::kFanAvg;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unsupported mode \"", mode, "\""));
-    }
-    Dist d;
-    if (dist == "truncated_normal" || dist == "normal") {  // Keras 2 "normal" is truncated
-      d = Dist::kTruncatedNormal;
-    } else if (dist == "untruncated_normal") {
-      d = Dist::kUntruncatedNormal;
-    } else if (dist == "uniform") {
-      d = Dist::kUniform;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unsupported distribution \"", dist, "\""));
-    }
-    if (!(scale > 0.0)) return absl::InvalidArgumentError("scale must be positive");
-    vs("VarianceScaling", scale, m, d);
-    keys = {"scale", "mode", "distribution", "seed"};
+    PS_RETURN_IF_ERROR(ReadVarianceScaling(config));
+    *keys = {"scale", "mode", "distribution", "seed"};
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported initializer \"", class_name,
         "\" (supported: zeros, ones, constant, random_normal, random_uniform, "
         "truncated_normal, variance_scaling, glorot_*, he_*, lecun_*)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Initializer::CheckConfig(const json& config, const std::set<std::string>& keys) const {
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (keys.count(it.key()) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "\"", it.key(), "\" is not a config key of ", init.class_name_));
+          "\"", it.key(), "\" is not a config key of ", class_name_));
     }
   }
-  if ((init.kind_ == Kind::kNormal || init.kind_ == Kind::kTruncatedNormal) && init.b_ < 0) {
+  if ((kind_ == Kind::kNormal || kind_ == Kind::kTruncatedNormal) && b_ < 0) {
     return absl::InvalidArgumentError("stddev must not be negative");
   }
-  if (init.kind_ == Kind::kUniform && init.b_ < init.a_) {
+  if (kind_ == Kind::kUniform && b_ < a_) {
     return absl::InvalidArgumentError("maxval must not be below minval");
   }
-  return init;
+  return absl::OkStatus();
 }
 
 Initializer DefaultInitializer(const std::string& name) {

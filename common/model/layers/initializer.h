@@ -10,9 +10,11 @@
 // "GlorotUniform", "uniform", {"class_name": ..., "config": {...}}).
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
@@ -46,6 +48,15 @@ class Initializer {
   enum class Kind { kConstant, kNormal, kTruncatedNormal, kUniform, kVarianceScaling };
   enum class Mode { kFanIn, kFanOut, kFanAvg };
   enum class Dist { kTruncatedNormal, kUntruncatedNormal, kUniform };
+
+  // FromKeras's steps, in order: the config's "seed"; the class (its parameters, and in
+  // `*keys` the config keys it takes); then no other key, and parameters in range.
+  absl::Status ReadSeed(const nlohmann::json& config);
+  absl::Status ReadClass(const std::string& class_name, const nlohmann::json& config,
+                         std::set<std::string>* keys);
+  absl::Status ReadVarianceScaling(const nlohmann::json& config);
+  void SetVarianceScaling(const char* name, double scale, Mode mode, Dist dist);
+  absl::Status CheckConfig(const nlohmann::json& config, const std::set<std::string>& keys) const;
 
   std::string class_name_ = "Zeros";  // Keras 3 class name, for ToKeras
   Kind kind_ = Kind::kConstant;
