@@ -187,115 +187,150 @@ bool ProcessGroup::Respawn(int index, const LineCallback& on_line) {
   return true;
 }
 
+void ProcessGroup::StopSchedule::StopAt(absl::Time term) {
+  if (!term_sent && term < term_at) {
+    term_at = term;
+    kill_at = term + absl::Seconds(5);
+  }
+}
+
+void ProcessGroup::StopSchedule::Tick(absl::Time now, ProcessGroup* group) {
+  if (now >= term_at) {
+    group->SignalAll(SIGTERM);
+    term_sent = true;
+    term_at = absl::InfiniteFuture();
+  }
+  if (now >= kill_at) {
+    group->SignalAll(SIGKILL);
+    kill_at = absl::InfiniteFuture();
+  }
+}
+
+bool ProcessGroup::AnyRunning() const {
+  for (const Child& c : children_) {
+    if (c.running || c.restart_pending) return true;
+  }
+  return false;
+}
+
+bool ProcessGroup::AnyOutputOpen() const {
+  for (const Child& c : children_) {
+    if (c.out_fd >= 0 || c.err_fd >= 0) return true;
+  }
+  return false;
+}
+
+void ProcessGroup::KillAndDrainEverything(const LineCallback& on_line) {
+  for (const Child& c : children_) kill(-c.pid, SIGKILL);
+  for (size_t i = 0; i < children_.size(); ++i) {
+    for (bool is_stderr : {false, true}) {
+      int& fd = is_stderr ? children_[i].err_fd : children_[i].out_fd;
+      if (fd < 0) continue;
+      Drain(static_cast<int>(i), is_stderr, on_line, true);
+      close(fd);
+      fd = -1;
+    }
+  }
+}
+
+void ProcessGroup::ReadOutputs(const LineCallback& on_line) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<int, bool>> owners;  // (child, is_stderr) of each fd
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].out_fd >= 0) {
+      fds.push_back({children_[i].out_fd, POLLIN, 0});
+      owners.push_back({static_cast<int>(i), false});
+    }
+    if (children_[i].err_fd >= 0) {
+      fds.push_back({children_[i].err_fd, POLLIN, 0});
+      owners.push_back({static_cast<int>(i), true});
+    }
+  }
+  poll(fds.data(), fds.size(), 100);
+  for (size_t k = 0; k < fds.size(); ++k) {
+    if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    auto [index, is_stderr] = owners[k];
+    Child& c = children_[index];
+    int& fd = is_stderr ? c.err_fd : c.out_fd;
+    char chunk[4096];
+    const ssize_t n = read(fd, chunk, sizeof(chunk));
+    if (n > 0) {
+      (is_stderr ? c.err_buffer : c.out_buffer).append(chunk, n);
+      Drain(index, is_stderr, on_line, false);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      Drain(index, is_stderr, on_line, true);
+      close(fd);
+      fd = -1;
+    }
+  }
+}
+
+void ProcessGroup::ReapExited(absl::Duration grace, const LineCallback& on_line,
+                              StopSchedule* stop) {
+  for (Child& c : children_) {
+    if (!c.running) continue;
+    int status = 0;
+    if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+    c.running = false;
+    if (WIFEXITED(status)) {
+      c.exit.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      c.exit.signal = WTERMSIG(status);
+    }
+    if (c.exit.exit_code == 0 && c.exit.signal == 0) continue;
+    const int index = static_cast<int>(&c - children_.data());
+    if (!stop->term_sent && should_restart_ && should_restart_(c.exit)) {
+      kill(-c.pid, SIGKILL);  // whatever it started goes with it
+      DrainToEnd(index, on_line);
+      if (restart_delay_ > absl::ZeroDuration()) {
+        c.restart_pending = true;
+        c.restart_at = absl::Now() + restart_delay_;
+        continue;
+      }
+      if (Respawn(index, on_line)) continue;
+    }
+    stop->StopAt(absl::Now() + grace);
+  }
+}
+
+void ProcessGroup::RunDueRestarts(absl::Duration grace, const LineCallback& on_line,
+                                  StopSchedule* stop) {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Child& c = children_[i];
+    if (!c.restart_pending || (!stop->term_sent && absl::Now() < c.restart_at)) continue;
+    c.restart_pending = false;
+    // Stopping the group cancels a restart still to come.
+    if (stop->term_sent || !Respawn(static_cast<int>(i), on_line)) {
+      stop->StopAt(absl::Now() + grace);
+    }
+  }
+}
+
 std::vector<ProcessGroup::Exit> ProcessGroup::Wait(absl::Duration timeout, absl::Duration grace,
                                                    const LineCallback& on_line,
                                                    const std::function<bool()>& interrupted) {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::Time term_at = absl::InfiniteFuture();
-  absl::Time kill_at = absl::InfiniteFuture();
-  bool term_sent = false;
+  StopSchedule stop;
   absl::Time all_exited_at = absl::InfiniteFuture();
-  auto schedule_stop = [&](absl::Time term) {
-    if (!term_sent && term < term_at) {
-      term_at = term;
-      kill_at = term + absl::Seconds(5);
-    }
-  };
   while (true) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<int, bool>> owners;
-    for (size_t i = 0; i < children_.size(); ++i) {
-      if (children_[i].out_fd >= 0) {
-        fds.push_back({children_[i].out_fd, POLLIN, 0});
-        owners.push_back({static_cast<int>(i), false});
-      }
-      if (children_[i].err_fd >= 0) {
-        fds.push_back({children_[i].err_fd, POLLIN, 0});
-        owners.push_back({static_cast<int>(i), true});
-      }
-    }
-    bool any_running = false;
-    for (const Child& c : children_) any_running |= c.running || c.restart_pending;
-    if (fds.empty() && !any_running) break;
+    const bool any_running = AnyRunning();
+    if (!any_running && !AnyOutputOpen()) break;
     // Every child has exited but something it started still holds its output open:
     // stop it, read what is left, and stop waiting.
     if (!any_running) {
       if (all_exited_at == absl::InfiniteFuture()) all_exited_at = absl::Now();
       if (absl::Now() - all_exited_at > absl::Seconds(2)) {
-        for (const Child& c : children_) kill(-c.pid, SIGKILL);
-        for (size_t i = 0; i < children_.size(); ++i) {
-          for (bool is_stderr : {false, true}) {
-            int& fd = is_stderr ? children_[i].err_fd : children_[i].out_fd;
-            if (fd < 0) continue;
-            Drain(static_cast<int>(i), is_stderr, on_line, true);
-            close(fd);
-            fd = -1;
-          }
-        }
+        KillAndDrainEverything(on_line);
         break;
       }
     }
-
-    poll(fds.data(), fds.size(), 100);
-    for (size_t k = 0; k < fds.size(); ++k) {
-      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      auto [index, is_stderr] = owners[k];
-      Child& c = children_[index];
-      int& fd = is_stderr ? c.err_fd : c.out_fd;
-      char chunk[4096];
-      const ssize_t n = read(fd, chunk, sizeof(chunk));
-      if (n > 0) {
-        (is_stderr ? c.err_buffer : c.out_buffer).append(chunk, n);
-        Drain(index, is_stderr, on_line, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        Drain(index, is_stderr, on_line, true);
-        close(fd);
-        fd = -1;
-      }
-    }
-    for (Child& c : children_) {
-      if (!c.running) continue;
-      int status = 0;
-      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      if (WIFEXITED(status)) {
-        c.exit.exit_code = WEXITSTATUS(status);
-      } else if (WIFSIGNALED(status)) {
-        c.exit.signal = WTERMSIG(status);
-      }
-      if (c.exit.exit_code == 0 && c.exit.signal == 0) continue;
-      const int index = static_cast<int>(&c - children_.data());
-      if (!term_sent && should_restart_ && should_restart_(c.exit)) {
-        kill(-c.pid, SIGKILL);  // whatever it started goes with it
-        DrainToEnd(index, on_line);
-        if (restart_delay_ > absl::ZeroDuration()) {
-          c.restart_pending = true;
-          c.restart_at = absl::Now() + restart_delay_;
-          continue;
-        }
-        if (Respawn(index, on_line)) continue;
-      }
-      schedule_stop(absl::Now() + grace);
-    }
-    for (size_t i = 0; i < children_.size(); ++i) {
-      Child& c = children_[i];
-      if (!c.restart_pending || (!term_sent && absl::Now() < c.restart_at)) continue;
-      c.restart_pending = false;
-      // Stopping the group cancels a restart still to come.
-      if (term_sent || !Respawn(static_cast<int>(i), on_line)) schedule_stop(absl::Now() + grace);
-    }
+    ReadOutputs(on_line);
+    ReapExited(grace, on_line, &stop);
+    RunDueRestarts(grace, on_line, &stop);
     const absl::Time now = absl::Now();
-    if (now >= deadline) schedule_stop(now);
-    if (interrupted && interrupted()) schedule_stop(now);
-    if (now >= term_at) {
-      SignalAll(SIGTERM);
-      term_sent = true;
-      term_at = absl::InfiniteFuture();
-    }
-    if (now >= kill_at) {
-      SignalAll(SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
+    if (now >= deadline) stop.StopAt(now);
+    if (interrupted && interrupted()) stop.StopAt(now);
+    stop.Tick(now, this);
   }
   std::vector<Exit> exits;
   for (const Child& c : children_) exits.push_back(c.exit);

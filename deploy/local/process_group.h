@@ -101,6 +101,28 @@ class ProcessGroup {
   // Starts child `index` again with its spec (a restart); false when it cannot be started.
   bool Respawn(int index, const LineCallback& on_line);
 
+  // When Wait stops the group: SIGTERM at term_at, SIGKILL 5 s later. The earliest
+  // reason to stop wins; none is taken once SIGTERM went out.
+  struct StopSchedule {
+    absl::Time term_at = absl::InfiniteFuture();
+    absl::Time kill_at = absl::InfiniteFuture();
+    bool term_sent = false;
+    void StopAt(absl::Time term);
+    // Sends what is due at `now` to every running child of `group`.
+    void Tick(absl::Time now, ProcessGroup* group);
+  };
+  // Wait's steps, one pass each: whether a child runs or waits for its restart, whether
+  // any pipe is still open; read what the children wrote (polling up to 100 ms); reap
+  // the children that exited (restarting them by the policy, else scheduling the stop
+  // after `grace`); start the restarts that are due. KillAndDrainEverything ends what
+  // exited children left holding their pipes, and reads the rest.
+  bool AnyRunning() const;
+  bool AnyOutputOpen() const;
+  void ReadOutputs(const LineCallback& on_line);
+  void ReapExited(absl::Duration grace, const LineCallback& on_line, StopSchedule* stop);
+  void RunDueRestarts(absl::Duration grace, const LineCallback& on_line, StopSchedule* stop);
+  void KillAndDrainEverything(const LineCallback& on_line);
+
   std::vector<Child> children_;
   std::function<bool(const Exit&)> should_restart_;
   absl::Duration restart_delay_ = absl::ZeroDuration();
