@@ -159,8 +159,10 @@ absl::Status CheckpointWriter::CheckWritable() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& contents) {
-  if (options_.keep < 1) return absl::InvalidArgumentError("keep_checkpoints must be >= 1");
+namespace {
+
+// Refuses what no checkpoint may hold: a negative step, an empty or repeated name.
+absl::Status CheckContents(const CheckpointContents& contents) {
   if (contents.step < 0) return absl::InvalidArgumentError("negative checkpoint step");
   std::set<std::string> names;
   for (const NamedTensor& t : contents.tensors) {
@@ -169,94 +171,115 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
       return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" given twice"));
     }
   }
-  std::error_code ec;
-  fs::create_directories(root_, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root_, ": ", ec.message()));
+  return absl::OkStatus();
+}
 
-  const std::string name = CheckpointName(contents.step);
-  static std::atomic<int> counter{0};
-  const std::string temp =
-      absl::StrCat(root_, "/", kTempPrefix, name, "-", ::getpid(), "-", counter.fetch_add(1));
-  fs::remove_all(temp, ec);
-  if (::mkdir(temp.c_str(), 0755) != 0) return ErrnoError("cannot create", temp);
+// Writes tensors one after another into data-00000, data-00001, ... in `dir`, starting a
+// new file when the next tensor would take one past `max_file_bytes` (a tensor larger
+// than that gets a file of its own). Each file is fsynced and closed before the next.
+class DataFileWriter {
+ public:
+  DataFileWriter(std::string dir, int64_t max_file_bytes)
+      : dir_(std::move(dir)), max_file_bytes_(max_file_bytes) {}
 
-  absl::Status written = [&]() -> absl::Status {
-    nlohmann::json tensors = nlohmann::json::array();
-    nlohmann::json files = nlohmann::json::array();
-    std::unique_ptr<FileDescriptor> fd;
-    std::string file_name;
-    std::string file_path;
-    int64_t offset = 0;
-    auto finish_file = [&]() -> absl::Status {
-      if (fd == nullptr) return absl::OkStatus();
-      if (::fsync(fd->get()) != 0) return ErrnoError("cannot fsync", file_path);
-      if (fd->Close() != 0) return ErrnoError("cannot close", file_path);
-      fd.reset();
-      return absl::OkStatus();
-    };
-    for (const NamedTensor& t : contents.tensors) {
-      const int64_t length = t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
-      if (fd == nullptr || (offset > 0 && offset + length > options_.max_data_file_bytes)) {
-        PS_RETURN_IF_ERROR(finish_file());
-        file_name = absl::StrFormat("data-%05d", static_cast<int>(files.size()));
-        file_path = absl::StrCat(temp, "/", file_name);
-        fd = std::make_unique<FileDescriptor>(
-            ::open(file_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd->get() < 0) return ErrnoError("cannot create", file_path);
-        files.push_back(file_name);
-        offset = 0;
-      }
-      PS_RETURN_IF_ERROR(
-          WriteAll(fd->get(), t.tensor.data(), static_cast<size_t>(length), file_path));
-      tensors.push_back({{"name", t.name},
-                         {"dtype", "float32"},
-                         {"shape", ShapeJson(t.tensor.shape())},
-                         {"file", file_name},
-                         {"offset", offset},
-                         {"length", length},
-                         {"crc32c", Crc32c(t.tensor.data(), static_cast<size_t>(length))}});
-      offset += length;
+  // Appends `t`'s bytes and its manifest entry. Errors: INTERNAL naming the file.
+  absl::Status Add(const NamedTensor& t) {
+    const int64_t length = t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
+    if (fd_ == nullptr || (offset_ > 0 && offset_ + length > max_file_bytes_)) {
+      PS_RETURN_IF_ERROR(FinishFile());
+      file_name_ = absl::StrFormat("data-%05d", static_cast<int>(files_.size()));
+      file_path_ = absl::StrCat(dir_, "/", file_name_);
+      fd_ = std::make_unique<FileDescriptor>(
+          ::open(file_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (fd_->get() < 0) return ErrnoError("cannot create", file_path_);
+      files_.push_back(file_name_);
+      offset_ = 0;
     }
-    PS_RETURN_IF_ERROR(finish_file());
-    nlohmann::json manifest = {{"format", kFormat},
-                               {"version", 1},
-                               {"step", contents.step},
-                               {"epoch", contents.epoch},
-                               {"job_spec", contents.job_spec},
-                               {"metadata", contents.metadata},
-                               {"data_files", files},
-                               {"tensors", tensors}};
-    PS_RETURN_IF_ERROR(WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1)));
-    PS_RETURN_IF_ERROR(FsyncPath(temp));
-    if (options_.delay_before_commit > absl::ZeroDuration()) {
-      absl::SleepFor(options_.delay_before_commit);
-    }
-    const std::string final_path = absl::StrCat(root_, "/", name);
-    // Rewriting a step (a repeated save with no training in between) replaces it; the
-    // old copy is gone for the moment between these two calls, when a crash makes a
-    // reader fall back to the previous checkpoint.
-    fs::remove_all(final_path, ec);
-    if (::rename(temp.c_str(), final_path.c_str()) != 0) return ErrnoError("cannot rename", temp);
-    PS_RETURN_IF_ERROR(FsyncPath(root_));
-    const std::string latest_temp = absl::StrCat(root_, "/", kTempPrefix, kLatest);
-    PS_RETURN_IF_ERROR(WriteFileDurably(latest_temp, name + "\n"));
-    const std::string latest = absl::StrCat(root_, "/", kLatest);
-    if (::rename(latest_temp.c_str(), latest.c_str()) != 0) {
-      return ErrnoError("cannot rename", latest_temp);
-    }
-    return FsyncPath(root_);
-  }();
-  if (!written.ok()) {
-    fs::remove_all(temp, ec);
-    return written;
+    PS_RETURN_IF_ERROR(
+        WriteAll(fd_->get(), t.tensor.data(), static_cast<size_t>(length), file_path_));
+    tensors_.push_back({{"name", t.name},
+                        {"dtype", "float32"},
+                        {"shape", ShapeJson(t.tensor.shape())},
+                        {"file", file_name_},
+                        {"offset", offset_},
+                        {"length", length},
+                        {"crc32c", Crc32c(t.tensor.data(), static_cast<size_t>(length))}});
+    offset_ += length;
+    return absl::OkStatus();
   }
 
+  // Fsyncs and closes the file being written. Errors: INTERNAL naming the file.
+  absl::Status FinishFile() {
+    if (fd_ == nullptr) return absl::OkStatus();
+    if (::fsync(fd_->get()) != 0) return ErrnoError("cannot fsync", file_path_);
+    if (fd_->Close() != 0) return ErrnoError("cannot close", file_path_);
+    fd_.reset();
+    return absl::OkStatus();
+  }
+
+  // The manifest's "data_files" and "tensors".
+  const nlohmann::json& files() const { return files_; }
+  const nlohmann::json& tensors() const { return tensors_; }
+
+ private:
+  const std::string dir_;
+  const int64_t max_file_bytes_;
+  nlohmann::json files_ = nlohmann::json::array();
+  nlohmann::json tensors_ = nlohmann::json::array();
+  std::unique_ptr<FileDescriptor> fd_;
+  std::string file_name_;
+  std::string file_path_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace
+
+absl::Status CheckpointWriter::WriteInto(const std::string& temp,
+                                         const CheckpointContents& contents) const {
+  DataFileWriter data(temp, options_.max_data_file_bytes);
+  for (const NamedTensor& t : contents.tensors) PS_RETURN_IF_ERROR(data.Add(t));
+  PS_RETURN_IF_ERROR(data.FinishFile());
+  nlohmann::json manifest = {{"format", kFormat},
+                             {"version", 1},
+                             {"step", contents.step},
+                             {"epoch", contents.epoch},
+                             {"job_spec", contents.job_spec},
+                             {"metadata", contents.metadata},
+                             {"data_files", data.files()},
+                             {"tensors", data.tensors()}};
+  PS_RETURN_IF_ERROR(WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1)));
+  return FsyncPath(temp);
+}
+
+absl::Status CheckpointWriter::Commit(const std::string& temp, const std::string& name) const {
+  if (options_.delay_before_commit > absl::ZeroDuration()) {
+    absl::SleepFor(options_.delay_before_commit);
+  }
+  const std::string final_path = absl::StrCat(root_, "/", name);
+  // Rewriting a step (a repeated save with no training in between) replaces it; the
+  // old copy is gone for the moment between these two calls, when a crash makes a
+  // reader fall back to the previous checkpoint.
+  std::error_code ec;
+  fs::remove_all(final_path, ec);
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) return ErrnoError("cannot rename", temp);
+  PS_RETURN_IF_ERROR(FsyncPath(root_));
+  const std::string latest_temp = absl::StrCat(root_, "/", kTempPrefix, kLatest);
+  PS_RETURN_IF_ERROR(WriteFileDurably(latest_temp, name + "\n"));
+  const std::string latest = absl::StrCat(root_, "/", kLatest);
+  if (::rename(latest_temp.c_str(), latest.c_str()) != 0) {
+    return ErrnoError("cannot rename", latest_temp);
+  }
+  return FsyncPath(root_);
+}
+
+void CheckpointWriter::Prune(const std::string& written, int64_t step) const {
   // Keep the newest `keep`; the one just written is the newest unless an older run left
   // higher steps behind, so it is never counted out.
+  std::error_code ec;
   int kept = 1;
-  for (const auto& [step, other] : ListCheckpoints(root_)) {
-    if (other == name) continue;
-    if (kept < options_.keep && step < contents.step) {
+  for (const auto& [other_step, other] : ListCheckpoints(root_)) {
+    if (other == written) continue;
+    if (kept < options_.keep && other_step < step) {
       ++kept;
       continue;
     }
@@ -270,6 +293,28 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
       fs::remove_all(it->path(), ignored);
     }
   }
+}
+
+absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& contents) {
+  if (options_.keep < 1) return absl::InvalidArgumentError("keep_checkpoints must be >= 1");
+  PS_RETURN_IF_ERROR(CheckContents(contents));
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root_, ": ", ec.message()));
+
+  const std::string name = CheckpointName(contents.step);
+  static std::atomic<int> counter{0};
+  const std::string temp =
+      absl::StrCat(root_, "/", kTempPrefix, name, "-", ::getpid(), "-", counter.fetch_add(1));
+  fs::remove_all(temp, ec);
+  if (::mkdir(temp.c_str(), 0755) != 0) return ErrnoError("cannot create", temp);
+  absl::Status written = WriteInto(temp, contents);
+  if (written.ok()) written = Commit(temp, name);
+  if (!written.ok()) {
+    fs::remove_all(temp, ec);
+    return written;
+  }
+  Prune(name, contents.step);
   return absl::StrCat(root_, "/", name);
 }
 

@@ -82,6 +82,13 @@ class CheckpointWriter {
   const std::string& root() const { return root_; }
 
  private:
+  // Write's steps: every tensor and the manifest into the folder `temp` (fsynced); then
+  // `temp` renamed to `name` and "latest" pointed at it; then the checkpoints past
+  // Options::keep, and temp folders crashed writers left, removed.
+  absl::Status WriteInto(const std::string& temp, const CheckpointContents& contents) const;
+  absl::Status Commit(const std::string& temp, const std::string& name) const;
+  void Prune(const std::string& written, int64_t step) const;
+
   const std::string root_;
   const Options options_;
 };
