@@ -17,7 +17,9 @@
 #  1. With nvcc: the CUDA code and its tests under --config=cuda, those tagged "gpu" (they
 #     need a GPU, and skip at run time when none answers) and "cuda_config" (what a CUDA
 #     build changes, with or without a GPU).
-#  2. bazel build //... and bazel test //:all_tests (gcc, -O2).
+#  2. bazel build //..., tests/layering/check_layering.sh (the build refuses a dependency
+#     against the Architecture's arrows; counted as one test) and bazel test //:all_tests
+#     (gcc, -O2).
 #  3. Every C++ target compiled with clang and -Werror=thread-safety, counted as one test.
 #  4. The unit tests (//:unit_tests) again under ASan and UBSan, from the objects step 3
 #     compiled.
@@ -156,6 +158,19 @@ if ! unlisted=$(bazel query 'tests(//...) except tests(//:all_tests)' 2>"$log");
 elif [ -n "$unlisted" ]; then
   echo "tests in no suite of //:all_tests (add them to //:unit_tests or //:cluster_tests in BUILD):"
   echo "$unlisted"
+  failed=$((failed + 1))
+fi
+end_step
+
+# The layering the build enforces (README "Architecture"): forbidden dependencies fail with
+# a visibility error, and bazel query finds none in the graph. Counted as one test.
+begin_step "tests/layering/check_layering.sh"
+if tests/layering/check_layering.sh >"$log" 2>&1; then
+  echo "tests/layering/check_layering.sh PASSED"
+  passed=$((passed + 1))
+else
+  grep -m1 "^check_layering: FAILED" "$log" || tail -5 "$log"
+  echo "tests/layering/check_layering.sh FAILED"
   failed=$((failed + 1))
 fi
 end_step

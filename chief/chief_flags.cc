@@ -51,17 +51,17 @@ absl::StatusOr<ChiefOptions> ChiefOptionsFromFlags() {
   options.staleness_override = absl::GetFlag(FLAGS_staleness);
   options.steps_per_call = absl::GetFlag(FLAGS_steps_per_call);
   options.run_steps_timeout = absl::GetFlag(FLAGS_run_steps_timeout);
-  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  options.checkpoint.dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.checkpoint.keep = absl::GetFlag(FLAGS_keep_checkpoints);
   options.restore = absl::GetFlag(FLAGS_restore);
-  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  options.checkpoint.every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  options.checkpoint.every = absl::GetFlag(FLAGS_checkpoint_every);
   options.checkpoint_every_epoch = absl::GetFlag(FLAGS_checkpoint_every_epoch);
   options.consistent_checkpoints = absl::GetFlag(FLAGS_consistent_checkpoints);
-  options.checkpoint_commit_delay = absl::GetFlag(FLAGS_testing_checkpoint_commit_delay);
+  options.checkpoint.commit_delay = absl::GetFlag(FLAGS_testing_checkpoint_commit_delay);
   options.ps_recovery_timeout = absl::GetFlag(FLAGS_ps_recovery_timeout);
   options.export_keras = absl::GetFlag(FLAGS_export_keras);
-  if (options.checkpoint_every_steps < 0 || options.checkpoint_every < absl::ZeroDuration()) {
+  if (options.checkpoint.every_steps < 0 || options.checkpoint.every < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--checkpoint_every_steps and --checkpoint_every must be >= 0");
   }

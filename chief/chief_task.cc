@@ -145,17 +145,17 @@ absl::Status BuildModelAndValidation(const ChiefOptions& options, ChiefJob* chie
 
 // The checkpoint to continue from (null: start fresh), opened and verified now so that a
 // bad --restore fails at start. Errors: INVALID_ARGUMENT a --restore PATH that does not
-// verify, keep_checkpoints < 1; FAILED_PRECONDITION --restore=latest finds checkpoints of
+// verify, checkpoint.keep < 1; FAILED_PRECONDITION --restore=latest finds checkpoints of
 // which none verifies.
 absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenCheckpointToRestore(
     const ChiefOptions& options) {
-  if (options.keep_checkpoints < 1) {
+  if (options.checkpoint.keep < 1) {
     return absl::InvalidArgumentError("--keep_checkpoints must be at least 1");
   }
   // Before any task is waited for: a directory the chief cannot write would otherwise
   // cost the first epoch.
-  if (!options.checkpoint_dir.empty()) {
-    if (absl::Status writable = CheckpointWriter(options.checkpoint_dir, {}).CheckWritable();
+  if (!options.checkpoint.dir.empty()) {
+    if (absl::Status writable = CheckpointWriter(options.checkpoint.dir, {}).CheckWritable();
         !writable.ok()) {
       return absl::InvalidArgumentError(writable.message());
     }
@@ -170,12 +170,12 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenCheckpointToRestore(
     }
     return opened;
   }
-  if (options.checkpoint_dir.empty()) return nullptr;
+  if (options.checkpoint.dir.empty()) return nullptr;
   absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
-      CheckpointReader::Open(options.checkpoint_dir);
+      CheckpointReader::Open(options.checkpoint.dir);
   if (found.ok()) return found;
   if (absl::IsNotFound(found.status())) {
-    LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint_dir,
+    LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint.dir,
                          "; starting from freshly initialized variables"));
     return nullptr;
   }
@@ -231,16 +231,12 @@ Coordinator::Options CoordinatorOptionsFor(const ChiefOptions& options,
   o.ps_addresses = daemon.config.cluster.tasks("ps");
   o.placement_policy = chief.job.placement;
   o.consistency = chief.consistency;
-  o.checkpoint_dir = options.checkpoint_dir;
-  o.keep_checkpoints = options.keep_checkpoints;
-  o.checkpoint_every_steps = options.checkpoint_every_steps;
-  o.checkpoint_every = options.checkpoint_every;
+  o.checkpoint = options.checkpoint;
+  // evaluate resolves the job's relative data paths against this folder.
+  o.checkpoint.metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   o.checkpoint_every_epoch = options.checkpoint_every_epoch;
   o.consistent_checkpoints = options.consistent_checkpoints;
-  o.checkpoint_commit_delay = options.checkpoint_commit_delay;
   o.ps_recovery_timeout = options.ps_recovery_timeout;
-  // evaluate resolves the job's relative data paths against this folder.
-  o.checkpoint_metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   return o;
 }
 

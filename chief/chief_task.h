@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "chief/checkpointer.h"
 #include "common/daemon/daemon_runtime.h"
 
 namespace pstrain {
@@ -23,24 +24,22 @@ struct ChiefOptions {
   int64_t steps_per_call = 100;
   // Deadline of one RunSteps call (a chunk of training steps on a worker).
   absl::Duration run_steps_timeout = absl::Minutes(10);
-  // Where a checkpoint is written at the end of every epoch; empty = no checkpoints.
-  std::string checkpoint_dir;
-  // Checkpoints kept in checkpoint_dir (older ones are deleted). >= 1.
-  int keep_checkpoints = 3;
-  // "latest": continue from the newest good checkpoint in checkpoint_dir, or start fresh
+  // Where and when checkpoints are written: checkpoint.dir (empty = no checkpoints; one
+  // at every epoch end unless checkpoint_every_epoch is false), checkpoint.keep (>= 1;
+  // older ones are deleted), checkpoint.every_steps / checkpoint.every (0 / zero =
+  // never), checkpoint.commit_delay (fault injection for tests). Its metadata and
+  // observer are the chief's own (the job's folder; the monitoring).
+  Checkpointer::Options checkpoint;
+  // "latest": continue from the newest good checkpoint in checkpoint.dir, or start fresh
   // (one log line) when there is none; "none": always start fresh; anything else: the
   // path of a checkpoint (or of a checkpoint root) to continue from, which must verify.
   std::string restore = "latest";
-  // More checkpoints (with checkpoint_dir): every N global steps and/or every interval
-  // (0 / zero = never), at every epoch end unless checkpoint_every_epoch is false, and
-  // on demand (the Chief service's SaveCheckpoint, `psctl checkpoint`). consistent: a
-  // mid-epoch checkpoint pauses the workers between chunks so every shard is of one step.
-  int64_t checkpoint_every_steps = 0;
-  absl::Duration checkpoint_every = absl::ZeroDuration();
+  // More checkpoints (with checkpoint.dir): at every epoch end unless
+  // checkpoint_every_epoch is false, and on demand (the Chief service's SaveCheckpoint,
+  // `psctl checkpoint`). consistent: a mid-epoch checkpoint pauses the workers between
+  // chunks so every shard is of one step.
   bool checkpoint_every_epoch = true;
   bool consistent_checkpoints = true;
-  // Fault injection for tests (see CheckpointWriter::Options::delay_before_commit).
-  absl::Duration checkpoint_commit_delay = absl::ZeroDuration();
   // How long training waits for a failed ps to come back before the job fails.
   absl::Duration ps_recovery_timeout = absl::Seconds(120);
   // At the end of a job that trained to its end, the model with the weights the ps tasks
@@ -58,7 +57,7 @@ struct ChiefOptions {
 //      --restore=latest, checkpoints exist but none verifies (rather than silently
 //      starting over);
 //   2  a bad job spec or checkpoint options (a --restore PATH that does not verify,
-//      keep_checkpoints < 1);
+//      checkpoint.keep < 1);
 //   42 SIGTERM/SIGINT came during training: the chief stopped handing out work, wrote a
 //      consistent checkpoint and left the ps and workers running, for a restarted chief
 //      to re-attach them and resume from it (Coordinator::Preempt).

@@ -49,14 +49,9 @@ OptimizerConfig PsOptimizerFor(const JobSpec& job, const Model& model, size_t nu
   return optimizer;
 }
 
+// The Checkpointer tells the coordinator's observer of every checkpoint.
 Checkpointer::Options CheckpointerOptions(const Coordinator::Options& options) {
-  Checkpointer::Options out;
-  out.dir = options.checkpoint_dir;
-  out.keep = options.keep_checkpoints;
-  out.metadata = options.checkpoint_metadata;
-  out.every_steps = options.checkpoint_every_steps;
-  out.every = options.checkpoint_every;
-  out.commit_delay = options.checkpoint_commit_delay;
+  Checkpointer::Options out = options.checkpoint;
   out.observer = options.observer;
   return out;
 }

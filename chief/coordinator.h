@@ -76,27 +76,18 @@ class Coordinator {
     // How every ps orders the workers' pushes (the job's "consistency", resolved for the
     // cluster: see ResolveConsistency); default async.
     ConsistencyConfig consistency;
-    // Where a checkpoint is written at the end of every epoch (the last one is the end of
-    // the job); empty = no checkpoints. The newest keep_checkpoints are kept.
-    std::string checkpoint_dir;
-    int keep_checkpoints = 3;
-    // Merged into every checkpoint's metadata (e.g. the job file's folder, which relative
-    // data paths in the job spec are relative to).
-    nlohmann::json checkpoint_metadata = nlohmann::json::object();
-    // More checkpoint triggers besides the end of the job (all need checkpoint_dir):
-    // every this many global steps (0 = never), every this much time (zero = never), at
-    // every epoch end, and on demand (SaveCheckpointNow).
-    int64_t checkpoint_every_steps = 0;
-    absl::Duration checkpoint_every = absl::ZeroDuration();
+    // Where and when checkpoints are written (the last one at the end of the job); an
+    // empty checkpoint.dir = no checkpoints. Its observer is ignored: the Checkpointer
+    // tells `observer` below. Triggers besides the end of the job, all with a dir: the
+    // Checkpointer's (every_steps, every), every epoch end, and on demand
+    // (SaveCheckpointNow).
+    Checkpointer::Options checkpoint;
     bool checkpoint_every_epoch = true;
     // A mid-epoch checkpoint waits for every chunk in flight to return and hands out no
     // new one meanwhile, so no push is in flight and every shard belongs to one step.
     // false: read every ps while the workers go on pushing (no pause; shards may then be
     // a few steps apart, as TensorFlow's asynchronous checkpoints are).
     bool consistent_checkpoints = true;
-    // Fault injection for tests: time spent between writing a checkpoint's files and
-    // committing it (see CheckpointWriter::Options::delay_before_commit).
-    absl::Duration checkpoint_commit_delay = absl::ZeroDuration();
     // A ps that fails (a worker reports it unreachable or missing its variables) pauses
     // training; this long is waited for it to answer again before the job fails.
     absl::Duration ps_recovery_timeout = absl::Seconds(120);
@@ -137,7 +128,7 @@ class Coordinator {
 
   // Stops training for a restart, as TensorFlow's PreemptionCheckpointHandler does on
   // SIGTERM: no new chunk is handed out; once the chunks in flight are back, a consistent
-  // checkpoint is written (with a checkpoint_dir, unless the newest one is of this very
+  // checkpoint is written (with a checkpoint.dir, unless the newest one is of this very
   // step) and Run() returns ABORTED naming it. The tasks are not told anything: a
   // restarted chief re-attaches them and resumes from that checkpoint. Returns false, and
   // does nothing, before training started (waiting for tasks) and after it ended.
@@ -149,7 +140,7 @@ class Coordinator {
   // Asks for a checkpoint as soon as possible (after the chunks in flight, in consistent
   // mode) and waits up to `timeout` for one written after the request. Returns its path.
   // Thread-safe; called from the chief's RPC threads.
-  // Errors: FAILED_PRECONDITION no checkpoint_dir, or the job is not training (over,
+  // Errors: FAILED_PRECONDITION no checkpoint.dir, or the job is not training (over,
   //         failed, or not started: the message says which); DEADLINE_EXCEEDED none
   //         written in time (the request stays pending); the write's own error.
   absl::StatusOr<SaveCheckpointResponse> SaveCheckpointNow(absl::Duration timeout)

@@ -14,7 +14,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
 #include "common/training/training_state.h"
-#include "common/training/variable_snapshot.h"
+#include "common/variable_snapshot.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
 #include "ps_server/ps_client.h"

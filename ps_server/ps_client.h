@@ -10,10 +10,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "common/variable_snapshot.h"
 #include "proto/ps.pb.h"
 #include "ps_server/consistency.h"
 #include "ps_server/sparse_rows.h"
-#include "ps_server/variable_snapshot.h"
 
 namespace pstrain {
 

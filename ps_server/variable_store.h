@@ -21,7 +21,7 @@
 #include "ps_server/consistency.h"
 #include "ps_server/request_log.h"
 #include "ps_server/sparse_rows.h"
-#include "ps_server/variable_snapshot.h"
+#include "common/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {

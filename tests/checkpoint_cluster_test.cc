@@ -97,7 +97,7 @@ RunResult RunCluster(const std::string& job_path, int num_ps, const std::string&
   chief.job_path = job_path;
   chief.steps_per_call = 5;
   chief.epochs_override = epochs;
-  chief.checkpoint_dir = checkpoint_dir;
+  chief.checkpoint.dir = checkpoint_dir;
   chief.restore = restore;
   if (more_options) more_options(&chief);
   std::ostringstream out;
@@ -313,7 +313,7 @@ TEST(CheckpointClusterTest, CheckpointsRestoreOntoOtherPsCountsExportAndEvaluate
   EXPECT_EQ(last->epoch(), 4);
   EXPECT_EQ(last->metadata()["num_ps"], 3);
   EXPECT_EQ(MaxVariableDifference(*after_three, *last), 0.0);
-  // keep_checkpoints = 3: epochs 2, 3 and 4 are left.
+  // checkpoint.keep = 3: epochs 2, 3 and 4 are left.
   int left = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().filename().string().rfind("ckpt-", 0) == 0) ++left;
@@ -399,8 +399,8 @@ TEST(CheckpointClusterTest, AMidEpochCheckpointResumesTheEpochAtItsDataPositions
   const std::string dir = TempPath("positions");
   fs::remove_all(dir);
   auto every_3_steps = [](ChiefOptions* chief) {
-    chief->checkpoint_every_steps = 3;
-    chief->keep_checkpoints = 100;
+    chief->checkpoint.every_steps = 3;
+    chief->checkpoint.keep = 100;
     chief->steps_per_call = 2;
   };
   RunResult whole = RunCluster(job, 2, dir, "none", 2, every_3_steps);
@@ -446,9 +446,9 @@ TEST(CheckpointClusterTest, TimedAndLiveCheckpointsAreWrittenMidEpoch) {
     const std::string dir = TempPath(consistent ? "timed_consistent" : "timed_live");
     fs::remove_all(dir);
     RunResult run = RunCluster(job, 2, dir, "none", 2, [consistent](ChiefOptions* chief) {
-      chief->checkpoint_every = absl::Milliseconds(1);
+      chief->checkpoint.every = absl::Milliseconds(1);
       chief->consistent_checkpoints = consistent;
-      chief->keep_checkpoints = 100;
+      chief->checkpoint.keep = 100;
       chief->steps_per_call = 2;
     });
     ASSERT_EQ(run.chief_exit, 0);

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/daemon/version.h"
+#include "common/version.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_test_util.h"

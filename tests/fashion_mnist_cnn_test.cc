@@ -62,7 +62,7 @@ TEST(FashionMnistCnnTest, ParameterServersHoldTheBatchNormStatistics) {
   const auto cluster = LoopbackCluster(2, 2);
   ChiefOptions chief;
   chief.job_path = job_path;
-  chief.checkpoint_dir = dir + "/checkpoints";
+  chief.checkpoint.dir = dir + "/checkpoints";
   std::ostringstream out;
   const std::vector<int> exit_codes = RunInProcessCluster(cluster, chief, out);
   for (size_t i = 0; i < exit_codes.size(); ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i;
@@ -71,7 +71,7 @@ TEST(FashionMnistCnnTest, ParameterServersHoldTheBatchNormStatistics) {
   // bar is above chance (0.1), not at the 300-step figure of one process.
   EXPECT_GE(LastValAccuracy(out.str()), 0.3) << out.str();
 
-  absl::StatusOr<std::string> latest = FindLatestGoodCheckpoint(chief.checkpoint_dir);
+  absl::StatusOr<std::string> latest = FindLatestGoodCheckpoint(chief.checkpoint.dir);
   ASSERT_TRUE(latest.ok()) << latest.status();
   absl::StatusOr<std::unique_ptr<CheckpointReader>> checkpoint = CheckpointReader::Open(*latest);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();

@@ -15,7 +15,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "common/cluster_spec.h"
 #include "common/daemon/rpc/grpc_chief_client.h"
-#include "common/daemon/version.h"
 #include "common/daemon/daemon_options.h"
 #include "common/daemon/daemon_security.h"
 #include "common/rpc/client_security.h"
@@ -23,6 +22,7 @@
 #include "proto/health.grpc.pb.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
+#include "common/version.h"
 #include "common/training/consistency_config.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 

@@ -11,7 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "common/daemon/version.h"
+#include "common/version.h"
 
 namespace pstrain {
 

@@ -12,7 +12,7 @@ namespace pstrain {
 //   file named like the binary, and ours live in libraries such as
 //   common/daemon/daemon_flags.cc); Abseil's own flags stay under --helpfull.
 // - --help, --helpfull, --helpshort, --helpmatch=S and --version print to stdout and exit 0
-//   (Abseil exits 1 after help); --version prints VersionText (common/daemon/version.h).
+//   (Abseil exits 1 after help); --version prints VersionText (common/version.h).
 // - An unknown or malformed flag is one line on stderr and exit 1 (Abseil's parser).
 // Returns the positional arguments, argv[0] first.
 std::vector<char*> ParseCommandLineWithUsage(int argc, char** argv, absl::string_view usage);

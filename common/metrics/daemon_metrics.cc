@@ -3,10 +3,10 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/daemon/version.h"
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 
 ABSL_FLAG(int, metrics_port, 0,
           "Serve Prometheus metrics at http://HOST:PORT/metrics (the chief and train also a "

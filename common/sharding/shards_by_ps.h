@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
-#include "common/training/variable_snapshot.h"
+#include "common/variable_snapshot.h"
 
 namespace pstrain {
 

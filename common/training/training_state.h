@@ -21,7 +21,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
-#include "common/training/variable_snapshot.h"
+#include "common/variable_snapshot.h"
 #include "nlohmann/json.hpp"
 
 namespace pstrain {

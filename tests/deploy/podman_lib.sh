@@ -116,8 +116,8 @@ podman_check_image() {
   label=$(podman image inspect \
             --format '{{index .Config.Labels "org.opencontainers.image.version"}}' \
             "$PSTRAIN_IMAGE" 2>/dev/null)
-  if [ -f common/daemon/version.h ]; then
-    version=$(sed -nE 's/.*kPstrainVersion\[\] = "([^"]+)".*/\1/p' common/daemon/version.h)
+  if [ -f common/version.h ]; then
+    version=$(sed -nE 's/.*kPstrainVersion\[\] = "([^"]+)".*/\1/p' common/version.h)
     [ "$label" = "$version" ] ||
       fail "image label org.opencontainers.image.version '$label' is not kPstrainVersion '$version'"
   fi

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_DAEMON_VERSION_H_
-#define PSTRAIN_COMMON_DAEMON_VERSION_H_
+#ifndef PSTRAIN_COMMON_VERSION_H_
+#define PSTRAIN_COMMON_VERSION_H_
 
 #include <string>
 
@@ -21,4 +21,4 @@ std::string VersionText(absl::string_view binary);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_DAEMON_VERSION_H_
+#endif  // PSTRAIN_COMMON_VERSION_H_

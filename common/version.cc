@@ -1,4 +1,4 @@
-#include "common/daemon/version.h"
+#include "common/version.h"
 
 #include <cblas.h>
 

@@ -1,4 +1,4 @@
-#include "ps_server/variable_snapshot.h"
+#include "common/variable_snapshot.h"
 
 #include <utility>
 
