@@ -47,6 +47,11 @@ absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> StreamLimiter::Open(
   return std::unique_ptr<Lease>(new Lease(this, id));
 }
 
+int StreamLimiter::open() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(streams_.size());
+}
+
 void StreamLimiter::Close(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = streams_.find(id);

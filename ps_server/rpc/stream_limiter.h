@@ -66,6 +66,8 @@ class StreamLimiter {
 
   // Streams refused (per-peer limit) and cancelled (idle, too long) so far.
   int64_t refused() const { return refused_.load(); }
+  // Streams registered now (their handlers have not returned).
+  int open() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t cancelled() const { return cancelled_.load(); }
 
   // "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": a peer is a host, not a connection.
