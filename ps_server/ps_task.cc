@@ -31,9 +31,15 @@ int RunPsTask(DaemonRuntime* runtime) {
   VariableStore store;
   PsMetrics ps_metrics(runtime->metrics()->registry(), &store);
   ShutdownSignal* shutdown = runtime->shutdown();
-  PsServiceImpl service(&store, [shutdown](const std::string& reason) {
-    shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
-  });
+  PsServiceOptions options;
+  // Only the job's own workers take part in its pushes (sync rounds, staleness).
+  options.num_workers = runtime->options().config.cluster.num_tasks("worker");
+  PsServiceImpl service(
+      &store,
+      [shutdown](const std::string& reason) {
+        shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
+      },
+      options);
   service.set_metrics(&ps_metrics);
   absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
   if (!task.ok()) {
