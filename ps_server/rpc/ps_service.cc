@@ -38,10 +38,11 @@ absl::Status CheckNames(absl::string_view what, const Names& names) {
 // it, "worker 1", as workers name themselves, and must be one of the job's num_workers
 // workers; the name the request carries counts only from a caller with no worker
 // identity (a server without authorization).
-absl::StatusOr<std::string> PusherName(const grpc::ServerContext& context,
+absl::StatusOr<std::string> PusherName(const grpc::ServerContext* context,
                                        const std::string& claimed, int num_workers) {
   PS_RETURN_IF_ERROR(CheckLength("worker name", claimed));
-  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(context);
+  if (context == nullptr) return claimed;  // called in-process, not over gRPC
+  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(*context);
   if (!caller.ok()) return caller.status();
   if (!caller->has_value() || (*caller)->role != Role::kWorker) return claimed;
   const int index = (*caller)->index;
@@ -137,7 +138,7 @@ PsServiceImpl::PsServiceImpl(VariableStore* store,
                          }));
 }
 
-absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContext& caller,
+absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContext* caller,
                                                      const PushRequest& request) const {
   PushContext context;
   PS_ASSIGN_OR_RETURN(context.worker,
@@ -201,7 +202,7 @@ grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* reques
 
 grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest* request,
                                  PushResponse*) {
-  absl::StatusOr<PushContext> context = ContextOf(*caller, *request);
+  absl::StatusOr<PushContext> context = ContextOf(caller, *request);
   if (!context.ok()) return Answer("Push", context.status());
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
   if (!gradients.ok()) return Answer("Push", gradients.status());
@@ -211,7 +212,7 @@ grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest*
 grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
                                      const PushPullRequest* request,
                                      PushPullResponse* response) {
-  absl::StatusOr<PushContext> context = ContextOf(*caller, request->push());
+  absl::StatusOr<PushContext> context = ContextOf(caller, request->push());
   if (!context.ok()) return Answer("PushPull", context.status());
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
   if (!gradients.ok()) return Answer("PushPull", gradients.status());
@@ -235,7 +236,19 @@ struct PsServiceImpl::PulledValues {
 grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
                                            PushPullServerStream* stream) {
   auto answer = [this](const absl::Status& status) { return Answer("PushPullStream", status); };
-  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease = streams_.Open(context);
+  // Streams are counted per caller: its identity when it has one (a worker outside the
+  // job is refused here), else its host.
+  std::string owner;
+  if (absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(*context); !caller.ok()) {
+    return answer(caller.status());
+  } else if (caller->has_value()) {
+    if (absl::Status member = PusherName(context, "", options_.num_workers).status();
+        !member.ok()) {
+      return answer(member);
+    }
+    owner = FormatIdentity(**caller);
+  }
+  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease = streams_.Open(context, owner);
   if (!lease.ok()) return answer(lease.status());
   PushRequest push;
   TensorAssembler assembler;
@@ -252,7 +265,7 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
     return answer(absl::CancelledError(
         "the push-pull stream was reset after its commit; nothing was applied"));
   }
-  absl::StatusOr<PushContext> push_context = ContextOf(*context, push);
+  absl::StatusOr<PushContext> push_context = ContextOf(context, push);
   if (!push_context.ok()) return answer(push_context.status());
   std::vector<NamedTensor> gradients;
   {
@@ -357,7 +370,7 @@ absl::Status PsServiceImpl::ReadPush(grpc::ServerContext* context,
   // its bytes charged before a byte of data is accepted: a stream for an unknown name or
   // a shape not the variable's ends here, and all streams together never hold more than
   // the request memory.
-  PS_RETURN_IF_ERROR(ContextOf(*context, *push).status());
+  PS_RETURN_IF_ERROR(ContextOf(context, *push).status());
   PS_ASSIGN_OR_RETURN(const int64_t bytes, CheckStreamHeader(*push));
   PS_ASSIGN_OR_RETURN(
       *charge, request_memory_.Reserve(
@@ -489,7 +502,7 @@ grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* caller,
   if (!gradients.ok()) return Answer("PushRows", gradients.status());
   PushContext context;
   absl::StatusOr<std::string> worker =
-      PusherName(*caller, request->worker(), options_.num_workers);
+      PusherName(caller, request->worker(), options_.num_workers);
   if (!worker.ok()) return Answer("PushRows", worker.status());
   context.worker = *std::move(worker);
   context.epoch = request->epoch();

@@ -117,9 +117,9 @@ class PsServiceImpl final : public ParameterServer::Service {
   // Checks a stream's push header against the store before any of its data is accepted.
   // Returns the bytes its gradients take.
   absl::StatusOr<int64_t> CheckStreamHeader(const PushRequest& push) const;
-  // The push context of `request` from `caller`: its worker is the caller's identity
-  // when it has one (PusherName).
-  absl::StatusOr<PushContext> ContextOf(const grpc::ServerContext& caller,
+  // The push context of `request` from `caller` (null: an in-process call): its worker is
+  // the caller's identity when it has one (PusherName in ps_service.cc).
+  absl::StatusOr<PushContext> ContextOf(const grpc::ServerContext* caller,
                                         const PushRequest& request) const;
   // Streams `values` back: a header with versions, then the bytes in chunks.
   struct PulledValues;

@@ -820,7 +820,11 @@ TEST_F(InsiderTest, StreamHeadersAreCheckedAndChargedBeforeAnyData) {
     held[i] = OpenStream(&held_context[i]);
     ASSERT_TRUE(held[i]->Write(Header("w", {8})));
   }
-  WaitForReads(2);
+  // Until both headers are charged (after the ps read them).
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (service_->request_memory().in_use() < 64 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
   EXPECT_EQ(service_->request_memory().in_use(), 64);
   status = refusal(Header("w", {8}));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -943,21 +947,31 @@ TEST_F(InsiderTest, NamesOnTheWireAreBounded) {
 class InsiderAuthTest : public InsiderTest {
  protected:
   static constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
+  InsiderAuthTest() { options_.num_workers = 2; }
   void SetUp() override {
     // The fixture's own clients create and read as the chief.
     ClientSecurity chief;
     chief.token = kToken;
     chief.identity = {Role::kChief, 0};
     SetClientSecurity(chief);
-    PsServiceOptions options;
-    options.num_workers = 2;
     ServerOptions server_options;
     server_options.credentials =
         AuthorizingServerCredentials(std::make_shared<CallAuthorizer>(kToken));
-    Start(options, server_options);
+    Start(options_, server_options);
     // Workers' calls carry their own metadata, on a channel without pstrain's interceptors.
-    raw_stub_ = ParameterServer::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    raw_channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    raw_stub_ = ParameterServer::NewStub(raw_channel_);
+  }
+  // A PushPullStream as task `identity` (token and claim in its metadata).
+  std::unique_ptr<Stream> OpenStreamAs(const std::string& identity,
+                                       grpc::ClientContext* context) {
+    context->AddMetadata(kTokenMetadataKey, kToken);
+    context->AddMetadata(kIdentityMetadataKey, identity);
+    const grpc::internal::RpcMethod method(kPushPullStreamMethod,
+                                           grpc::internal::RpcMethod::BIDI_STREAMING);
+    return std::unique_ptr<Stream>(
+        grpc::internal::ClientReaderWriterFactory<PushPullChunkIn, PushPullChunkOut>::Create(
+            raw_channel_.get(), method, context));
   }
   void TearDown() override {
     InsiderTest::TearDown();
@@ -980,6 +994,8 @@ class InsiderAuthTest : public InsiderTest {
     *g->mutable_gradient() = Tensor({2}, {1, 1}).ToProto();
     return push;
   }
+  PsServiceOptions options_;  // what SetUp starts the service with
+  std::shared_ptr<grpc::Channel> raw_channel_;
   std::unique_ptr<ParameterServer::Stub> raw_stub_;
 };
 
@@ -1022,6 +1038,65 @@ TEST_F(InsiderAuthTest, OnlyTheJobsWorkersTakePartInSyncRoundsUnderTheirOwnNames
   std::vector<int64_t> versions;
   ASSERT_TRUE(unary_client_->Pull({"w"}, &versions).ok());
   EXPECT_EQ(versions, std::vector<int64_t>{2});
+}
+
+// Defect 8: a token holder that held its host's 64 streams made a legitimate worker on
+// the same host fail 40 of 40 pushes. Streams are counted per verified identity, so one
+// task's streams never take another's share; a worker outside the job opens none.
+class InsiderQuotaTest : public InsiderAuthTest {
+ protected:
+  InsiderQuotaTest() { options_.stream_limits.max_streams_per_peer = 2; }
+};
+
+TEST_F(InsiderQuotaTest, StreamQuotasArePerIdentityNotPerHost) {
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  ASSERT_TRUE(unary_client_->CreateVariables({{"w", Tensor({8})}}, sgd).ok());
+  // worker-1 (or whoever claims it, from this host) holds all of its share.
+  grpc::ClientContext held_context[2];
+  std::unique_ptr<Stream> held[2];
+  for (int i = 0; i < 2; ++i) {
+    SetTimeout(&held_context[i], absl::Seconds(30));
+    held[i] = OpenStreamAs("worker-1", &held_context[i]);
+    ASSERT_TRUE(held[i]->Write(Header("w", {8})));
+  }
+  WaitForReads(2);  // both streams are open on the ps
+  {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(30));
+    std::unique_ptr<Stream> third = OpenStreamAs("worker-1", &context);
+    third->Write(Header("w", {8}));
+    const grpc::Status status = Drain(third.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(status.error_message(),
+              "worker-1 already holds 2 open streams (the most one caller may)");
+  }
+  {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(30));
+    std::unique_ptr<Stream> stranger = OpenStreamAs("worker-9", &context);
+    stranger->Write(Header("w", {8}));
+    const grpc::Status status = Drain(stranger.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(status.error_message(),
+              "worker-9 is not a worker of this job (it has 2: worker-0 to worker-1)");
+  }
+  // worker-0, on the same host, pushes as ever.
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(30));
+    std::unique_ptr<Stream> stream = OpenStreamAs("worker-0", &context);
+    ASSERT_TRUE(stream->Write(Header("w", {8})));
+    ASSERT_TRUE(stream->Write(Chunk(std::vector<float>(8, 1.0f), /*commit=*/true),
+                              grpc::WriteOptions().set_last_message()));
+    const grpc::Status status = Drain(stream.get());
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_EQ(Status().pushes(), 3);
+  for (int i = 0; i < 2; ++i) {
+    held_context[i].TryCancel();
+    Drain(held[i].get());
+  }
 }
 
 }  // namespace
