@@ -54,6 +54,17 @@ absl::StatusOr<std::string> PusherName(const grpc::ServerContext* context,
   return absl::StrCat("worker ", index);
 }
 
+// Whom a stream counts against (StreamLimiter::Open): the caller's identity when it has
+// one, which must then be a worker of this job if it is a worker; empty (its host) when
+// it has none.
+absl::StatusOr<std::string> StreamOwner(const grpc::ServerContext& context, int num_workers) {
+  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(context);
+  if (!caller.ok()) return caller.status();
+  if (!caller->has_value()) return std::string();
+  PS_RETURN_IF_ERROR(PusherName(&context, "", num_workers).status());
+  return FormatIdentity(**caller);
+}
+
 absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& request) {
   std::vector<NamedTensor> gradients;
   gradients.reserve(request.gradients_size());
@@ -236,19 +247,10 @@ struct PsServiceImpl::PulledValues {
 grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
                                            PushPullServerStream* stream) {
   auto answer = [this](const absl::Status& status) { return Answer("PushPullStream", status); };
-  // Streams are counted per caller: its identity when it has one (a worker outside the
-  // job is refused here), else its host.
-  std::string owner;
-  if (absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(*context); !caller.ok()) {
-    return answer(caller.status());
-  } else if (caller->has_value()) {
-    if (absl::Status member = PusherName(context, "", options_.num_workers).status();
-        !member.ok()) {
-      return answer(member);
-    }
-    owner = FormatIdentity(**caller);
-  }
-  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease = streams_.Open(context, owner);
+  absl::StatusOr<std::string> owner = StreamOwner(*context, options_.num_workers);
+  if (!owner.ok()) return answer(owner.status());
+  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease =
+      streams_.Open(context, *std::move(owner));
   if (!lease.ok()) return answer(lease.status());
   PushRequest push;
   TensorAssembler assembler;
