@@ -374,10 +374,14 @@ absl::Status PsServiceImpl::ReadPush(grpc::ServerContext* context,
   // the request memory.
   PS_RETURN_IF_ERROR(ContextOf(context, *push).status());
   PS_ASSIGN_OR_RETURN(const int64_t bytes, CheckStreamHeader(*push));
-  PS_ASSIGN_OR_RETURN(
-      *charge, request_memory_.Reserve(
-                   bytes, absl::StrCat("a push-pull stream of ", push->gradients_size(),
-                                       push->gradients_size() == 1 ? " gradient" : " gradients")));
+  absl::StatusOr<MemoryLedger::Charge> charged = request_memory_.Reserve(
+      bytes, absl::StrCat("a push-pull stream of ", push->gradients_size(),
+                          push->gradients_size() == 1 ? " gradient" : " gradients"));
+  if (!charged.ok()) {
+    ++streams_over_memory_;
+    return charged.status();
+  }
+  *charge = *std::move(charged);
   PS_RETURN_IF_ERROR(assembler->Start(headers, std::move(labels)));
   // The whole push is read before any of it is applied, so a pull (this stream's or
   // another's) never sees part of it, and a broken stream changes nothing.
@@ -522,7 +526,8 @@ grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* caller,
 grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,
                                       PsStatusResponse* response) {
   *response = DescribeStore(*store_);
-  response->set_limit_refusals(streams_.refused() + pulls_refused_.load());
+  response->set_limit_refusals(streams_.refused() + pulls_refused_.load() +
+                               streams_over_memory_.load());
   response->set_streams_cancelled(streams_.cancelled());
   return grpc::Status::OK;
 }

@@ -141,8 +141,10 @@ class PsServiceImpl final : public ParameterServer::Service {
 
   StreamLimiter streams_;
   MemoryLedger request_memory_;
-  // Pulls refused for their size (RESOURCE_EXHAUSTED), for GetStatus.
+  // Pulls refused for their size or the request memory, and streams refused for the
+  // request memory (RESOURCE_EXHAUSTED), for GetStatus.
   std::atomic<int64_t> pulls_refused_{0};
+  std::atomic<int64_t> streams_over_memory_{0};
 };
 
 }  // namespace pstrain

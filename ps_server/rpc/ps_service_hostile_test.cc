@@ -837,7 +837,9 @@ TEST_F(InsiderTest, StreamHeadersAreCheckedAndChargedBeforeAnyData) {
   WaitForNoStreams();
   EXPECT_EQ(service_->request_memory().in_use(), 0);
   EXPECT_EQ(service_->request_memory().peak(), 64);
-  EXPECT_EQ(Status().pushes(), 2);
+  const PsStatusResponse counted = Status();
+  EXPECT_EQ(counted.pushes(), 2);
+  EXPECT_EQ(counted.limit_refusals(), 2);  // psctl ps shows them
 }
 
 TEST_F(InsiderTest, RequestMemoryDefaultsToAQuarterOfMaxMemory) {
@@ -863,11 +865,12 @@ TEST_F(InsiderTest, PullRowsRefusesRepeatedRowsAndBoundsItsAnswer) {
   PsServiceOptions options;
   options.request_memory_bytes = 4096;
   Start(options);
-  CreateAdam({{"e", Tensor({64, 4})}});
-  auto pull = [&](std::vector<int64_t> rows, PullRowsResponse* answer) {
+  CreateAdam({{"e", Tensor({64, 4})}, {"wide", Tensor({8, 512})}});
+  auto pull = [&](std::vector<int64_t> rows, PullRowsResponse* answer,
+                  const std::string& name = "e") {
     PullRowsRequest request;
     VariableRows* v = request.add_variables();
-    v->set_name("e");
+    v->set_name(name);
     v->mutable_rows()->Add(rows.begin(), rows.end());
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(30));
@@ -885,6 +888,17 @@ TEST_F(InsiderTest, PullRowsRefusesRepeatedRowsAndBoundsItsAnswer) {
   for (int i = 0; i < 64; ++i) all[i] = 63 - i;
   status = pull(all, &answer);
   EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(Status().limit_refusals(), 0);
+  // Two rows of 2 KiB, charged twice, do not fit 4 KiB: refused before they are copied.
+  PullRowsResponse wide;
+  status = pull({0, 1}, &wide, "wide");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(),
+            "pulling 2 rows of \"wide\" needs 8.0 KiB, but only 4.0 KiB of the ps's memory for "
+            "requests in flight (4.0 KiB) are free; try again later or with less");
+  EXPECT_EQ(wide.values_size(), 0);
+  EXPECT_EQ(Status().limit_refusals(), 1);
+  EXPECT_EQ(service_->request_memory().in_use(), 0);
   EXPECT_EQ(answer.values(0).shape(0), 64);
   EXPECT_EQ(service_->request_memory().peak(), 2 * 64 * 16);
   EXPECT_EQ(service_->request_memory().in_use(), 0);
