@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -136,6 +138,51 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   if (a < 0 || b < 0 || a > kMax - b) return kMax;
   return a + b;
+}
+
+MemoryLedger::MemoryLedger(int64_t limit_bytes, std::string name)
+    : limit_(std::max<int64_t>(0, limit_bytes)), name_(std::move(name)) {}
+
+absl::StatusOr<MemoryLedger::Charge> MemoryLedger::Reserve(int64_t bytes,
+                                                           absl::string_view what) {
+  if (bytes == 0) return Charge(this, 0);
+  int64_t used = in_use_.load();
+  while (bytes > 0 && bytes <= limit_ - used) {
+    if (in_use_.compare_exchange_weak(used, used + bytes)) {
+      int64_t peak = peak_.load();
+      while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
+      }
+      return Charge(this, bytes);
+    }
+  }
+  ++refused_;
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, " needs ", FormatBytes(bytes), ", but only ",
+                   FormatBytes(std::max<int64_t>(0, limit_ - used)), " of ", name_, " (",
+                   FormatBytes(limit_), ") are free; try again later or with less"));
+}
+
+void MemoryLedger::Release(int64_t bytes) { in_use_ -= bytes; }
+
+MemoryLedger::Charge::Charge(Charge&& other) noexcept
+    : ledger_(other.ledger_), bytes_(other.bytes_) {
+  other.ledger_ = nullptr;
+  other.bytes_ = 0;
+}
+
+MemoryLedger::Charge& MemoryLedger::Charge::operator=(Charge&& other) noexcept {
+  if (this != &other) {
+    if (ledger_ != nullptr) ledger_->Release(bytes_);
+    ledger_ = other.ledger_;
+    bytes_ = other.bytes_;
+    other.ledger_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+MemoryLedger::Charge::~Charge() {
+  if (ledger_ != nullptr) ledger_->Release(bytes_);
 }
 
 }  // namespace pstrain

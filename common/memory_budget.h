@@ -14,6 +14,7 @@
 // Each check compares one allocation plan (a model with its state and activations, a
 // data set) with the budget; they are not added up across the process.
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -57,6 +58,56 @@ absl::Status CheckMemoryBudget(int64_t bytes, absl::string_view what);
 // that), so that a budget check on an absurd shape never overflows.
 int64_t SaturatingMul(int64_t a, int64_t b);
 int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// Memory a server holds for requests in flight (a stream's buffered tensors, an answer
+// being built), charged before it is allocated, so that callers together can never make
+// it hold more than `limit` bytes: a charge that does not fit is refused at once (the
+// caller gets RESOURCE_EXHAUSTED), never waited for. Thread-safe.
+class MemoryLedger {
+ public:
+  // `name` says in refusals what the limit is ("the ps's request buffers (a quarter of
+  // --max_memory)").
+  MemoryLedger(int64_t limit_bytes, std::string name);
+  MemoryLedger(const MemoryLedger&) = delete;
+  MemoryLedger& operator=(const MemoryLedger&) = delete;
+
+  // Bytes charged to a ledger, given back when it is destroyed. Movable; an empty one
+  // (default, or moved from) holds nothing. Must not outlive its ledger.
+  class Charge {
+   public:
+    Charge() = default;
+    Charge(Charge&& other) noexcept;
+    Charge& operator=(Charge&& other) noexcept;
+    ~Charge();
+    int64_t bytes() const { return bytes_; }
+
+   private:
+    friend class MemoryLedger;
+    Charge(MemoryLedger* ledger, int64_t bytes) : ledger_(ledger), bytes_(bytes) {}
+    MemoryLedger* ledger_ = nullptr;  // Not owned.
+    int64_t bytes_ = 0;
+  };
+
+  // Charges `bytes` for `what` ("a push-pull stream of 3 gradients").
+  // Errors: RESOURCE_EXHAUSTED they do not fit what is free now (a negative `bytes`, a
+  // size that overflowed, never fits), naming `what`, the bytes, the free and the limit.
+  absl::StatusOr<Charge> Reserve(int64_t bytes, absl::string_view what);
+
+  int64_t limit() const { return limit_; }
+  // Bytes charged now, the most ever charged at once, and the charges refused.
+  int64_t in_use() const { return in_use_.load(); }
+  int64_t peak() const { return peak_.load(); }
+  int64_t refused() const { return refused_.load(); }
+
+ private:
+  void Release(int64_t bytes);
+
+  const int64_t limit_;
+  const std::string name_;
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> refused_{0};
+};
 
 }  // namespace pstrain
 

@@ -54,5 +54,28 @@ TEST(MemoryBudgetTest, SizesSaturateInsteadOfOverflowing) {
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
 }
 
+TEST(MemoryLedgerTest, ChargesUpToTheLimitAndRefusesAtOnceBeyondIt) {
+  MemoryLedger ledger(1000, "the test's buffers");
+  absl::StatusOr<MemoryLedger::Charge> a = ledger.Reserve(600, "a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<MemoryLedger::Charge> b = ledger.Reserve(600, "stream b");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(b.status().message(),
+            "stream b needs 600 bytes, but only 400 bytes of the test's buffers (1000 bytes) "
+            "are free; try again later or with less");
+  EXPECT_FALSE(ledger.Reserve(-1, "an overflowed size").ok());
+  EXPECT_EQ(ledger.in_use(), 600);
+  {
+    MemoryLedger::Charge moved = *std::move(a);
+    EXPECT_EQ(moved.bytes(), 600);
+    EXPECT_EQ(ledger.in_use(), 600);
+  }
+  EXPECT_EQ(ledger.in_use(), 0);
+  EXPECT_TRUE(ledger.Reserve(1000, "all of it").ok());
+  EXPECT_EQ(ledger.in_use(), 0);
+  EXPECT_EQ(ledger.peak(), 1000);
+  EXPECT_EQ(ledger.refused(), 2);
+}
+
 }  // namespace
 }  // namespace pstrain

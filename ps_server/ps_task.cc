@@ -1,6 +1,8 @@
 #include "ps_server/ps_task.h"
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/memory_budget.h"
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/task_runtime.h"
 #include "google/protobuf/util/json_util.h"
@@ -9,8 +11,29 @@
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
 
+ABSL_FLAG(std::string, ps_request_memory, "",
+          "Memory a ps may hold for requests in flight (push-pull streams' gradients and "
+          "answers, PullRows answers), charged before it is allocated; a request that does "
+          "not fit what is free is refused at once (RESOURCE_EXHAUSTED). Bytes with a "
+          "K/M/G/T suffix or a share of the machine's memory (\"10%\"); empty: a quarter "
+          "of --max_memory");
+
 namespace pstrain {
 namespace {
+
+// --ps_request_memory in bytes; 0 when empty (the service then takes a quarter of
+// --max_memory). Errors: INVALID_ARGUMENT as ParseMemorySize.
+absl::StatusOr<int64_t> RequestMemoryBytes() {
+  const std::string text = absl::GetFlag(FLAGS_ps_request_memory);
+  if (text.empty()) return 0;
+  absl::StatusOr<MemorySize> size = ParseMemorySize(text);
+  if (!size.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ps_request_memory: ", size.status().message()));
+  }
+  if (size->percent <= 0) return size->bytes;
+  return static_cast<int64_t>(static_cast<double>(MachineMemoryBytes()) * size->percent / 100.0);
+}
 
 // What GetStatus would answer now, as one line of protobuf's JSON: once the task is gone
 // its counters and versions stay readable in the log (an operator's post-mortem, and the
@@ -31,9 +54,21 @@ int RunPsTask(DaemonRuntime* runtime) {
   VariableStore store;
   PsMetrics ps_metrics(runtime->metrics()->registry(), &store);
   ShutdownSignal* shutdown = runtime->shutdown();
-  PsServiceImpl service(&store, [shutdown](const std::string& reason) {
-    shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
-  });
+  PsServiceOptions options;
+  // Only the job's own workers take part in its pushes (sync rounds, staleness).
+  options.num_workers = runtime->options().config.cluster.num_tasks("worker");
+  absl::StatusOr<int64_t> request_memory = RequestMemoryBytes();
+  if (!request_memory.ok()) {
+    LogError(request_memory.status().message());
+    return ExitCodeFor(request_memory.status());
+  }
+  options.request_memory_bytes = *request_memory;
+  PsServiceImpl service(
+      &store,
+      [shutdown](const std::string& reason) {
+        shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
+      },
+      options);
   service.set_metrics(&ps_metrics);
   absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
   if (!task.ok()) {

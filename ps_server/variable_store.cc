@@ -359,6 +359,19 @@ absl::Status CheckRows(const std::string& name, absl::Span<const int64_t> rows,
   return absl::OkStatus();
 }
 
+// Pulled rows must be distinct: an answer is then never larger than its variable.
+absl::Status CheckDistinctRows(const std::string& name, absl::Span<const int64_t> rows) {
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(rows.size());
+  for (int64_t row : rows) {
+    if (!seen.insert(row).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row ", row, " of \"", name, "\" is asked more than once in one pull; ask each once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // `rows` distinct and ascending, with the values of repeated rows summed (in the order
 // they were given).
 void SumRepeatedRows(absl::Span<const int64_t> rows, absl::Span<const float> values,
@@ -395,6 +408,7 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
   }
   PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(name, shape));
   PS_RETURN_IF_ERROR(CheckRows(name, rows, row_shape.rows));
+  PS_RETURN_IF_ERROR(CheckDistinctRows(name, rows));
   // rows.size() rows of `width` floats, checked without overflow before it is formed.
   const int64_t row_bytes = row_shape.width * static_cast<int64_t>(sizeof(float));
   if (row_bytes > 0 && static_cast<int64_t>(rows.size()) > max_bytes / row_bytes) {
@@ -778,6 +792,12 @@ void VariableStore::PushSync(absl::Span<Variable* const> found,
                            " gradients and applied the ones that arrived (logged once)"));
     }
   }
+}
+
+absl::StatusOr<std::vector<int64_t>> VariableStore::ShapeOf(const std::string& name) const {
+  PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
+  absl::MutexLock lock(&v->mu);
+  return v->value.shape();
 }
 
 std::vector<VariableStore::VariableInfo> VariableStore::List() const {

@@ -103,12 +103,13 @@ class VariableStore {
   absl::Status Push(absl::Span<const NamedTensor> gradients,
                     const PushContext& context = PushContext());
 
-  // The rows `rows` of variable `name` in that order (a repeated row is copied again), as
-  // [rows.size(), shape[1], ...], read under the variable's lock; `version` (may be null)
-  // gets its count of applied updates.
-  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a rank-0 variable, no rows, or a
-  //         row outside [0, shape[0]); RESOURCE_EXHAUSTED the rows hold more than
-  //         `max_bytes` bytes.
+  // The rows `rows` of variable `name` in that order, as [rows.size(), shape[1], ...],
+  // read under the variable's lock; `version` (may be null) gets its count of applied
+  // updates. Each row may be asked once, so an answer is never larger than the variable
+  // (a small request naming one row 60,000 times cannot make a huge answer).
+  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a rank-0 variable, no rows, a
+  //         row outside [0, shape[0]) or asked twice; RESOURCE_EXHAUSTED the rows hold
+  //         more than `max_bytes` bytes.
   absl::StatusOr<Tensor> PullRows(const std::string& name, absl::Span<const int64_t> rows,
                                   int64_t* version, int64_t max_bytes = INT64_MAX) const;
 
@@ -144,6 +145,10 @@ class VariableStore {
   //         differs from the variable's, a slot the optimizer does not keep, a negative
   //         version or iterations, a value or slot holding a NaN or an infinity.
   absl::Status RestoreState(std::vector<Snapshot> snapshots);
+
+  // The shape of variable `name` (it never changes once created).
+  // Errors: NOT_FOUND an unknown name.
+  absl::StatusOr<std::vector<int64_t>> ShapeOf(const std::string& name) const;
 
   std::vector<VariableInfo> List() const;
   int64_t num_pushes() const;

@@ -541,14 +541,19 @@ TEST(VariableStoreRowsTest, PullRowsReturnsTheRowsAskedInOrder) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1)).ok());
   int64_t version = -1;
-  auto rows = store.PullRows("emb", std::vector<int64_t>{4, 0, 4}, &version);
+  auto rows = store.PullRows("emb", std::vector<int64_t>{4, 0, 1}, &version);
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_EQ(rows->shape(), (std::vector<int64_t>{3, 3}));
   const Tensor table = Table();
   const float* t = table.data();
-  EXPECT_EQ(Values(*rows), (std::vector<float>{t[12], t[13], t[14], t[0], t[1], t[2], t[12],
-                                               t[13], t[14]}));
+  EXPECT_EQ(Values(*rows), (std::vector<float>{t[12], t[13], t[14], t[0], t[1], t[2], t[3],
+                                               t[4], t[5]}));
   EXPECT_EQ(version, 0);
+  // A row asked twice would make the answer larger than the table can be: refused.
+  auto repeated = store.PullRows("emb", std::vector<int64_t>{4, 0, 4}, &version);
+  EXPECT_EQ(repeated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(repeated.status().message(),
+            "row 4 of \"emb\" is asked more than once in one pull; ask each once");
 }
 
 TEST(VariableStoreRowsTest, SparseAndDensePushesGiveTheSameWeights) {

@@ -1,21 +1,75 @@
 #include "ps_server/rpc/ps_service.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
 
+// A string from the wire: refused when longer than kMaxWireNameBytes, naming what it is
+// and how it starts, so that no name of a megabyte is ever kept, logged or answered.
+absl::Status CheckLength(absl::string_view what, absl::string_view text) {
+  if (text.size() <= kMaxWireNameBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " of ", text.size(), " bytes is longer than the ", kMaxWireNameBytes,
+      " bytes a name may have (it starts \"", absl::CHexEscape(text.substr(0, 32)), "\")"));
+}
+
+template <typename Names>
+absl::Status CheckNames(absl::string_view what, const Names& names) {
+  for (const auto& name : names) PS_RETURN_IF_ERROR(CheckLength(what, name));
+  return absl::OkStatus();
+}
+
+// The name a push is counted and ordered under: the store's per-worker state (bounded
+// staleness, sync rounds, the status page's pushes per worker) is keyed by it. A caller
+// with an identity (its certificate's name, or with plaintext the identity that came
+// with the job's token, which the authorizer let call Push only as a worker) is named by
+// it, "worker 1", as workers name themselves, and must be one of the job's num_workers
+// workers; the name the request carries counts only from a caller with no worker
+// identity (a server without authorization).
+absl::StatusOr<std::string> PusherName(const grpc::ServerContext* context,
+                                       const std::string& claimed, int num_workers) {
+  PS_RETURN_IF_ERROR(CheckLength("worker name", claimed));
+  if (context == nullptr) return claimed;  // called in-process, not over gRPC
+  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(*context);
+  if (!caller.ok()) return caller.status();
+  if (!caller->has_value() || (*caller)->role != Role::kWorker) return claimed;
+  const int index = (*caller)->index;
+  if (num_workers > 0 && index >= num_workers) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(FormatIdentity(**caller), " is not a worker of this job (it has ",
+                     num_workers, ": worker-0 to worker-", num_workers - 1, ")"));
+  }
+  return absl::StrCat("worker ", index);
+}
+
+// Whom a stream counts against (StreamLimiter::Open): the caller's identity when it has
+// one, which must then be a worker of this job if it is a worker; empty (its host) when
+// it has none.
+absl::StatusOr<std::string> StreamOwner(const grpc::ServerContext& context, int num_workers) {
+  absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(context);
+  if (!caller.ok()) return caller.status();
+  if (!caller->has_value()) return std::string();
+  PS_RETURN_IF_ERROR(PusherName(&context, "", num_workers).status());
+  return FormatIdentity(**caller);
+}
+
 absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& request) {
   std::vector<NamedTensor> gradients;
   gradients.reserve(request.gradients_size());
   for (const Gradient& g : request.gradients()) {
+    PS_RETURN_IF_ERROR(CheckLength("gradient name", g.name()));
     absl::StatusOr<Tensor> tensor = Tensor::FromProto(g.gradient());
     if (!tensor.ok()) {
       return absl::InvalidArgumentError(
@@ -24,16 +78,6 @@ absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& requ
     gradients.push_back({g.name(), *std::move(tensor)});
   }
   return gradients;
-}
-
-PushContext ContextOf(const PushRequest& request) {
-  PushContext context;
-  context.worker = request.worker();
-  context.epoch = request.epoch();
-  context.step = request.step();
-  context.versions.assign(request.versions().begin(), request.versions().end());
-  context.request_id = request.request_id();
-  return context;
 }
 
 absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
@@ -66,6 +110,7 @@ absl::StatusOr<std::vector<SparseGradient>> UnpackRowGradients(
   gradients.reserve(request.gradients_size());
   *payload_bytes = 0;
   for (const RowGradient& g : request.gradients()) {
+    PS_RETURN_IF_ERROR(CheckLength("row gradient name", g.name()));
     absl::StatusOr<Tensor> values = Tensor::FromProto(g.values());
     if (!values.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("row gradient for \"", g.name(),
@@ -87,18 +132,33 @@ PsServiceImpl::PsServiceImpl(VariableStore* store,
     : store_(store),
       on_shutdown_(std::move(on_shutdown)),
       options_(options),
-      streams_(options.stream_limits) {
+      streams_(options.stream_limits),
+      request_memory_(options.request_memory_bytes > 0 ? options.request_memory_bytes
+                                                       : MemoryBudgetBytes() / 4,
+                      options.request_memory_bytes > 0
+                          ? "the ps's memory for requests in flight"
+                          : "the ps's memory for requests in flight (a quarter of "
+                            "--max_memory)") {
   // Replaces the generated handler (protobuf messages, tensor bytes copied through
-  // strings) with one whose messages keep the bytes in gRPC slices. The service owns it.
-  MarkMethodStreamed(
-      kPushPullStreamMethodIndex,
-      new grpc::internal::BidiStreamingHandler<PsServiceImpl, PushPullChunkIn,
-                                               PushPullChunkOut>(
-          [](PsServiceImpl* self, grpc::ServerContext* context,
-             grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
-            return self->PushPullChunks(context, stream);
-          },
-          this));
+  // strings) with one whose messages keep the bytes in gRPC slices, and whose reads tell
+  // a half-close from a reset (server_stream.h). The service owns it.
+  MarkMethodStreamed(kPushPullStreamMethodIndex,
+                     new ServerStreamHandler<PushPullChunkOut, PushPullChunkIn>(
+                         [this](grpc::ServerContext* context, PushPullServerStream* stream) {
+                           return PushPullChunks(context, stream);
+                         }));
+}
+
+absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContext* caller,
+                                                     const PushRequest& request) const {
+  PushContext context;
+  PS_ASSIGN_OR_RETURN(context.worker,
+                      PusherName(caller, request.worker(), options_.num_workers));
+  context.epoch = request.epoch();
+  context.step = request.step();
+  context.versions.assign(request.versions().begin(), request.versions().end());
+  context.request_id = request.request_id();
+  return context;
 }
 
 absl::Status PsServiceImpl::Push(absl::Span<const NamedTensor> gradients,
@@ -123,6 +183,9 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                             CreateVariablesResponse*) {
   std::vector<NamedTensor> variables;
   for (const VariableDef& def : request->variables()) {
+    if (absl::Status name = CheckLength("variable name", def.name()); !name.ok()) {
+      return Answer("CreateVariables", name);
+    }
     absl::StatusOr<Tensor> value = Tensor::FromProto(def.initial_value());
     if (!value.ok()) {
       return Answer("CreateVariables", absl::InvalidArgumentError(absl::StrCat(
@@ -138,6 +201,9 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
 
 grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
                                  PullResponse* response) {
+  if (absl::Status names = CheckNames("variable name", request->names()); !names.ok()) {
+    return Answer("Pull", names);
+  }
   absl::Status pulled = PullInto(
       *store_, std::vector<std::string>(request->names().begin(), request->names().end()),
       options_.max_pull_bytes, response, metrics_);
@@ -145,18 +211,23 @@ grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* reques
   return Answer("Pull", pulled);
 }
 
-grpc::Status PsServiceImpl::Push(grpc::ServerContext*, const PushRequest* request,
+grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest* request,
                                  PushResponse*) {
+  absl::StatusOr<PushContext> context = ContextOf(caller, *request);
+  if (!context.ok()) return Answer("Push", context.status());
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
   if (!gradients.ok()) return Answer("Push", gradients.status());
-  return Answer("Push", Push(*gradients, ContextOf(*request)));
+  return Answer("Push", Push(*gradients, *context));
 }
 
-grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest* request,
+grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
+                                     const PushPullRequest* request,
                                      PushPullResponse* response) {
+  absl::StatusOr<PushContext> context = ContextOf(caller, request->push());
+  if (!context.ok()) return Answer("PushPull", context.status());
   absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
   if (!gradients.ok()) return Answer("PushPull", gradients.status());
-  if (absl::Status pushed = Push(*gradients, ContextOf(request->push())); !pushed.ok()) {
+  if (absl::Status pushed = Push(*gradients, *context); !pushed.ok()) {
     return Answer("PushPull", pushed);
   }
   std::vector<std::string> names;
@@ -165,17 +236,39 @@ grpc::Status PsServiceImpl::PushPull(grpc::ServerContext*, const PushPullRequest
                                      response->mutable_pull(), metrics_));
 }
 
-grpc::Status PsServiceImpl::PushPullChunks(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream) {
+// The values a stream answers with, owned by the slices that carry them (gRPC may
+// release those after the handler returned), with their charge to the request memory.
+struct PsServiceImpl::PulledValues {
+  std::vector<Tensor> values;
+  std::vector<int64_t> versions;
+  MemoryLedger::Charge charge;
+};
+
+grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
+                                           PushPullServerStream* stream) {
   auto answer = [this](const absl::Status& status) { return Answer("PushPullStream", status); };
-  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease = streams_.Open(context);
+  absl::StatusOr<std::string> owner = StreamOwner(*context, options_.num_workers);
+  if (!owner.ok()) return answer(owner.status());
+  absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> lease =
+      streams_.Open(context, *std::move(owner));
   if (!lease.ok()) return answer(lease.status());
   PushRequest push;
   TensorAssembler assembler;
-  if (absl::Status read = ReadPush(context, stream, lease->get(), &push, &assembler);
+  MemoryLedger::Charge charge;
+  if (absl::Status read = ReadPush(context, stream, lease->get(), &push, &assembler, &charge);
       !read.ok()) {
     return answer(read);
   }
+  // The client half-closed after its commit. A client that reset the stream (then or
+  // since) closed it for writing too, so the reply's first bytes go out only on a stream
+  // that ended cleanly: only then is the push applied.
+  if (before_apply_hook_) before_apply_hook_(context);
+  if (!stream->SendInitialMetadata()) {
+    return answer(absl::CancelledError(
+        "the push-pull stream was reset after its commit; nothing was applied"));
+  }
+  absl::StatusOr<PushContext> push_context = ContextOf(context, push);
+  if (!push_context.ok()) return answer(push_context.status());
   std::vector<NamedTensor> gradients;
   {
     std::vector<Tensor> tensors = assembler.Take();
@@ -184,7 +277,7 @@ grpc::Status PsServiceImpl::PushPullChunks(
       gradients.push_back({push.gradients(i).name(), std::move(tensors[i])});
     }
   }
-  if (absl::Status pushed = Push(gradients, ContextOf(push)); !pushed.ok()) {
+  if (absl::Status pushed = Push(gradients, *push_context); !pushed.ok()) {
     return answer(pushed);
   }
   std::vector<std::string> names;
@@ -193,29 +286,59 @@ grpc::Status PsServiceImpl::PushPullChunks(
     names.push_back(std::move(g.name));
     g.tensor = Tensor();  // done with it: free it before the values are copied out
   }
-  std::vector<int64_t> versions;
-  absl::StatusOr<std::vector<Tensor>> pulled = store_->Pull(names, &versions);
-  if (!pulled.ok()) return answer(pulled.status());
-  // Shared with the slices that carry the values, which gRPC may release after this
-  // handler returned.
-  return answer(WriteValues(
-      stream, std::make_shared<const std::vector<Tensor>>(*std::move(pulled)), versions));
+  // The values are as large as the gradients just freed: they take over their charge.
+  auto pulled = std::make_shared<PulledValues>();
+  absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, &pulled->versions);
+  if (!values.ok()) return answer(values.status());
+  pulled->values = *std::move(values);
+  pulled->charge = std::move(charge);
+  return answer(WriteValues(stream, std::move(pulled)));
 }
 
-absl::Status PsServiceImpl::ReadPush(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
-    StreamLimiter::Lease* lease, PushRequest* push, TensorAssembler* assembler) {
+absl::StatusOr<int64_t> PsServiceImpl::CheckStreamHeader(const PushRequest& push) const {
+  PS_RETURN_IF_ERROR(CheckLength("worker name", push.worker()));
+  absl::flat_hash_set<absl::string_view> seen;
+  int64_t bytes = 0;
+  for (const Gradient& g : push.gradients()) {
+    PS_RETURN_IF_ERROR(CheckLength("gradient name", g.name()));
+    if (!seen.insert(g.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for \"", g.name(), "\" given twice in one push"));
+    }
+    PS_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, store_->ShapeOf(g.name()));
+    const auto& declared = g.gradient().shape();
+    if (!std::equal(declared.begin(), declared.end(), shape.begin(), shape.end())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient for \"", g.name(), "\" has shape ",
+          ShapeToString(std::vector<int64_t>(declared.begin(), declared.end())),
+          ", variable has ", ShapeToString(shape)));
+    }
+    // The variable's shape, which fit in memory when it was created: no overflow, but
+    // summed saturating all the same.
+    bytes = SaturatingAdd(bytes, SaturatingMul(NumElements(shape),
+                                               static_cast<int64_t>(sizeof(float))));
+  }
+  return bytes;
+}
+
+absl::Status PsServiceImpl::ReadPush(grpc::ServerContext* context,
+                                     PushPullServerStream* stream,
+                                     StreamLimiter::Lease* lease, PushRequest* push,
+                                     TensorAssembler* assembler,
+                                     MemoryLedger::Charge* charge) {
   PushPullChunkIn message;
+  int messages = 0;
   auto read = [&] {
     lease->StartRead();
-    const bool got = stream->Read(&message);
+    const StreamRead got = stream->Read(&message);
     lease->EndRead();
+    if (got == StreamRead::kMessage && stream_read_hook_) stream_read_hook_(++messages);
     return got;
   };
-  // Read returned false: says why, in the order that tells most. A client that gave up
-  // (deadline, cancel) may have sent every byte: it was told the call failed, so nothing
-  // is applied.
-  auto ended = [&](absl::string_view where) -> absl::Status {
+  // The stream did not bring a message: says why, in the order that tells most. A client
+  // that gave up (deadline, cancel, reset) may have sent every byte: it was told the call
+  // failed, so nothing is applied.
+  auto ended = [&](StreamRead how, absl::string_view where) -> absl::Status {
     std::string why;
     if (lease->cancelled(&why)) {
       return absl::CancelledError(absl::StrCat("the ps ended the push-pull stream (", why,
@@ -225,13 +348,16 @@ absl::Status PsServiceImpl::ReadPush(
       return absl::InvalidArgumentError(absl::StrCat(
           "a push-pull stream message ", where, " does not parse; nothing was applied"));
     }
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the push-pull stream was cancelled; nothing was applied");
+    if (how == StreamRead::kBroken || context->IsCancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("the push-pull stream was cancelled ", where, "; nothing was applied"));
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "the push-pull stream ended ", where, " without a commit; nothing was applied"));
   };
-  if (!read()) return ended("before its header");
+  if (const StreamRead got = read(); got != StreamRead::kMessage) {
+    return ended(got, "before its header");
+  }
   if (!message.fields().has_push()) {
     return absl::InvalidArgumentError("the first message of a push-pull stream carries no push");
   }
@@ -242,6 +368,20 @@ absl::Status PsServiceImpl::ReadPush(
     headers.push_back(&g.gradient());
     labels.push_back(absl::StrCat("gradient for \"", g.name(), "\""));
   }
+  // The header is held against the caller's identity and the store (names, shapes) and
+  // its bytes charged before a byte of data is accepted: a stream for an unknown name or
+  // a shape not the variable's ends here, and all streams together never hold more than
+  // the request memory.
+  PS_RETURN_IF_ERROR(ContextOf(context, *push).status());
+  PS_ASSIGN_OR_RETURN(const int64_t bytes, CheckStreamHeader(*push));
+  absl::StatusOr<MemoryLedger::Charge> charged = request_memory_.Reserve(
+      bytes, absl::StrCat("a push-pull stream of ", push->gradients_size(),
+                          push->gradients_size() == 1 ? " gradient" : " gradients"));
+  if (!charged.ok()) {
+    ++streams_over_memory_;
+    return charged.status();
+  }
+  *charge = *std::move(charged);
   PS_RETURN_IF_ERROR(assembler->Start(headers, std::move(labels)));
   // The whole push is read before any of it is applied, so a pull (this stream's or
   // another's) never sees part of it, and a broken stream changes nothing.
@@ -257,16 +397,22 @@ absl::Status PsServiceImpl::ReadPush(
     }
     message.ClearPayload();
     if (message.fields().commit()) break;
-    if (!read()) return ended("before its commit");
+    if (const StreamRead got = read(); got != StreamRead::kMessage) {
+      return ended(got, "before its commit");
+    }
   }
-  // The commit comes with the half-close: anything after it is a broken client.
-  if (read()) {
+  // The commit comes with the half-close: anything after it is a broken client, and a
+  // stream cancelled or reset instead of half-closed is not applied.
+  const StreamRead after = read();
+  if (after == StreamRead::kMessage) {
     return absl::InvalidArgumentError(
         "a push-pull stream sent a message after its commit; nothing was applied");
   }
-  if (message.malformed()) return ended("after its commit");
   std::string why;
-  if (lease->cancelled(&why) || context->IsCancelled()) return ended("after its commit");
+  if (after == StreamRead::kBroken || message.malformed() || lease->cancelled(&why) ||
+      context->IsCancelled()) {
+    return ended(StreamRead::kBroken, "after its commit");
+  }
   if (std::chrono::system_clock::now() > context->deadline()) {
     return absl::DeadlineExceededError(
         "the push-pull stream's deadline passed before it was applied; nothing was applied");
@@ -274,16 +420,16 @@ absl::Status PsServiceImpl::ReadPush(
   return assembler->Finish();
 }
 
-absl::Status PsServiceImpl::WriteValues(
-    grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
-    std::shared_ptr<const std::vector<Tensor>> values, const std::vector<int64_t>& versions) {
+absl::Status PsServiceImpl::WriteValues(PushPullServerStream* stream,
+                                        std::shared_ptr<const PulledValues> pulled) {
+  const std::vector<Tensor>& values = pulled->values;
   PushPullChunkOut out;
   PullResponse* header = out.fields().mutable_pull();
   std::vector<int64_t> bytes;
-  for (size_t i = 0; i < values->size(); ++i) {
-    TensorHeader((*values)[i], header->add_values());
-    header->add_versions(versions[i]);
-    bytes.push_back((*values)[i].num_elements() * 4);
+  for (size_t i = 0; i < values.size(); ++i) {
+    TensorHeader(values[i], header->add_values());
+    header->add_versions(pulled->versions[i]);
+    bytes.push_back(values[i].num_elements() * 4);
   }
   if (metrics_ != nullptr) {
     int64_t total = 0;
@@ -296,8 +442,8 @@ absl::Status PsServiceImpl::WriteValues(
     if (header_sent) out.fields().Clear();
     out.fields().set_tensor(tensor);
     out.fields().set_offset(offset);
-    const char* base = reinterpret_cast<const char*>((*values)[tensor].data());
-    out.SetPayload(SliceWithOwner(base + offset, size, values));
+    const char* base = reinterpret_cast<const char*>(values[tensor].data());
+    out.SetPayload(SliceWithOwner(base + offset, size, pulled));
     ok = stream->Write(out);
     header_sent = true;
     return ok;
@@ -316,10 +462,30 @@ grpc::Status PsServiceImpl::PullRows(grpc::ServerContext*, const PullRowsRequest
   };
   absl::flat_hash_set<absl::string_view> seen;
   int64_t bytes = 0;
+  // The answer's rows, charged before they are copied: twice (the rows, then their copy
+  // in the answer), for as long as the answer is built.
+  std::vector<MemoryLedger::Charge> charges;
   for (const VariableRows& v : request->variables()) {
+    if (absl::Status name = CheckLength("variable name", v.name()); !name.ok()) {
+      return answer(name);
+    }
     if (!seen.insert(v.name()).second) {
       return answer(absl::InvalidArgumentError(
           absl::StrCat("variable \"", v.name(), "\" named twice in one pull")));
+    }
+    absl::StatusOr<std::vector<int64_t>> shape = store_->ShapeOf(v.name());
+    if (!shape.ok()) return answer(shape.status());
+    if (!shape->empty()) {
+      // Rows are distinct (the store refuses a repeated one), so no more than the table's.
+      const int64_t rows = std::min<int64_t>(v.rows_size(), (*shape)[0]);
+      const int64_t row_bytes =
+          SaturatingMul(NumElements(absl::MakeConstSpan(*shape).subspan(1)),
+                        static_cast<int64_t>(sizeof(float)));
+      absl::StatusOr<MemoryLedger::Charge> charge = request_memory_.Reserve(
+          SaturatingMul(2, SaturatingMul(rows, row_bytes)),
+          absl::StrCat("pulling ", v.rows_size(), " rows of \"", v.name(), "\""));
+      if (!charge.ok()) return answer(charge.status());
+      charges.push_back(*std::move(charge));
     }
     int64_t version = 0;
     absl::StatusOr<Tensor> rows =
@@ -333,14 +499,18 @@ grpc::Status PsServiceImpl::PullRows(grpc::ServerContext*, const PullRowsRequest
   return answer(absl::OkStatus());
 }
 
-grpc::Status PsServiceImpl::PushRows(grpc::ServerContext*, const PushRowsRequest* request,
+grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* caller,
+                                     const PushRowsRequest* request,
                                      PushRowsResponse*) {
   int64_t payload_bytes = 0;
   absl::StatusOr<std::vector<SparseGradient>> gradients =
       UnpackRowGradients(*request, &payload_bytes);
   if (!gradients.ok()) return Answer("PushRows", gradients.status());
   PushContext context;
-  context.worker = request->worker();
+  absl::StatusOr<std::string> worker =
+      PusherName(caller, request->worker(), options_.num_workers);
+  if (!worker.ok()) return Answer("PushRows", worker.status());
+  context.worker = *std::move(worker);
   context.epoch = request->epoch();
   context.step = request->step();
   context.request_id = request->request_id();
@@ -356,13 +526,17 @@ grpc::Status PsServiceImpl::PushRows(grpc::ServerContext*, const PushRowsRequest
 grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusRequest*,
                                       PsStatusResponse* response) {
   *response = DescribeStore(*store_);
-  response->set_limit_refusals(streams_.refused() + pulls_refused_.load());
+  response->set_limit_refusals(streams_.refused() + pulls_refused_.load() +
+                               streams_over_memory_.load());
   response->set_streams_cancelled(streams_.cancelled());
   return grpc::Status::OK;
 }
 
 grpc::Status PsServiceImpl::ReadState(grpc::ServerContext*, const ReadStateRequest* request,
                                       ReadStateResponse* response) {
+  if (absl::Status names = CheckNames("variable name", request->names()); !names.ok()) {
+    return Answer("ReadState", names);
+  }
   absl::StatusOr<std::vector<VariableSnapshot>> state = store_->ReadState(
       std::vector<std::string>(request->names().begin(), request->names().end()));
   if (!state.ok()) return Answer("ReadState", state.status());
@@ -376,6 +550,11 @@ grpc::Status PsServiceImpl::RestoreState(grpc::ServerContext*,
   std::vector<VariableSnapshot> snapshots;
   snapshots.reserve(request->variables_size());
   for (const VariableState& v : request->variables()) {
+    absl::Status names = CheckLength("variable name", v.name());
+    for (const NamedSlot& slot : v.slots()) {
+      if (names.ok()) names = CheckLength("slot name", slot.name());
+    }
+    if (!names.ok()) return Answer("RestoreState", names);
     absl::StatusOr<VariableSnapshot> s = SnapshotFromProto(v);
     if (!s.ok()) return Answer("RestoreState", s.status());
     snapshots.push_back(*std::move(s));
@@ -385,7 +564,8 @@ grpc::Status PsServiceImpl::RestoreState(grpc::ServerContext*,
 
 grpc::Status PsServiceImpl::Shutdown(grpc::ServerContext*, const ShutdownRequest* request,
                                      ShutdownResponse*) {
-  on_shutdown_(request->reason());
+  // Logged by the task: a reason of a megabyte is cut, not refused (Shutdown never fails).
+  on_shutdown_(request->reason().substr(0, kMaxWireNameBytes));
   return grpc::Status::OK;
 }
 

@@ -7,15 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "grpcpp/support/sync_stream.h"
+#include "common/memory_budget.h"
 #include "common/rpc/grpc_util.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/push_pull_stream.h"
+#include "ps_server/rpc/server_stream.h"
 #include "ps_server/rpc/stream_limiter.h"
 #include "ps_server/variable_store.h"
 
 namespace pstrain {
+
+// The longest name a request may carry (a variable's, a worker's, a slot's; a shutdown
+// reason): a longer one is refused (INVALID_ARGUMENT) before anything is kept.
+inline constexpr size_t kMaxWireNameBytes = 1024;
 
 // Per-call and per-peer limits of the ps service.
 struct PsServiceOptions {
@@ -23,7 +28,17 @@ struct PsServiceOptions {
   // limit so that a refused pull is refused before anything is copied.
   int64_t max_pull_bytes = kMaxMessageBytes - (1 << 20);
   StreamLimits stream_limits;
+  // Bytes the service may hold at once for requests in flight (a push-pull stream's
+  // gradients and the values it answers with, PullRows' answers), charged before they
+  // are allocated: a request that does not fit what is free is refused at once
+  // (RESOURCE_EXHAUSTED). 0: a quarter of the process's memory budget (--max_memory).
+  int64_t request_memory_bytes = 0;
+  // The job's number of workers (its cluster spec); 0: not known, not checked. A push
+  // whose caller's identity is worker-i with i >= num_workers is refused.
+  int num_workers = 0;
 };
+
+using PushPullServerStream = ServerStream<PushPullChunkOut, PushPullChunkIn>;
 
 // gRPC adapter over a VariableStore: unpacks requests, calls the store, converts status.
 // PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
@@ -57,13 +72,33 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status PushRows(grpc::ServerContext* context, const PushRowsRequest* request,
                         PushRowsResponse* response) override;
 
-  // PushPullStream: reads the push header and every gradient's chunks up to the message
-  // marked commit and the client's half-close, pushes them all at once, and streams the
-  // pulled values back in chunks of `chunk_bytes` (the request's chunks may be of any
-  // size). A stream that ends any other way (cancelled, past its deadline, idle or open
-  // too long, a message that does not parse) applies nothing.
-  grpc::Status PushPullChunks(grpc::ServerContext* context,
-                              grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream);
+  // PushPullStream: reads the push header and checks it against the store (every
+  // gradient a variable held here, of its shape, each once) and charges its bytes to the
+  // request memory before it accepts a byte of data; reads every gradient's chunks up to
+  // the message marked commit and the client's clean half-close; sends the response's
+  // initial metadata, which fails on a stream the client reset; only then pushes them
+  // all at once, and streams the pulled values back in chunks of `chunk_bytes` (the
+  // request's chunks may be of any size). A stream that ends any other way (cancelled or
+  // reset at any point, even right after its commit; past its deadline; idle or open too
+  // long; a message that does not parse) applies nothing. A client that cancels after
+  // the ps applied its push may still be told CANCELLED: its retry (the same request id)
+  // is not applied again.
+  grpc::Status PushPullChunks(grpc::ServerContext* context, PushPullServerStream* stream);
+
+  // What requests in flight hold now, at most, and were refused (request_memory_bytes).
+  const MemoryLedger& request_memory() const { return request_memory_; }
+  // PushPullStream calls whose handler is running (it has not returned).
+  int open_streams() const { return streams_.open(); }
+  // For tests: runs on the handler's thread after each message a PushPullStream handler
+  // reads, with the number it has read. Call before the server starts.
+  void set_stream_read_hook_for_testing(std::function<void(int)> hook) {
+    stream_read_hook_ = std::move(hook);
+  }
+  // For tests: runs on the handler's thread once a PushPullStream has ended cleanly after
+  // its commit, just before the ps checks the reply can still be sent and applies.
+  void set_before_apply_hook_for_testing(std::function<void(grpc::ServerContext*)> hook) {
+    before_apply_hook_ = std::move(hook);
+  }
 
   // Size of the value chunks PushPullChunks sends (tests use tiny ones). Call before the
   // server starts.
@@ -75,20 +110,29 @@ class PsServiceImpl final : public ParameterServer::Service {
 
  private:
   // PushPullChunks' steps: reads the whole push into `assembler`, or says why not.
-  absl::Status ReadPush(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
+  // `charge` gets the push's bytes charged to request_memory_.
+  absl::Status ReadPush(grpc::ServerContext* context, PushPullServerStream* stream,
                         StreamLimiter::Lease* lease, PushRequest* push,
-                        TensorAssembler* assembler);
+                        TensorAssembler* assembler, MemoryLedger::Charge* charge);
+  // Checks a stream's push header against the store before any of its data is accepted.
+  // Returns the bytes its gradients take.
+  absl::StatusOr<int64_t> CheckStreamHeader(const PushRequest& push) const;
+  // The push context of `request` from `caller` (null: an in-process call): its worker is
+  // the caller's identity when it has one (PusherName in ps_service.cc).
+  absl::StatusOr<PushContext> ContextOf(const grpc::ServerContext* caller,
+                                        const PushRequest& request) const;
   // Streams `values` back: a header with versions, then the bytes in chunks.
-  absl::Status WriteValues(grpc::ServerReaderWriter<PushPullChunkOut, PushPullChunkIn>* stream,
-                           std::shared_ptr<const std::vector<Tensor>> values,
-                           const std::vector<int64_t>& versions);
+  struct PulledValues;
+  absl::Status WriteValues(PushPullServerStream* stream,
+                           std::shared_ptr<const PulledValues> values);
 
   VariableStore* store_;  // Not owned.
   std::function<void(const std::string&)> on_shutdown_;
   const PsServiceOptions options_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
   PsMetrics* metrics_ = nullptr;  // Not owned; may be null.
+  std::function<void(int)> stream_read_hook_;
+  std::function<void(grpc::ServerContext*)> before_apply_hook_;
 
   // store_->Push, timed and counted.
   absl::Status Push(absl::Span<const NamedTensor> gradients, const PushContext& context);
@@ -96,8 +140,11 @@ class PsServiceImpl final : public ParameterServer::Service {
   grpc::Status Answer(const char* method, const absl::Status& status);
 
   StreamLimiter streams_;
-  // Pulls refused for their size (RESOURCE_EXHAUSTED), for GetStatus.
+  MemoryLedger request_memory_;
+  // Pulls refused for their size or the request memory, and streams refused for the
+  // request memory (RESOURCE_EXHAUSTED), for GetStatus.
   std::atomic<int64_t> pulls_refused_{0};
+  std::atomic<int64_t> streams_over_memory_{0};
 };
 
 }  // namespace pstrain

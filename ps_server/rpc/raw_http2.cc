@@ -53,9 +53,13 @@ bool SendAll(int fd, const std::string& bytes) {
 
 }  // namespace
 
-absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::string& method,
-                                                         uint32_t declared_bytes,
-                                                         int sent_bytes, absl::Duration wait) {
+namespace {
+
+constexpr uint8_t kEndStream = 0x1;
+constexpr uint32_t kCancel = 0x8;
+
+// A connected socket with the client preface sent, or an error.
+absl::StatusOr<int> Connect(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::UnavailableError("socket failed");
   sockaddr_in addr{};
@@ -66,6 +70,11 @@ absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::st
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
   }
+  return fd;
+}
+
+// The preface, SETTINGS and the HEADERS that start a call of `method` on stream 1.
+std::string StartCall(const std::string& method) {
   std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   AppendFrame(kSettings, 0, 0, "", &out);
   std::string headers;
@@ -76,19 +85,20 @@ absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::st
   AppendLiteral("content-type", "application/grpc", &headers);
   AppendLiteral("te", "trailers", &headers);
   AppendFrame(kHeaders, kEndHeaders, 1, headers, &out);
-  std::string message(5, '\0');
-  for (int i = 0; i < 4; ++i) message[1 + i] = static_cast<char>(declared_bytes >> (24 - 8 * i));
-  message.append(static_cast<size_t>(sent_bytes), 'x');
-  AppendFrame(kData, 0, 1, message, &out);
+  return out;
+}
+
+// A gRPC message prefix: uncompressed, `length` bytes follow.
+std::string MessagePrefix(uint32_t length) {
+  std::string prefix(5, '\0');
+  for (int i = 0; i < 4; ++i) prefix[1 + i] = static_cast<char>(length >> (24 - 8 * i));
+  return prefix;
+}
+
+// Reads frames until the stream ends or `wait` passes, acknowledging the server's
+// SETTINGS and PINGs as a live client would.
+RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
   RawFrameOutcome outcome;
-  if (!SendAll(fd, out)) {
-    ::close(fd);
-    outcome.stream_ended = true;
-    outcome.how = "closed";
-    return outcome;
-  }
-  // Reads frames until the stream ends or `wait` passes, acknowledging the server's
-  // SETTINGS and PINGs as a live client would.
   std::string in;
   const absl::Time deadline = absl::Now() + wait;
   while (!outcome.stream_ended) {
@@ -136,8 +146,84 @@ absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::st
       }
     }
   }
+  return outcome;
+}
+
+// Sends `out`, then waits as WaitForStreamEnd. Closes `fd`.
+RawFrameOutcome SendAndWait(int fd, const std::string& out, absl::Duration wait) {
+  RawFrameOutcome outcome;
+  if (!SendAll(fd, out)) {
+    outcome.stream_ended = true;
+    outcome.how = "closed";
+  } else {
+    outcome = WaitForStreamEnd(fd, wait);
+  }
   ::close(fd);
   return outcome;
+}
+
+std::string MessageFrames(const std::vector<std::string>& messages, bool half_close) {
+  std::string out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const bool last = i + 1 == messages.size();
+    AppendFrame(kData, last && half_close ? kEndStream : 0, 1,
+                MessagePrefix(static_cast<uint32_t>(messages[i].size())) + messages[i], &out);
+  }
+  return out;
+}
+
+std::string ResetFrame() {
+  std::string code(4, '\0');
+  for (int i = 0; i < 4; ++i) code[i] = static_cast<char>(kCancel >> (24 - 8 * i));
+  std::string out;
+  AppendFrame(kRstStream, 0, 1, code, &out);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::string& method,
+                                                         uint32_t declared_bytes,
+                                                         int sent_bytes, absl::Duration wait) {
+  absl::StatusOr<int> fd = Connect(port);
+  if (!fd.ok()) return fd.status();
+  std::string out = StartCall(method);
+  std::string message = MessagePrefix(declared_bytes);
+  message.append(static_cast<size_t>(sent_bytes), 'x');
+  AppendFrame(kData, 0, 1, message, &out);
+  return SendAndWait(*fd, out, wait);
+}
+
+absl::StatusOr<RawFrameOutcome> SendGrpcMessagesThenReset(int port, const std::string& method,
+                                                          const std::vector<std::string>& messages,
+                                                          bool half_close, absl::Duration wait) {
+  absl::StatusOr<int> fd = Connect(port);
+  if (!fd.ok()) return fd.status();
+  return SendAndWait(*fd, StartCall(method) + MessageFrames(messages, half_close) + ResetFrame(),
+                     wait);
+}
+
+absl::StatusOr<std::unique_ptr<RawGrpcCall>> RawGrpcCall::Start(int port,
+                                                                const std::string& method) {
+  absl::StatusOr<int> fd = Connect(port);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<RawGrpcCall> call(new RawGrpcCall(*fd));
+  if (!SendAll(*fd, StartCall(method))) {
+    return absl::UnavailableError(absl::StrCat("cannot start a call on port ", port));
+  }
+  return call;
+}
+
+RawGrpcCall::~RawGrpcCall() { ::close(fd_); }
+
+bool RawGrpcCall::Send(const std::vector<std::string>& messages, bool half_close) {
+  return SendAll(fd_, MessageFrames(messages, half_close));
+}
+
+bool RawGrpcCall::Reset() { return SendAll(fd_, ResetFrame()); }
+
+RawFrameOutcome RawGrpcCall::WaitForEnd(absl::Duration wait) {
+  return WaitForStreamEnd(fd_, wait);
 }
 
 }  // namespace pstrain

@@ -5,7 +5,9 @@
 // would: a gRPC message whose length prefix claims far more bytes than ever follow.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -27,6 +29,40 @@ struct RawFrameOutcome {
 absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::string& method,
                                                          uint32_t declared_bytes,
                                                          int sent_bytes, absl::Duration wait);
+
+// Opens a connection to 127.0.0.1:`port`, starts a call of `method`, and sends in one
+// write: each of `messages` (serialized messages, framed as gRPC messages, one DATA frame
+// each), the last with END_STREAM when `half_close`, then RST_STREAM(CANCEL): a client
+// that gives up right after its last message, the reset reaching the server with it.
+// Waits up to `wait` for the server to end the stream.
+// Errors: UNAVAILABLE the connection failed.
+absl::StatusOr<RawFrameOutcome> SendGrpcMessagesThenReset(int port, const std::string& method,
+                                                          const std::vector<std::string>& messages,
+                                                          bool half_close, absl::Duration wait);
+
+// One call over a raw HTTP/2 connection of its own, sent piece by piece: a client that
+// half-closes and resets the stream at moments a test chooses. Thread-compatible.
+class RawGrpcCall {
+ public:
+  // Connects to 127.0.0.1:`port` and starts a call of `method` (stream 1).
+  // Errors: UNAVAILABLE the connection failed.
+  static absl::StatusOr<std::unique_ptr<RawGrpcCall>> Start(int port, const std::string& method);
+  ~RawGrpcCall();  // closes the connection
+  RawGrpcCall(const RawGrpcCall&) = delete;
+  RawGrpcCall& operator=(const RawGrpcCall&) = delete;
+
+  // Sends each of `messages` as a gRPC message in a DATA frame of its own, the last with
+  // END_STREAM when `half_close`. False: the connection is gone.
+  bool Send(const std::vector<std::string>& messages, bool half_close);
+  // Sends RST_STREAM(CANCEL). False: the connection is gone.
+  bool Reset();
+  // Waits up to `wait` for the server to end the stream.
+  RawFrameOutcome WaitForEnd(absl::Duration wait);
+
+ private:
+  explicit RawGrpcCall(int fd) : fd_(fd) {}
+  const int fd_;
+};
 
 }  // namespace pstrain
 

@@ -32,19 +32,24 @@ std::string StreamLimiter::PeerHost(const std::string& peer) {
 }
 
 absl::StatusOr<std::unique_ptr<StreamLimiter::Lease>> StreamLimiter::Open(
-    grpc::ServerContext* context) {
-  const std::string peer = PeerHost(context->peer());
+    grpc::ServerContext* context, std::string owner) {
+  const std::string peer = owner.empty() ? PeerHost(context->peer()) : std::move(owner);
   absl::MutexLock lock(&mu_);
   int& open = per_peer_[peer];
   if (open >= limits_.max_streams_per_peer) {
     ++refused_;
     return absl::ResourceExhaustedError(
-        absl::StrCat(peer, " already holds ", open, " open streams (the most one peer may)"));
+        absl::StrCat(peer, " already holds ", open, " open streams (the most one caller may)"));
   }
   ++open;
   const uint64_t id = next_id_++;
   streams_.emplace(id, Stream{context, peer, absl::Now()});
   return std::unique_ptr<Lease>(new Lease(this, id));
+}
+
+int StreamLimiter::open() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(streams_.size());
 }
 
 void StreamLimiter::Close(uint64_t id) {

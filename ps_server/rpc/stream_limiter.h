@@ -21,7 +21,8 @@ namespace pstrain {
 // opens many, or sends a frame that claims 2 GiB and then 1 KB, or sends nothing at all,
 // could hold every thread and gigabytes forever.
 struct StreamLimits {
-  // Streams one peer (one host, whatever its ports) may hold open at once.
+  // Streams one caller (a verified identity, else one host whatever its ports) may hold
+  // open at once.
   int max_streams_per_peer = 64;
   // A stream whose server is waiting for the next message, and none has come for this
   // long, is cancelled.
@@ -60,12 +61,18 @@ class StreamLimiter {
     const uint64_t id_;
   };
 
-  // Registers the stream `context` serves.
-  // Errors: RESOURCE_EXHAUSTED its peer already holds max_streams_per_peer streams.
-  absl::StatusOr<std::unique_ptr<Lease>> Open(grpc::ServerContext* context);
+  // Registers the stream `context` serves for `owner`: the caller's verified identity
+  // ("worker-1") when it has one, so that one task's streams never take another's share
+  // (a token holder cannot starve the job's workers on its host); else its host
+  // (PeerHost). Empty: the peer's host.
+  // Errors: RESOURCE_EXHAUSTED the owner already holds max_streams_per_peer streams.
+  absl::StatusOr<std::unique_ptr<Lease>> Open(grpc::ServerContext* context,
+                                              std::string owner = "");
 
   // Streams refused (per-peer limit) and cancelled (idle, too long) so far.
   int64_t refused() const { return refused_.load(); }
+  // Streams registered now (their handlers have not returned).
+  int open() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t cancelled() const { return cancelled_.load(); }
 
   // "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": a peer is a host, not a connection.

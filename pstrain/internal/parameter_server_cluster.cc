@@ -92,7 +92,9 @@ absl::Status ParameterServerCluster::StartTaskServer() {
     shutdown_.Notify();
   };
   if (task_type() == "ps") {
-    service_ = std::make_unique<PsServiceImpl>(&store_, on_shutdown);
+    PsServiceOptions options;
+    options.num_workers = config_.cluster.num_tasks("worker");
+    service_ = std::make_unique<PsServiceImpl>(&store_, on_shutdown, options);
   } else if (task_type() == "worker") {
     service_ = std::make_unique<FunctionWorkerService>(&runner_, on_shutdown);
   }
