@@ -10,12 +10,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "chief/sharded_variables.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/model/job_spec.h"
 #include "common/training/training_observer.h"
 #include "nlohmann/json.hpp"
 #include "proto/chief.pb.h"
+#include "ps_server/client/sharded_variables.h"
 
 namespace pstrain {
 

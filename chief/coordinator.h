@@ -15,7 +15,6 @@
 #include "chief/checkpointer.h"
 #include "chief/membership.h"
 #include "chief/shard_queue.h"
-#include "chief/sharded_variables.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/data/dataset.h"
 #include "common/model/job_spec.h"
@@ -26,6 +25,7 @@
 #include "common/training/training_observer.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
+#include "ps_server/client/sharded_variables.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
 

@@ -3,7 +3,7 @@
 
 // The job's "placement": how the chief is asked to split the variables and spread them
 // over the ps tasks. This is the setting as the job spec states it (common/model/job_spec.h
-// parses it once); the chief carries it out (chief/placement.h).
+// parses it once); the chief carries it out (common/sharding/placement.h).
 
 #include <cstdint>
 #include <string>

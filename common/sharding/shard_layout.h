@@ -8,7 +8,7 @@
 // sit on, and bottleneck, a single ps. Each shard is a variable of its own on its ps,
 // named "<variable>/part_<i>"; an unsplit variable keeps its plain name. One
 // VariablePlacementEntry (proto/chief.proto) describes each shard. The chief decides how
-// many shards each variable gets and which ps holds each (chief/placement.h) and sends the
+// many shards each variable gets and which ps holds each (common/sharding/placement.h) and sends the
 // entries to every worker; the chief, the workers and the tools read them here.
 //
 // Everything here is a pure function of its arguments: safe from any thread.

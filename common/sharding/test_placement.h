@@ -1,8 +1,8 @@
 #ifndef PSTRAIN_COMMON_SHARDING_TEST_PLACEMENT_H_
 #define PSTRAIN_COMMON_SHARDING_TEST_PLACEMENT_H_
 
-// Placements for the tests of packages that may not use the chief's (chief/placement.h):
-// common/, worker/.
+// Placements written out for the tests of packages that do not place variables (only the
+// chief and the library may use common/sharding/placement.h): common/, worker/.
 
 #include <vector>
 

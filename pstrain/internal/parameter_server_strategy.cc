@@ -3,14 +3,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "chief/placement.h"
-#include "chief/sharded_variables.h"
 #include "common/logging.h"
 #include "common/math/backend_factory.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/optimizer.h"
+#include "common/sharding/placement.h"
 #include "common/status_macros.h"
 #include "common/training/evaluator.h"
+#include "ps_server/client/sharded_variables.h"
 #include "pstrain/internal/tf_config.h"
 #include "worker/ps_trainer.h"
 #include "worker/replicated_model.h"

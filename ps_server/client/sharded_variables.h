@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
-#define PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
+#ifndef PSTRAIN_PS_SERVER_CLIENT_SHARDED_VARIABLES_H_
+#define PSTRAIN_PS_SERVER_CLIENT_SHARDED_VARIABLES_H_
 
 #include <string>
 #include <memory>
@@ -21,7 +21,8 @@
 
 namespace pstrain {
 
-// The model's variables as the ps tasks hold them, seen from the chief: where each shard
+// The model's variables as the ps tasks hold them, seen from the one task that places them
+// (the chief daemon, or the chief of a custom loop under parameter_server): where each shard
 // lives (the placement, decided once by Create), and whole variables moved to and from
 // the shards (create from initial values, pull for evaluation, read and restore the
 // training state for checkpoints, recreate the shards of a ps that came back empty).
@@ -35,9 +36,9 @@ class ShardedVariables {
   ShardedVariables(const Model* model, std::vector<PsClient*> ps, OptimizerConfig optimizer,
                    ConsistencyConfig consistency);
 
-  // Places the variables by `policy` (chief/placement.h) and creates every shard on its ps
-  // with its rows of the model's initial values for `seed`. Called once, before any other
-  // method but placement().
+  // Places the variables by `policy` (common/sharding/placement.h) and creates every shard
+  // on its ps with its rows of the model's initial values for `seed`. Called once, before
+  // any other method but placement().
   // Errors: PlaceVariables' (a bad policy); the first failed CreateVariables (naming the ps).
   absl::Status Create(const PlacementPolicy& policy, uint64_t seed) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -104,4 +105,4 @@ class ShardedVariables {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_SHARDED_VARIABLES_H_
+#endif  // PSTRAIN_PS_SERVER_CLIENT_SHARDED_VARIABLES_H_

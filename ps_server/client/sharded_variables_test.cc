@@ -1,6 +1,6 @@
 // ShardedVariables against real VariableStores through in-process clients.
 
-#include "chief/sharded_variables.h"
+#include "ps_server/client/sharded_variables.h"
 
 #include <memory>
 

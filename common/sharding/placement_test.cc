@@ -1,4 +1,4 @@
-#include "chief/placement.h"
+#include "common/sharding/placement.h"
 
 #include <algorithm>
 #include <map>

@@ -1,12 +1,12 @@
-#include "chief/sharded_variables.h"
+#include "ps_server/client/sharded_variables.h"
 
 #include <functional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "chief/placement.h"
 #include "common/parallel.h"
+#include "common/sharding/placement.h"
 #include "common/sharding/shards_by_ps.h"
 #include "common/status_macros.h"
 

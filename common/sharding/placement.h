@@ -1,7 +1,8 @@
-#ifndef PSTRAIN_CHIEF_PLACEMENT_H_
-#define PSTRAIN_CHIEF_PLACEMENT_H_
+#ifndef PSTRAIN_COMMON_SHARDING_PLACEMENT_H_
+#define PSTRAIN_COMMON_SHARDING_PLACEMENT_H_
 
-// Which ps task holds which part of each variable: the chief's placement decision.
+// Which ps task holds which part of each variable: the chief's placement decision (the
+// chief daemon's, or a custom loop's chief's through pstrain/).
 //
 // The chief computes the placement once, from the job's policy
 // (common/sharding/placement_policy.h), creates the shards and sends the same entries to
@@ -38,4 +39,4 @@ absl::StatusOr<std::vector<VariablePlacementEntry>> PlaceRoundRobin(
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_PLACEMENT_H_
+#endif  // PSTRAIN_COMMON_SHARDING_PLACEMENT_H_
