@@ -1075,26 +1075,22 @@ TEST_F(InsiderQuotaTest, StreamQuotasArePerIdentityNotPerHost) {
     ASSERT_TRUE(held[i]->Write(Header("w", {8})));
   }
   WaitForReads(2);  // both streams are open on the ps
-  {
+  // What the ps answers one more stream that `identity` opens.
+  auto one_more_stream = [&](const std::string& identity) {
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(30));
-    std::unique_ptr<Stream> third = OpenStreamAs("worker-1", &context);
-    third->Write(Header("w", {8}));
-    const grpc::Status status = Drain(third.get());
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-    EXPECT_EQ(status.error_message(),
-              "worker-1 already holds 2 open streams (the most one caller may)");
-  }
-  {
-    grpc::ClientContext context;
-    SetTimeout(&context, absl::Seconds(30));
-    std::unique_ptr<Stream> stranger = OpenStreamAs("worker-9", &context);
-    stranger->Write(Header("w", {8}));
-    const grpc::Status status = Drain(stranger.get());
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-    EXPECT_EQ(status.error_message(),
-              "worker-9 is not a worker of this job (it has 2: worker-0 to worker-1)");
-  }
+    std::unique_ptr<Stream> stream = OpenStreamAs(identity, &context);
+    stream->Write(Header("w", {8}));
+    return Drain(stream.get());
+  };
+  const grpc::Status third = one_more_stream("worker-1");
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(third.error_message(),
+            "worker-1 already holds 2 open streams (the most one caller may)");
+  const grpc::Status stranger = one_more_stream("worker-9");
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(stranger.error_message(),
+            "worker-9 is not a worker of this job (it has 2: worker-0 to worker-1)");
   // worker-0, on the same host, pushes as ever.
   for (int i = 0; i < 3; ++i) {
     grpc::ClientContext context;
