@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# End-to-end training throughput of pstrain's configurations, in one run, as real processes
+# on loopback (issue 29 item 1). For the seed model (examples/fashion_mnist.json) and the
+# wide one (examples/fashion_mnist_wide.json, 784-1024-10) it runs, one after the other:
+#   one process (--strategy=default), the parameter-server cluster with 2 ps + 2 workers
+#   and 1 ps + 1 worker, and multi_worker_mirrored with 2 workers,
+# each for --epochs epochs (the job's validation data left out: training only), and prints
+# samples/s (60000 / the median epoch period of epochs 2..N), CPU-seconds per sample (user +
+# sys of the launcher and every process under it over the whole run, / samples trained)
+# and each configuration's ratio to the one process of the same model. Asserts nothing
+# about time (bench/README.md).
+#
+# Epoch period: the time between consecutive "checkpoint ... written (epoch N" log lines of
+# the process that trains or coordinates (the trainer, the chief, worker 0), which carry
+# millisecond timestamps; every configuration writes one checkpoint per epoch.
+#
+#   bench/cluster_throughput.sh [--epochs=3] [--timeout=600] [--models=seed,wide]
+#                               [--configs=one,ps2w2,ps1w1,mwm2] [--keep]
+set -euo pipefail
+
+epochs=3
+run_timeout=600
+models=seed,wide
+configs=one,ps2w2,ps1w1,mwm2
+keep=false
+for a in "$@"; do
+  case "$a" in
+    --epochs=*) epochs="${a#--epochs=}" ;;
+    --timeout=*) run_timeout="${a#--timeout=}" ;;
+    --models=*) models="${a#--models=}" ;;
+    --configs=*) configs="${a#--configs=}" ;;
+    --keep) keep=true ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
+  esac
+done
+if ! [[ "$epochs" =~ ^[0-9]+$ ]] || (( epochs < 2 )); then
+  echo "cluster_throughput: --epochs must be at least 2 (epoch 1 is not timed)" >&2
+  exit 2
+fi
+command -v python3 >/dev/null || { echo "cluster_throughput: needs python3" >&2; exit 1; }
+
+cd "$(dirname "$0")/.."
+log=$(mktemp /tmp/pstrain-bench-build-XXXXXX.log)
+if ! bazel build //deploy/local:launcher >"$log" 2>&1; then
+  tail -20 "$log" >&2
+  echo "cluster_throughput: build failed; log in $log" >&2
+  exit 1
+fi
+rm -f "$log"
+launcher=bazel-bin/deploy/local/launcher
+
+work=$(mktemp -d /tmp/pstrain-bench-XXXXXX)
+cleanup() {
+  # Folders the launcher made itself (it prints them) though this script names its own.
+  grep -ho '/tmp/pstrain-\(logs\|checkpoints\|tensorboard\)-[A-Za-z0-9]*' \
+    "$work"/*/out 2>/dev/null | sort -u | while read -r d; do rm -rf -- "$d"; done || true
+  if [[ "$keep" == true ]]; then echo "kept $work"; else rm -rf -- "$work"; fi
+}
+trap cleanup EXIT
+
+declare -A job_of=([seed]=examples/fashion_mnist.json [wide]=examples/fashion_mnist_wide.json)
+declare -A args_of=(
+  [one]="--strategy=default"
+  [ps2w2]="--ps=2 --workers=2"
+  [ps1w1]="--ps=1 --workers=1"
+  [mwm2]="--strategy=multi_worker_mirrored --workers=2"
+)
+
+echo "cluster_throughput: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores," \
+  "$epochs epochs per run, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+results="$work/results.jsonl"
+: >"$results"
+IFS=, read -ra model_list <<<"$models"
+IFS=, read -ra config_list <<<"$configs"
+for model in "${model_list[@]}"; do
+  [[ -n "${job_of[$model]:-}" ]] || { echo "unknown model $model" >&2; exit 2; }
+  job="$work/$model.json"
+  # Training only: without validation data the epoch period is the training epoch and
+  # its checkpoint, in every configuration alike.
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data"].pop("validation",None); json.dump(j,open(sys.argv[2],"w"))' \
+    "${job_of[$model]}" "$job"
+  for config in "${config_list[@]}"; do
+    [[ -n "${args_of[$config]:-}" ]] || { echo "unknown config $config" >&2; exit 2; }
+    run="$work/$model-$config"
+    mkdir -p "$run"
+    rc=0
+    # shellcheck disable=SC2086  # the configuration's flags are words
+    /usr/bin/time -f '%U %S %e' -o "$run/time" timeout -k 10 "$run_timeout" \
+      "$launcher" ${args_of[$config]} --epochs="$epochs" --job="$(realpath "$job")" \
+      --log_dir="$run/logs" --checkpoint_dir="$run/ckpt" --logdir="$run/tb" \
+      >"$run/out" 2>&1 || rc=$?
+    python3 - "$run" "$model" "$config" "$rc" "$epochs" >>"$results" <<'EOF'
+import glob, json, re, statistics, sys
+run, model, config, rc, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+line = re.compile(r"^I (\d\d):(\d\d):(\d\d\.\d+) [^]]*\] checkpoint \S+ written \(epoch (\d+),")
+times = {}
+# The trainer's lines are in out (one process); the chief's and worker 0's in logs/.
+for path in [run + "/logs/chief.log", run + "/logs/worker0.log", run + "/out"]:
+    try:
+        text = open(path, errors="replace").read().splitlines()
+    except OSError:
+        continue
+    for l in text:
+        m = line.match(l)
+        if m:
+            times[int(m.group(4))] = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    if times:
+        break
+periods = []
+for e in range(2, epochs + 1):
+    if e in times and e - 1 in times:
+        d = times[e] - times[e - 1]
+        periods.append(d + 86400 if d < 0 else d)  # past midnight
+user, sys_, wall = 0.0, 0.0, 0.0
+try:
+    user, sys_, wall = (float(x) for x in open(run + "/time").read().strip().splitlines()[-1].split())
+except (OSError, ValueError):
+    pass
+period = statistics.median(periods) if len(periods) == epochs - 1 else None
+print(json.dumps({"model": model, "config": config, "rc": rc, "periods": periods,
+                  "epoch_s": period, "samples_per_s": 60000 / period if period else None,
+                  "cpu_s": user + sys_, "wall_s": wall,
+                  "cpu_us_per_sample": 1e6 * (user + sys_) / (60000 * epochs)}))
+EOF
+    if (( rc != 0 )); then
+      echo "  $model $config: launcher exit $rc; last lines of its output:" >&2
+      tail -5 "$run/out" >&2
+    fi
+  done
+done
+
+# The PyTorch one-process peer of the seed model, where python3-torch is installed: its
+# training step rate (bench/torch_baseline.py, batch 64, one thread), not a whole epoch.
+torch_line="python3-torch not installed: PyTorch peers skipped"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$work/torch"
+  if /usr/bin/time -f '%U %S %e' -o "$work/torch/time" timeout -k 10 "$run_timeout" \
+      /usr/bin/python3 bench/torch_baseline.py --threads=1 --batch_sizes=64 --seconds=3 \
+      --job="$(realpath examples/fashion_mnist.json)" >"$work/torch/out" 2>&1; then
+    torch_line="PyTorch one process, seed model, 1 thread, step rate: $(grep -o 'samples_per_s=[0-9.]*' "$work/torch/out" | head -1) (bench/torch_baseline.py; compare with the one-process row of the seed model)"
+  else
+    torch_line="PyTorch peer failed: $(tail -1 "$work/torch/out")"
+  fi
+fi
+
+echo "load average at end:   $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$results" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+labels = {"one": "one process (--strategy=default)", "ps2w2": "ps cluster, 2 ps + 2 workers",
+          "ps1w1": "ps cluster, 1 ps + 1 worker", "mwm2": "multi_worker_mirrored, 2 workers"}
+base = {r["model"]: r for r in rows if r["config"] == "one"}
+print()
+print("| model | configuration | s/epoch (median 2..N) | samples/s | x one process | CPU us/sample | x one process | epoch periods (s) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    b = base.get(r["model"])
+    if r["samples_per_s"] is None:
+        print(f"| {r['model']} | {labels[r['config']]} | failed (exit {r['rc']}) | | | | | |")
+        continue
+    speed = f"{r['samples_per_s'] / b['samples_per_s']:.2f}x" if b and b["samples_per_s"] else ""
+    cpu = f"{r['cpu_us_per_sample'] / b['cpu_us_per_sample']:.2f}x" if b and b["cpu_us_per_sample"] else ""
+    periods = " ".join(f"{p:.3f}" for p in r["periods"])
+    print(f"| {r['model']} | {labels[r['config']]} | {r['epoch_s']:.3f} | {r['samples_per_s']:.0f} | {speed} "
+          f"| {r['cpu_us_per_sample']:.2f} | {cpu} | {periods} |")
+print()
+print("CPU us/sample: user+sys of every process of the run (start, all epochs, shutdown) / (60000 x epochs).")
+EOF
+echo "$torch_line"
+if grep -q '"rc": [1-9]' "$results"; then exit 1; fi
