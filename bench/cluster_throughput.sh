@@ -5,10 +5,11 @@
 #   one process (--strategy=default), the parameter-server cluster with 2 ps + 2 workers
 #   and 1 ps + 1 worker, and multi_worker_mirrored with 2 workers,
 # each for --epochs epochs (the job's validation data left out: training only), and prints
-# samples/s (60000 / the median epoch period of epochs 2..N), CPU-seconds per sample (user +
-# sys of the launcher and every process under it over the whole run, / samples trained)
-# and each configuration's ratio to the one process of the same model. Asserts nothing
-# about time (bench/README.md).
+# samples/s (60000 / the median epoch period of epochs 2..N), CPU per sample (user + sys
+# of the launcher and every process under it, /usr/bin/time; for epochs 2..N alone, the
+# N-epoch run's CPU minus that of a 1-epoch run of the same configuration) and each
+# configuration's ratio to the one process of the same model. Asserts nothing about time
+# (bench/README.md).
 #
 # Epoch period: the time between consecutive "checkpoint ... written (epoch N" log lines of
 # the process that trains or coordinates (the trainer, the chief, worker 0), which carry
@@ -30,7 +31,7 @@ for a in "$@"; do
     --models=*) models="${a#--models=}" ;;
     --configs=*) configs="${a#--configs=}" ;;
     --keep) keep=true ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
   esac
 done
@@ -84,15 +85,18 @@ for model in "${model_list[@]}"; do
     "${job_of[$model]}" "$job"
   for config in "${config_list[@]}"; do
     [[ -n "${args_of[$config]:-}" ]] || { echo "unknown config $config" >&2; exit 2; }
-    run="$work/$model-$config"
+    # A 1-epoch run first: what the N-epoch run's CPU has beyond it is epochs 2..N alone
+    # (no start-up, data loading or shutdown).
+    for n in 1 "$epochs"; do
+    run="$work/$model-$config-$n"
     mkdir -p "$run"
     rc=0
     # shellcheck disable=SC2086  # the configuration's flags are words
     /usr/bin/time -f '%U %S %e' -o "$run/time" timeout -k 10 "$run_timeout" \
-      "$launcher" ${args_of[$config]} --epochs="$epochs" --job="$(realpath "$job")" \
+      "$launcher" ${args_of[$config]} --epochs="$n" --job="$(realpath "$job")" \
       --log_dir="$run/logs" --checkpoint_dir="$run/ckpt" --logdir="$run/tb" \
       >"$run/out" 2>&1 || rc=$?
-    python3 - "$run" "$model" "$config" "$rc" "$epochs" >>"$results" <<'EOF'
+    python3 - "$run" "$model" "$config" "$rc" "$n" >>"$results" <<'EOF'
 import glob, json, re, statistics, sys
 run, model, config, rc, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 line = re.compile(r"^I (\d\d):(\d\d):(\d\d\.\d+) [^]]*\] checkpoint \S+ written \(epoch (\d+),")
@@ -119,8 +123,8 @@ try:
     user, sys_, wall = (float(x) for x in open(run + "/time").read().strip().splitlines()[-1].split())
 except (OSError, ValueError):
     pass
-period = statistics.median(periods) if len(periods) == epochs - 1 else None
-print(json.dumps({"model": model, "config": config, "rc": rc, "periods": periods,
+period = statistics.median(periods) if periods and len(periods) == epochs - 1 else None
+print(json.dumps({"model": model, "config": config, "rc": rc, "epochs": epochs, "periods": periods,
                   "epoch_s": period, "samples_per_s": 60000 / period if period else None,
                   "cpu_s": user + sys_, "wall_s": wall,
                   "cpu_us_per_sample": 1e6 * (user + sys_) / (60000 * epochs)}))
@@ -129,6 +133,7 @@ EOF
       echo "  $model $config: launcher exit $rc; last lines of its output:" >&2
       tail -5 "$run/out" >&2
     fi
+    done
   done
 done
 
@@ -152,22 +157,34 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 labels = {"one": "one process (--strategy=default)", "ps2w2": "ps cluster, 2 ps + 2 workers",
           "ps1w1": "ps cluster, 1 ps + 1 worker", "mwm2": "multi_worker_mirrored, 2 workers"}
-base = {r["model"]: r for r in rows if r["config"] == "one"}
+short = {(r["model"], r["config"]): r for r in rows if r["epochs"] == 1}
+full = [r for r in rows if r["epochs"] > 1]
+for r in full:
+    s = short.get((r["model"], r["config"]))
+    r["cpu_us_steady"] = None
+    if s and s["rc"] == 0 and r["rc"] == 0:
+        r["cpu_us_steady"] = 1e6 * (r["cpu_s"] - s["cpu_s"]) / (60000 * (r["epochs"] - 1))
+base = {r["model"]: r for r in full if r["config"] == "one"}
+def ratio(r, b, key):
+    return f"{r[key] / b[key]:.2f}x" if b and b.get(key) and r.get(key) else ""
 print()
-print("| model | configuration | s/epoch (median 2..N) | samples/s | x one process | CPU us/sample | x one process | epoch periods (s) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-for r in rows:
+print("| model | configuration | s/epoch (median 2..N) | samples/s | x one process "
+      "| CPU us/sample, epochs 2..N | x one process | CPU us/sample, whole run | epoch periods (s) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for r in full:
     b = base.get(r["model"])
     if r["samples_per_s"] is None:
-        print(f"| {r['model']} | {labels[r['config']]} | failed (exit {r['rc']}) | | | | | |")
+        print(f"| {r['model']} | {labels[r['config']]} | failed (exit {r['rc']}) | | | | | | |")
         continue
-    speed = f"{r['samples_per_s'] / b['samples_per_s']:.2f}x" if b and b["samples_per_s"] else ""
-    cpu = f"{r['cpu_us_per_sample'] / b['cpu_us_per_sample']:.2f}x" if b and b["cpu_us_per_sample"] else ""
+    steady = f"{r['cpu_us_steady']:.2f}" if r["cpu_us_steady"] is not None else "n/a"
     periods = " ".join(f"{p:.3f}" for p in r["periods"])
-    print(f"| {r['model']} | {labels[r['config']]} | {r['epoch_s']:.3f} | {r['samples_per_s']:.0f} | {speed} "
-          f"| {r['cpu_us_per_sample']:.2f} | {cpu} | {periods} |")
+    print(f"| {r['model']} | {labels[r['config']]} | {r['epoch_s']:.3f} | {r['samples_per_s']:.0f} "
+          f"| {ratio(r, b, 'samples_per_s')} | {steady} | {ratio(r, b, 'cpu_us_steady')} "
+          f"| {r['cpu_us_per_sample']:.2f} | {periods} |")
 print()
-print("CPU us/sample: user+sys of every process of the run (start, all epochs, shutdown) / (60000 x epochs).")
+print("samples/s: 60000 / the median period between the epoch-end checkpoint log lines of epochs 2..N.")
+print("CPU us/sample, epochs 2..N: user+sys of every process of the N-epoch run minus that of a")
+print("1-epoch run of the same configuration, / (60000 x (N-1)). Whole run: / (60000 x N).")
 EOF
 echo "$torch_line"
 if grep -q '"rc": [1-9]' "$results"; then exit 1; fi
