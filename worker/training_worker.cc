@@ -124,21 +124,29 @@ absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
   if (batcher_ != nullptr && key == batcher_key_ && batcher_position_ == request.first_step()) {
     return absl::OkStatus();
   }
-  PS_ASSIGN_OR_RETURN(Dataset shard, train_->Shard(request.num_shards(), request.shard_index()));
-  if (shard.num_examples() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard ", request.shard_index(), " of ",
-                                                   request.num_shards(), " holds no examples"));
+  const std::pair<int64_t, int64_t> shard_key = {request.shard_index(), request.num_shards()};
+  if (shard_ == nullptr || shard_key_ != shard_key) {
+    // One copy of a shard at a time: the old batcher holds the old one.
+    batcher_.reset();
+    shard_.reset();
+    PS_ASSIGN_OR_RETURN(Dataset shard,
+                        train_->Shard(request.num_shards(), request.shard_index()));
+    if (shard.num_examples() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", request.shard_index(), " of ", request.num_shards(), " holds no examples"));
+    }
+    shard_ = std::make_shared<const Dataset>(std::move(shard));
+    shard_key_ = shard_key;
   }
   BatcherOptions options;
   options.batch_size = request.batch_size();
-  options.shuffle_buffer = job_.shuffle ? shard.num_examples() : 0;
+  options.shuffle_buffer = job_.shuffle ? shard_->num_examples() : 0;
   // Every (epoch, shard) has its own order, the same on whichever worker runs it.
   options.seed = job_.seed * 1000003 + request.epoch() * 8191 + request.shard_index();
   // With steps_per_epoch the data repeats, as Keras does with a repeated tf.data dataset.
   options.epochs = job_.steps_per_epoch > 0 ? -1 : 1;
   options.prefetch = 2;
-  PS_ASSIGN_OR_RETURN(batcher_,
-                      Batcher::Create(std::make_shared<const Dataset>(std::move(shard)), options));
+  PS_ASSIGN_OR_RETURN(batcher_, Batcher::Create(shard_, options));
   batcher_key_ = key;
   batcher_position_ = 0;
   // A reassigned or repeated range starts part-way in: skip to it.
