@@ -253,9 +253,11 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
       streams_.Open(context, *std::move(owner));
   if (!lease.ok()) return answer(lease.status());
   PushRequest push;
+  PushContext push_context;
   TensorAssembler assembler;
   MemoryLedger::Charge charge;
-  if (absl::Status read = ReadPush(context, stream, lease->get(), &push, &assembler, &charge);
+  if (absl::Status read = ReadPush(context, stream, lease->get(), &push, &push_context,
+                                   &assembler, &charge);
       !read.ok()) {
     return answer(read);
   }
@@ -267,8 +269,6 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
     return answer(absl::CancelledError(
         "the push-pull stream was reset after its commit; nothing was applied"));
   }
-  absl::StatusOr<PushContext> push_context = ContextOf(context, push);
-  if (!push_context.ok()) return answer(push_context.status());
   std::vector<NamedTensor> gradients;
   {
     std::vector<Tensor> tensors = assembler.Take();
@@ -277,7 +277,7 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
       gradients.push_back({push.gradients(i).name(), std::move(tensors[i])});
     }
   }
-  if (absl::Status pushed = Push(gradients, *push_context); !pushed.ok()) {
+  if (absl::Status pushed = Push(gradients, push_context); !pushed.ok()) {
     return answer(pushed);
   }
   std::vector<std::string> names;
@@ -324,7 +324,7 @@ absl::StatusOr<int64_t> PsServiceImpl::CheckStreamHeader(const PushRequest& push
 absl::Status PsServiceImpl::ReadPush(grpc::ServerContext* context,
                                      PushPullServerStream* stream,
                                      StreamLimiter::Lease* lease, PushRequest* push,
-                                     TensorAssembler* assembler,
+                                     PushContext* push_context, TensorAssembler* assembler,
                                      MemoryLedger::Charge* charge) {
   PushPullChunkIn message;
   int messages = 0;
@@ -372,7 +372,7 @@ absl::Status PsServiceImpl::ReadPush(grpc::ServerContext* context,
   // its bytes charged before a byte of data is accepted: a stream for an unknown name or
   // a shape not the variable's ends here, and all streams together never hold more than
   // the request memory.
-  PS_RETURN_IF_ERROR(ContextOf(context, *push).status());
+  PS_ASSIGN_OR_RETURN(*push_context, ContextOf(context, *push));
   PS_ASSIGN_OR_RETURN(const int64_t bytes, CheckStreamHeader(*push));
   absl::StatusOr<MemoryLedger::Charge> charged = request_memory_.Reserve(
       bytes, absl::StrCat("a push-pull stream of ", push->gradients_size(),

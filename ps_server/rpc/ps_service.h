@@ -110,10 +110,12 @@ class PsServiceImpl final : public ParameterServer::Service {
 
  private:
   // PushPullChunks' steps: reads the whole push into `assembler`, or says why not.
-  // `charge` gets the push's bytes charged to request_memory_.
+  // `push_context` gets whom the push counts under (ContextOf, checked at its header),
+  // `charge` the push's bytes charged to request_memory_.
   absl::Status ReadPush(grpc::ServerContext* context, PushPullServerStream* stream,
                         StreamLimiter::Lease* lease, PushRequest* push,
-                        TensorAssembler* assembler, MemoryLedger::Charge* charge);
+                        PushContext* push_context, TensorAssembler* assembler,
+                        MemoryLedger::Charge* charge);
   // Checks a stream's push header against the store before any of its data is accepted.
   // Returns the bytes its gradients take.
   absl::StatusOr<int64_t> CheckStreamHeader(const PushRequest& push) const;
