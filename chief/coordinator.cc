@@ -138,7 +138,7 @@ class Coordinator::ChunkClosure : public distribute::Closure {
     }
     return status;
   }
-  void Finish(const absl::Status&) override {}
+  void Finish(absl::Status) override {}
 
  private:
   Coordinator* const coordinator_;  // Not owned.

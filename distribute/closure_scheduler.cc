@@ -126,28 +126,29 @@ void ClosureScheduler::WorkerLoop(int w) {
       queue_.pop_front();
       ++in_flight_;
     }
-    const absl::Status status = closure->Run(w);
+    absl::Status status = closure->Run(w);
     if (ClassifyFailure(status) == FailureKind::kWorkerLost && options_.on_worker_lost) {
       options_.on_worker_lost(w, status);
     }
     absl::MutexLock lock(&mu_);
     --in_flight_;
-    Complete(w, std::move(closure), status);
+    // The status moves on (to the closure, to Join): this thread keeps no reference to
+    // it once the closure is finished and its waiter may hold it.
+    Complete(w, std::move(closure), std::move(status));
     MaybeRecoverPs();
   }
 }
 
-void ClosureScheduler::Complete(int w, std::shared_ptr<Closure> closure,
-                                const absl::Status& status) {
+void ClosureScheduler::Complete(int w, std::shared_ptr<Closure> closure, absl::Status status) {
   const std::string& name = workers_[w]->name();
   switch (ClassifyFailure(status)) {
     case FailureKind::kNone:
       ++states_[w].closures_run;
-      closure->Finish(status);
+      closure->Finish(std::move(status));
       return;
     case FailureKind::kFunctionError:
       ++states_[w].closures_run;
-      Fail(closure, status);
+      Fail(closure, std::move(status));
       return;
     case FailureKind::kWorkerLost: {
       WorkerState& s = states_[w];
@@ -166,7 +167,7 @@ void ClosureScheduler::Complete(int w, std::shared_ptr<Closure> closure,
     }
     case FailureKind::kPsFailed:
       if (!options_.recover_ps) {
-        Fail(closure, status);
+        Fail(closure, std::move(status));
         return;
       }
       if (stopping_) {
@@ -184,13 +185,14 @@ void ClosureScheduler::Complete(int w, std::shared_ptr<Closure> closure,
   }
 }
 
-void ClosureScheduler::Fail(const std::shared_ptr<Closure>& closure, const absl::Status& status) {
-  closure->Finish(status);
-  if (!error_.ok()) return;
-  error_ = status;
-  // As TensorFlow's coordinator: the closures still queued are cancelled.
-  FailQueued(absl::CancelledError(absl::StrCat("cancelled: an earlier closure failed: ",
-                                               status.message())));
+void ClosureScheduler::Fail(const std::shared_ptr<Closure>& closure, absl::Status status) {
+  if (error_.ok()) {
+    error_ = status;
+    // As TensorFlow's coordinator: the closures still queued are cancelled.
+    FailQueued(absl::CancelledError(absl::StrCat("cancelled: an earlier closure failed: ",
+                                                 status.message())));
+  }
+  closure->Finish(std::move(status));
 }
 
 void ClosureScheduler::Requeue(std::shared_ptr<Closure> closure) {
@@ -208,8 +210,8 @@ void ClosureScheduler::MaybeRecoverPs() {
   recovering_ = false;
   ps_paused_ = false;
   if (recovered.ok()) return;
-  if (error_.ok()) error_ = recovered;
   FailQueued(recovered);
+  if (error_.ok()) error_ = std::move(recovered);
 }
 
 void ClosureScheduler::FailQueued(const absl::Status& status) {

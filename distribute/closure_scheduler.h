@@ -69,8 +69,9 @@ class Closure {
   virtual absl::Status Run(int worker) = 0;
   // Called once, last: OK, its function error, or why it never ran to the end (CANCELLED
   // after an earlier error or when the scheduler stops, UNAVAILABLE no worker, the ps
-  // recovery's error).
-  virtual void Finish(const absl::Status& status) = 0;
+  // recovery's error). Takes the status by value: the scheduler hands its copy over
+  // instead of dropping it after the caller of Join may already hold it.
+  virtual void Finish(absl::Status status) = 0;
   // The log's account of what happens to it when its worker is lost.
   virtual std::string WhenRequeued() const { return Describe() + " runs again on another worker"; }
 
@@ -137,11 +138,11 @@ class ClosureScheduler {
   // Asks worker w whether it is ready; false after waiting poll_interval (or stopping).
   bool BecomeReady(int w) ABSL_LOCKS_EXCLUDED(mu_);
   // Sorts the outcome of `closure` on worker w and acts on it.
-  void Complete(int w, std::shared_ptr<Closure> closure, const absl::Status& status)
+  void Complete(int w, std::shared_ptr<Closure> closure, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finishes `closure` with `status`, makes it Join's error unless there is one, and
   // cancels the queue.
-  void Fail(const std::shared_ptr<Closure>& closure, const absl::Status& status)
+  void Fail(const std::shared_ptr<Closure>& closure, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts `closure` back at the front of the queue.
   void Requeue(std::shared_ptr<Closure> closure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

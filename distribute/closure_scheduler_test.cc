@@ -44,10 +44,10 @@ class TestClosure : public Closure {
     }
     return body_(worker);
   }
-  void Finish(const absl::Status& status) override {
+  void Finish(absl::Status status) override {
     absl::MutexLock lock(&mu_);
     ++finished_;
-    status_ = status;
+    status_ = std::move(status);
   }
   std::vector<int> ran_on() const {
     absl::MutexLock lock(&mu_);

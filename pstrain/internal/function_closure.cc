@@ -38,13 +38,13 @@ absl::Status FunctionClosure::Run(int worker) {
   return absl::OkStatus();
 }
 
-void FunctionClosure::Finish(const absl::Status& status) {
+void FunctionClosure::Finish(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (done_) return;
   if (status.ok()) {
     result_ = std::move(values_);
   } else {
-    result_ = status;
+    result_ = std::move(status);
   }
   done_ = true;
 }

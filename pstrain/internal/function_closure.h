@@ -44,7 +44,7 @@ class FunctionClosure : public Closure {
   // function's own, "function "train" (closure 3) on worker 1 (...): <its message>" with
   // its code (ABORTED: a ps failed).
   absl::Status Run(int worker) override ABSL_LOCKS_EXCLUDED(mu_);
-  void Finish(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Finish(absl::Status status) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const RunFunctionRequest request_;

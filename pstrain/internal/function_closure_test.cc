@@ -155,9 +155,11 @@ TEST(FunctionClosureTest, AFunctionWhoseWorkerIsLostRunsAgainOnAnother) {
 TEST(FunctionClosureTest, JoinReturnsTheFirstFunctionErrorAndTheQueueIsCancelled) {
   TestWorker w0(0);
   w0.fail_with = absl::StatusCode::kInvalidArgument;
+  w0.runner.SetReady(false);  // every function is queued before the first one fails
   Chief scheduler({&w0.client}, Fast());
   std::vector<std::shared_ptr<FunctionClosure>> values;
   for (int i = 0; i < 50; ++i) values.push_back(scheduler.Schedule(Which()));
+  w0.runner.SetReady(true);
   absl::Status joined = scheduler.Join();
   EXPECT_TRUE(absl::IsInvalidArgument(joined)) << joined;
   EXPECT_TRUE(absl::StrContains(joined.message(), "\"which\"")) << joined;
