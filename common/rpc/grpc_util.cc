@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 
 namespace pstrain {
 
@@ -104,6 +105,12 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              MillisecondsArg(options.max_connection_age_grace));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  if (options.memory_quota_bytes > 0) {
+    // The builder keeps its own reference to the quota.
+    grpc::ResourceQuota quota("pstrain-server");
+    quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
   // First, so that every answer carries the server's proof that it holds the job's secret
   // (call_authorizer.h), whatever the interceptors after it do.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
