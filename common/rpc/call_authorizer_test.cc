@@ -31,7 +31,7 @@ class CountingWorker final : public Worker::Service {
     }
     absl::MutexLock lock(&mu);
     metadata_seen += seen;
-    return grpc::Status::OK;
+    return answer;
   }
   grpc::Status GetStatus(grpc::ServerContext* context, const WorkerStatusRequest*,
                          WorkerStatusResponse*) override {
@@ -40,6 +40,8 @@ class CountingWorker final : public Worker::Service {
   std::atomic<int> shutdowns{0};
   absl::Mutex mu;
   std::string metadata_seen ABSL_GUARDED_BY(mu);
+  // What Shutdown answers (set before the server starts).
+  grpc::Status answer = grpc::Status::OK;
 };
 
 class CallAuthorizerTest : public ::testing::Test {
@@ -210,6 +212,26 @@ TEST_F(CallAuthorizerTest, AnAnswerWithoutTheServersProofIsRefused) {
     EXPECT_EQ(impostor.metadata_seen.find(kToken), std::string::npos);
   }
   running->server->Shutdown();
+  // An error a client acts on (a task that registers gives up on INVALID_ARGUMENT) is
+  // refused too; one it only retries or reports passes as it came.
+  for (const auto& [answered, seen] :
+       {std::pair<grpc::StatusCode, grpc::StatusCode>{grpc::StatusCode::INVALID_ARGUMENT,
+                                                      grpc::StatusCode::UNAUTHENTICATED},
+        {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::UNAUTHENTICATED},
+        {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::UNAVAILABLE}}) {
+    CountingWorker failing;
+    failing.answer = grpc::Status(answered, "from an impostor");
+    options.services = {&failing};
+    absl::StatusOr<RunningServer> started = StartServer(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    auto failing_stub =
+        Worker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(started->port)));
+    grpc::ClientContext failing_context;
+    SetTimeout(&failing_context, absl::Seconds(10));
+    const grpc::Status got = failing_stub->Shutdown(&failing_context, request, &response);
+    EXPECT_EQ(got.error_code(), seen) << answered << ": " << got.error_message();
+    started->server->Shutdown();
+  }
   // The job's own server proves it: its answers pass, the open health check's too.
   auto real = Worker::NewStub(CreateChannel(address_));
   grpc::ClientContext real_context;
