@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "chief/checkpointer.h"
+#include "ps_server/client/checkpointer.h"
 #include "common/daemon/daemon_runtime.h"
 
 namespace pstrain {

@@ -20,15 +20,6 @@
 namespace pstrain {
 namespace {
 
-// A ps call failed because the ps is gone (or came back empty after a restart: NOT_FOUND
-// a variable, FAILED_PRECONDITION no variables at all), as opposed to a bad request:
-// recovering the ps may help.
-bool IsPsGone(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
-         absl::IsAborted(status);
-}
-
 void AddFigures(const RunStepsResponse& from, RunStepsResponse* to) {
   to->set_loss_sum(to->loss_sum() + from.loss_sum());
   to->set_correct(to->correct() + from.correct());
@@ -53,6 +44,18 @@ OptimizerConfig PsOptimizerFor(const JobSpec& job, const Model& model, size_t nu
 // The Checkpointer tells the coordinator's observer of every checkpoint.
 Checkpointer::Options CheckpointerOptions(const Coordinator::Options& options) {
   Checkpointer::Options out = options.checkpoint;
+  out.observer = options.observer;
+  return out;
+}
+
+// How the coordinator's ps recovery waits between census rounds: it gives up on a
+// preemption or a shutdown.
+PsRecovery::Options PsRecoveryOptions(const Coordinator::Options& options, uint64_t seed,
+                                      std::function<absl::Status(absl::Duration)> wait) {
+  PsRecovery::Options out;
+  out.timeout = options.ps_recovery_timeout;
+  out.wait = std::move(wait);
+  out.seed = seed;
   out.observer = options.observer;
   return out;
 }
@@ -181,7 +184,10 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       restore_(restore),
       variables_(model, ps_, PsOptimizerFor(*job, *model, workers_.size()),
                  options_.consistency),
-      checkpointer_(CheckpointerOptions(options_), job, &variables_) {
+      checkpointer_(CheckpointerOptions(options_), job, &variables_),
+      ps_recovery_(PsRecoveryOptions(options_, job->seed,
+                                     [this](absl::Duration d) { return WaitDuringRecovery(d); }),
+                   &variables_, &checkpointer_, restore) {
   variables_.SetInitialValues(job->initial_weights);
 }
 
@@ -417,81 +423,34 @@ absl::Status Coordinator::WriteCheckpoint(int epochs_done, const nlohmann::json*
 
 absl::Status Coordinator::RetryAfterPsRecovery(const std::function<absl::Status()>& step) {
   absl::Status status = step();
-  if (status.ok() || !IsPsGone(status)) return status;
+  if (status.ok() || !PsRecovery::IsPsGone(status)) return status;
   LogWarning(absl::StrCat("a ps failed: ", status.message(), "; recovering it"));
   PS_RETURN_IF_ERROR(RecoverPs());
   return step();
 }
 
-absl::Status Coordinator::RecoverPs() {
-  SetPhase(JobPhase::kRecovering);
-  const absl::Time give_up = absl::Now() + options_.ps_recovery_timeout;
-  ShardedVariables::Census census;
-  while (true) {
-    PS_ASSIGN_OR_RETURN(census, variables_.TakeCensus());
-    if (census.unreachable.empty()) break;
-    if (absl::Now() >= give_up) {
-      return absl::UnavailableError(absl::StrCat(
-          "training paused for a failed ps, which did not come back within ",
-          absl::FormatDuration(options_.ps_recovery_timeout), ": ",
-          absl::StrJoin(census.unreachable, "; ")));
-    }
-    if (preempted()) return PreemptedStatus();
-    if (abort_ != nullptr && abort_->WaitFor(absl::Milliseconds(250))) {
-      return absl::CancelledError("the chief is shutting down");
-    }
-    if (abort_ == nullptr) absl::SleepFor(absl::Milliseconds(250));
+absl::Status Coordinator::WaitDuringRecovery(absl::Duration timeout) const {
+  if (preempted()) return PreemptedStatus();
+  if (abort_ == nullptr) {
+    absl::SleepFor(timeout);
+  } else if (abort_->WaitFor(timeout)) {
+    return absl::CancelledError("the chief is shutting down");
   }
-  ++ps_generation_;
-  if (options_.observer != nullptr) options_.observer->OnPsRecovered();
-  if (census.emptied.empty()) {
-    LogWarning("every ps answers and holds its variables; training resumes");
-  } else {
-    PS_RETURN_IF_ERROR(RecreateEmptiedPs(census.emptied));
-  }
-  SetPhase(JobPhase::kTraining);
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::RecreateEmptiedPs(const std::vector<int>& emptied) {
-  // The newest good checkpoint of this job (a corrupt newest one is reported and skipped),
-  // else the one this run was restored from.
-  std::unique_ptr<CheckpointReader> latest;
-  const CheckpointReader* checkpoint = restore_;
-  if (checkpointer_.enabled()) {
-    absl::StatusOr<std::unique_ptr<CheckpointReader>> opened = checkpointer_.OpenLatest();
-    if (opened.ok()) {
-      latest = *std::move(opened);
-      checkpoint = latest.get();
-    } else if (!absl::IsNotFound(opened.status())) {
-      LogError(absl::StrCat("cannot read a checkpoint to recover from: ",
-                            opened.status().message()));
-    }
+absl::Status Coordinator::RecoverPs() {
+  SetPhase(JobPhase::kRecovering);
+  int epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    epoch = epoch_;
   }
-  std::optional<TrainingState> state;
-  if (checkpoint != nullptr) {
-    PS_ASSIGN_OR_RETURN(state, TrainingStateFromCheckpoint(*checkpoint));
-  }
-  // Each emptied ps's shards are created from the checkpoint's values, slots and counts,
-  // or from the initial values when there is no checkpoint.
-  for (int p : emptied) {
-    PS_RETURN_IF_ERROR(variables_.Recreate(
-        p, state.has_value() ? &*state : nullptr,
-        checkpoint != nullptr ? absl::StrCat("checkpoint ", checkpoint->path()) : "", job_->seed));
-    int epoch = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      epoch = epoch_;
-    }
-    // A warning (./demo.sh shows it): what was restored and where training goes on.
-    LogWarning(absl::StrCat(
-        checkpoint != nullptr
-            ? absl::StrCat(ps_[p]->name(), " came back empty; its shards restored from ",
-                           checkpoint->path(), " (step ", checkpoint->step(), ")")
-            : absl::StrCat(ps_[p]->name(), " came back empty and no checkpoint exists yet; "
-                           "its shards start again from their initial values"),
-        "; training continues in epoch ", epoch));
-  }
+  PS_RETURN_IF_ERROR(
+      ps_recovery_.Recover(absl::StrCat("training continues in epoch ", epoch)));
+  // The ps state may have been replaced: every worker pulls afresh before its next step.
+  ++ps_generation_;
+  SetPhase(JobPhase::kTraining);
   return absl::OkStatus();
 }
 

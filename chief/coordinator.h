@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "chief/checkpointer.h"
+#include "ps_server/client/checkpointer.h"
 #include "chief/membership.h"
 #include "chief/shard_queue.h"
 #include "common/checkpoint/checkpoint.h"
@@ -28,6 +28,7 @@
 #include "distribute/closure_scheduler.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
+#include "ps_server/client/ps_recovery.h"
 #include "ps_server/client/sharded_variables.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
@@ -204,13 +205,14 @@ class Coordinator {
   // A checkpoint is due after a chunk: in consistent mode the queue pauses (the epoch
   // loop writes); otherwise this worker's thread writes one now unless another does.
   absl::Status CheckpointAfterChunk(const RunStepsRequest& base, ShardQueue* queue);
-  // Waits (Options::ps_recovery_timeout) until every ps answers, then recreates the
-  // shards of any that lost them (a restarted ps) from the latest checkpoint (or the
-  // initial values when there is none yet). Errors: UNAVAILABLE naming the ps that did
-  // not come back; CANCELLED on abort; a failed create or restore.
+  // Recovers a failed ps (PsRecovery::Recover) with the job phase "recovering"
+  // meanwhile, and bumps ps_generation_ so the workers pull afresh. Errors: UNAVAILABLE
+  // naming the ps that did not come back; CANCELLED on abort; ABORTED after Preempt(); a
+  // failed create or restore.
   absl::Status RecoverPs();
-  // Recreates the shards of the emptied ps tasks from the newest checkpoint.
-  absl::Status RecreateEmptiedPs(const std::vector<int>& emptied);
+  // Between the census rounds of a recovery: waits up to `timeout` unless the chief is
+  // preempted (ABORTED) or shutting down (CANCELLED).
+  absl::Status WaitDuringRecovery(absl::Duration timeout) const;
   // Runs `step` (a validation or checkpoint read); when it fails because a ps is gone,
   // recovers the ps and runs it once more.
   absl::Status RetryAfterPsRecovery(const std::function<absl::Status()>& step);
@@ -246,6 +248,7 @@ class Coordinator {
   const CheckpointReader* const restore_;  // Not owned; may be null.
   ShardedVariables variables_;
   Checkpointer checkpointer_;
+  PsRecovery ps_recovery_;
   // The workers as the scheduler sees them (ready unless lost_), and the scheduler of the
   // chunks; made by Run() once the workers are ready, gone when it returns.
   std::vector<std::unique_ptr<distribute::ScheduledWorker>> scheduled_workers_;

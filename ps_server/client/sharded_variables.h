@@ -85,6 +85,8 @@ class ShardedVariables {
                         uint64_t seed) const;
 
   int num_ps() const { return static_cast<int>(ps_.size()); }
+  // "ps task 1 (host:port)", as errors and logs name ps `p`.
+  std::string ps_name(int p) const { return ps_[p]->name(); }
 
  private:
   // The model's variables as (name, shape), in its order.

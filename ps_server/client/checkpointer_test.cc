@@ -1,6 +1,6 @@
 // The Checkpointer against real VariableStores (in-process clients) and real files.
 
-#include "chief/checkpointer.h"
+#include "ps_server/client/checkpointer.h"
 
 #include <cstdlib>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "chief/checkpointer.h"
+#include "ps_server/client/checkpointer.h"
 
 #include <utility>
 #include <vector>
@@ -49,7 +49,7 @@ bool Checkpointer::Requested() const {
 
 absl::Status Checkpointer::Write(int epochs_done, int64_t global_step,
                                  const nlohmann::json* position) {
-  if (!enabled()) return absl::FailedPreconditionError("this chief has no --checkpoint_dir");
+  if (!enabled()) return absl::FailedPreconditionError("no checkpoint directory (--checkpoint_dir) was given");
   absl::MutexLock write_lock(&write_mu_);
   const absl::Time start = absl::Now();
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, variables_->Layout());
@@ -145,7 +145,7 @@ absl::Status Checkpointer::Restore(const CheckpointReader& checkpoint) const {
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> Checkpointer::OpenLatest() const {
-  if (!enabled()) return absl::FailedPreconditionError("this chief has no --checkpoint_dir");
+  if (!enabled()) return absl::FailedPreconditionError("no checkpoint directory (--checkpoint_dir) was given");
   return CheckpointReader::Open(options_.dir);
 }
 

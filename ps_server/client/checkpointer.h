@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CHIEF_CHECKPOINTER_H_
-#define PSTRAIN_CHIEF_CHECKPOINTER_H_
+#ifndef PSTRAIN_PS_SERVER_CLIENT_CHECKPOINTER_H_
+#define PSTRAIN_PS_SERVER_CLIENT_CHECKPOINTER_H_
 
 #include <cstdint>
 #include <memory>
@@ -126,4 +126,4 @@ class Checkpointer {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CHIEF_CHECKPOINTER_H_
+#endif  // PSTRAIN_PS_SERVER_CLIENT_CHECKPOINTER_H_
