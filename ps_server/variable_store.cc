@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -109,10 +110,11 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
 
 absl::Status VariableStore::CheckVariablesFit(const std::vector<NamedTensor>& variables,
                                               const Optimizer& optimizer, bool sync) const {
-  // Per element: the value (already here), each optimizer slot, and in sync mode the
-  // aggregate of pending gradients.
+  // Per element: the value (already here) and each optimizer slot, twice (the second
+  // copy is what a dense update is computed into before it is swapped in), and in sync
+  // mode the aggregate of pending gradients.
   const int64_t copies =
-      1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size()) + (sync ? 1 : 0);
+      2 * (1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size())) + (sync ? 1 : 0);
   int64_t total = 0;
   for (const auto& [name, v] : variables_) {
     total = SaturatingAdd(total, SaturatingMul(v->num_elements, copies * 4));
@@ -221,9 +223,9 @@ absl::StatusOr<VariableStore::PushSettings> VariableStore::SettingsForPush() con
   return PushSettings{&update_rules_->optimizer(), rules_};
 }
 
-template <typename StaysFinite, typename ApplyFn>
-int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
-                                      StaysFinite stays_finite, ApplyFn apply) {
+template <typename PrepareFn, typename CommitFn>
+int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found, PrepareFn prepare,
+                                      CommitFn commit) {
   // One order for every holder of more than one variable lock (only pushes are), so two
   // pushes of overlapping variables never deadlock. The names of a push are distinct, so
   // are its variables.
@@ -232,16 +234,30 @@ int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
   for (Variable* v : order) v->mu.Lock();
   int64_t overflowing = -1;
   for (size_t i = 0; i < found.size() && overflowing < 0; ++i) {
-    if (!stays_finite(i, *found[i])) overflowing = static_cast<int64_t>(i);
+    if (!prepare(i, *found[i])) overflowing = static_cast<int64_t>(i);
   }
   if (overflowing < 0) {
     for (size_t i = 0; i < found.size(); ++i) {
-      apply(i, *found[i]);
+      commit(i, *found[i]);
       ++found[i]->version;
     }
   }
   for (Variable* v : order) v->mu.Unlock();
   return overflowing;
+}
+
+bool VariableStore::PrepareDenseUpdate(Variable& v, absl::Span<const float> gradient) {
+  if (v.next_state == nullptr) {
+    v.next_value = Tensor(v.value.shape());
+    v.next_state = v.optimizer->NewState(v.num_elements);
+  }
+  return v.optimizer->ApplyInto(gradient, v.value.values(), *v.state, v.next_value.values(),
+                                v.next_state.get());
+}
+
+void VariableStore::CommitDenseUpdate(Variable& v) {
+  std::swap(v.value, v.next_value);
+  std::swap(v.state, v.next_state);
 }
 
 absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
@@ -287,18 +303,17 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
   // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
   // learning rate), and a non-finite value or slot is never repaired: every update is
-  // checked, then all are applied, under the locks of every variable pushed. Shapes never
-  // change after creation, so the checks above still hold here.
+  // computed aside and checked, then all are swapped in, under the locks of every
+  // variable pushed. Shapes never change after creation, so the checks above still hold.
   const int64_t overflowing = ApplyAllOrNone(
       found,
       [&](size_t i, Variable& v) {
         v.mu.AssertHeld();
-        return v.optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v.value.values(),
-                                              *v.state);
+        return PrepareDenseUpdate(v, gradients[i].tensor.values());
       },
-      [&](size_t i, Variable& v) {
+      [&](size_t, Variable& v) {
         v.mu.AssertHeld();
-        v.optimizer->Apply(gradients[i].tensor.values(), v.value.values(), v.state.get());
+        CommitDenseUpdate(v);
       });
   if (overflowing >= 0) {
     return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *optimizer);
@@ -702,8 +717,8 @@ void VariableStore::ApplyPending(Variable* v, const Rules& rules) {
     const float scale = 1.0f / static_cast<float>(v->pending_count);
     for (float& x : v->pending_sum) x *= scale;
   }
-  if (v->optimizer->UpdateStaysFinite(v->pending_sum, v->value.values(), *v->state)) {
-    v->optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
+  if (PrepareDenseUpdate(*v, v->pending_sum)) {
+    CommitDenseUpdate(*v);
   } else {
     // The pushes that made this aggregate were accepted; its update is dropped, counted.
     ++nonfinite_skipped_;

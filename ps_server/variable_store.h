@@ -69,7 +69,8 @@ class VariableStore {
   // Errors: INVALID_ARGUMENT also an invalid consistency config, or one that differs from
   //         the one already set, or an initial value holding a NaN or an infinity
   //         (counted in nonfinite_refused()); RESOURCE_EXHAUSTED the variables with their
-  //         optimizer slots would pass the memory budget (--max_memory).
+  //         optimizer slots, each twice (an update is computed aside, then swapped in),
+  //         would pass the memory budget (--max_memory).
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency = ConsistencyConfig());
@@ -201,6 +202,13 @@ class VariableStore {
     // Its update (the optimizer, or a moving-average rule): set at creation, never changed.
     const Optimizer* optimizer = nullptr;  // Not owned (update_rules_).
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
+    // A dense update is computed into these (Optimizer::ApplyInto, checked on the way)
+    // and swapped with value and state when every variable of the push stays finite, so
+    // a push runs its update's arithmetic once and a refused one changes nothing. What
+    // they hold between updates means nothing. Made by the first dense update (a
+    // variable only ever pushed by rows never has them); the memory budget counts them.
+    Tensor next_value ABSL_GUARDED_BY(mu);
+    std::unique_ptr<OptimizerState> next_state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
     // Sync mode: sum and count of the gradients computed at `version` not yet applied.
     std::vector<float> pending_sum ABSL_GUARDED_BY(mu);
@@ -274,16 +282,25 @@ class VariableStore {
   // Errors: FAILED_PRECONDITION no variables created yet.
   absl::StatusOr<PushSettings> SettingsForPush() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Holding the locks of every variable in `found` (taken in address order): when
-  // stays_finite(i, *found[i]) holds for every i, runs apply(i, *found[i]) and bumps the
-  // version of each; else changes nothing. Returns the index of the first variable whose
-  // update would not stay finite, or -1 when all were applied. So a push is checked once
-  // and applied whole or not at all, and no other push changes a variable in between.
-  // The callbacks run with found[i]->mu held (they assert it for the thread-safety
-  // analysis, which cannot follow a set of locks).
-  template <typename StaysFinite, typename ApplyFn>
-  int64_t ApplyAllOrNone(absl::Span<Variable* const> found, StaysFinite stays_finite,
-                         ApplyFn apply) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Holding the locks of every variable in `found` (taken in address order): runs
+  // prepare(i, *found[i]) for each i in turn, which computes (or only checks) the update
+  // without changing the variable and says whether it stays finite; when every one does,
+  // runs commit(i, *found[i]) and bumps the version of each; else changes nothing.
+  // Returns the index of the first variable whose update would not stay finite, or -1
+  // when all were applied. So a push is checked once and applied whole or not at all,
+  // and no other push changes a variable in between. The callbacks run with
+  // found[i]->mu held (they assert it for the thread-safety analysis, which cannot
+  // follow a set of locks).
+  template <typename PrepareFn, typename CommitFn>
+  int64_t ApplyAllOrNone(absl::Span<Variable* const> found, PrepareFn prepare,
+                         CommitFn commit) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  // The dense update of v by `gradient` computed into v.next_value and v.next_state
+  // (made on first use); whether every value and slot of it is finite. v is unchanged.
+  static bool PrepareDenseUpdate(Variable& v, absl::Span<const float> gradient)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
+  // Makes the update PrepareDenseUpdate computed v's value and state (a swap: no copy).
+  static void CommitDenseUpdate(Variable& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);

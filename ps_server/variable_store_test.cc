@@ -758,6 +758,50 @@ TEST(VariableStoreTest, APushWhoseLastElementOverflowsChangesNoVariableNorSlot) 
   }
 }
 
+// A dense update is computed aside and swapped in: what a refused push computed for the
+// variables before the one that overflowed must never surface later, and row pushes and
+// restores between dense ones must be built on. The store that saw the refused push ends
+// equal, bit for bit, to one that never did.
+TEST(VariableStoreTest, ARefusedPushLeavesNoTraceInTheUpdatesAfterIt) {
+  VariableStore refused_one, reference;
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->CreateVariables({{"a", Table()}, {"b", Table()}}, Named("adam", 0.1f))
+                    .ok());
+  }
+  Tensor overflowing = Table();
+  overflowing.data()[overflowing.num_elements() - 1] = 1e20f;
+  Tensor half = Table();
+  for (float& x : half.values()) x *= 0.5f;
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}, {"b", Table()}}).ok());
+    if (store == &refused_one) {
+      // "a"'s update is computed (and finite) before "b"'s overflows.
+      EXPECT_EQ(store->Push({{"a", half}, {"b", overflowing}}).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    ASSERT_TRUE(store->PushRows({{"a", {1, 4}, Tensor({2, 3}, {1, 2, 3, 4, 5, 6})}}).ok());
+    ASSERT_TRUE(store->Push({{"b", half}}).ok());
+    ASSERT_TRUE(store->Push({{"a", half}, {"b", Table()}}).ok());
+  }
+  EXPECT_EQ(Everything(refused_one), Everything(reference));
+  auto versions = [](const VariableStore& store) {
+    std::vector<int64_t> out;
+    for (const VariableStore::VariableInfo& info : store.List()) out.push_back(info.version);
+    return out;
+  };
+  EXPECT_EQ(versions(refused_one), versions(reference));
+  EXPECT_EQ(versions(reference), (std::vector<int64_t>{3, 3}));
+  // A restore replaces the value the next update starts from.
+  auto snapshot = reference.ReadState({});
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_TRUE(refused_one.Push({{"a", half}, {"b", half}}).ok());
+  ASSERT_TRUE(refused_one.RestoreState(*snapshot).ok());
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}, {"b", half}}).ok());
+  }
+  EXPECT_EQ(Everything(refused_one), Everything(reference));
+}
+
 TEST(VariableStoreTest, PushesOfTheSameVariablesInOtherOrdersNeitherDeadlockNorLoseUpdates) {
   // Every push holds the locks of all its variables across the check and the update:
   // pushes naming them in opposite orders must still all complete, each applied whole.

@@ -139,6 +139,19 @@ bool Optimizer::UpdateStaysFinite(absl::Span<const float> gradient,
   return true;
 }
 
+bool Optimizer::ApplyInto(absl::Span<const float> gradient, absl::Span<const float> variable,
+                          const OptimizerState& state, absl::Span<float> out_variable,
+                          OptimizerState* out_state) const {
+  std::copy(variable.begin(), variable.end(), out_variable.begin());
+  *out_state = state;
+  Apply(gradient, out_variable, out_state);
+  if (FirstNonFinite(out_variable) >= 0) return false;
+  for (const auto& [name, slot] : out_state->slots()) {
+    if (FirstNonFinite(*slot) >= 0) return false;
+  }
+  return true;
+}
+
 bool Optimizer::RowUpdatesStayFinite(absl::Span<const int64_t> rows,
                                      absl::Span<const float> row_gradients,
                                      absl::Span<const float> variable,
@@ -207,6 +220,16 @@ class KerasOptimizer : public Optimizer {
     s->set_iterations(s->iterations() + 1);
   }
 
+  bool ApplyInto(absl::Span<const float> g, absl::Span<const float> w, const OptimizerState& s,
+                 absl::Span<float> w_out, OptimizerState* s_out) const final {
+    // The kernel only reads w and s when it writes elsewhere.
+    const bool finite =
+        UpdateInto(g.data(), const_cast<float*>(w.data()), w_out.data(), w.size(),
+                   LearningRateAt(c_, s.iterations()), const_cast<OptimizerState*>(&s), s_out);
+    s_out->set_iterations(s.iterations() + 1);
+    return finite;
+  }
+
   bool UpdateStaysFinite(absl::Span<const float> g, absl::Span<const float> w,
                          const OptimizerState& s) const final {
     // The kernels store nothing when they only check, so w and the slots stay unchanged.
@@ -239,12 +262,27 @@ class KerasOptimizer : public Optimizer {
   // exactly the values Update would store.
   virtual bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
                               OptimizerState* s, size_t offset) const = 0;
+  // The same update of all n elements of w and s written to w_out and s_out's slots
+  // (neither overlapping the inputs; w and s only read): whether every result is finite.
+  virtual bool UpdateInto(const float* g, float* w, float* w_out, size_t n, float lr,
+                          OptimizerState* s, OptimizerState* s_out) const = 0;
 
   const OptimizerConfig c_;
 };
 
-// The Update and UpdateIsFinite of an optimizer `Derived` that does both with one kernel,
-// Derived::Kernel<kStore>: the check runs exactly the arithmetic the update stores.
+// What a kernel does with the update it computes.
+enum class KernelMode {
+  kStore,  // writes it over its inputs (Apply, ApplyRows)
+  kCheck,  // stores nothing, says whether every result is finite (UpdateStaysFinite)
+  kInto,   // writes it to separate outputs and says whether every result is finite
+           // (ApplyInto): the check and the update in one pass
+};
+
+// The Update, UpdateIsFinite and UpdateInto of an optimizer `Derived` that does all three
+// with one kernel, Derived::Kernel<kMode>: the check runs exactly the arithmetic the update
+// stores. Kernel(g, w, n, lr, s, offset, w_out, s_out): w_out and s_out are read only by
+// kInto (null otherwise), whose outputs start at element 0 of w_out and at `offset` of
+// s_out's slots, as the inputs do.
 template <typename Derived>
 class OneKernelOptimizer : public KerasOptimizer {
  public:
@@ -253,13 +291,25 @@ class OneKernelOptimizer : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const final {
-    static_cast<const Derived*>(this)->template Kernel<true>(g, w, n, lr, s, offset);
+    static_cast<const Derived*>(this)->template Kernel<KernelMode::kStore>(g, w, n, lr, s, offset,
+                                                                           nullptr, nullptr);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr, OptimizerState* s,
                       size_t offset) const final {
-    return static_cast<const Derived*>(this)->template Kernel<false>(g, w, n, lr, s, offset);
+    return static_cast<const Derived*>(this)->template Kernel<KernelMode::kCheck>(
+        g, w, n, lr, s, offset, nullptr, nullptr);
+  }
+  bool UpdateInto(const float* g, float* w, float* w_out, size_t n, float lr, OptimizerState* s,
+                  OptimizerState* s_out) const final {
+    return static_cast<const Derived*>(this)->template Kernel<KernelMode::kInto>(
+        g, w, n, lr, s, 0, w_out, s_out);
   }
 };
+
+// Slot `name` of `s` from element `offset`; null when s is null (a kernel's unused output).
+float* SlotData(OptimizerState* s, const char* name, size_t offset) {
+  return s == nullptr ? nullptr : s->slot(name)->data() + offset;
+}
 
 class Sgd : public OneKernelOptimizer<Sgd> {
  public:
@@ -272,30 +322,37 @@ class Sgd : public OneKernelOptimizer<Sgd> {
 
  private:
   friend class OneKernelOptimizer<Sgd>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
     uint32_t nonfinite = 0;
     if (mu > 0.0f) {
       float* __restrict m = s->slot("momentum")->data() + offset;
+      float* __restrict m_out = SlotData(s_out, "momentum", offset);
       for (size_t i = 0; i < n; ++i) {
         const float mi = mu * m[i] - lr * g[i];
         const float wi = w[i] + (nesterov ? mu * mi - lr * g[i] : mi);
-        if constexpr (kStore) {
+        if constexpr (kMode == KernelMode::kStore) {
           m[i] = mi;
           w[i] = wi;
         } else {
+          if constexpr (kMode == KernelMode::kInto) {
+            m_out[i] = mi;
+            w_out[i] = wi;
+          }
           nonfinite |= NonFinite(mi) | NonFinite(wi);
         }
       }
     } else {
       for (size_t i = 0; i < n; ++i) {
         const float wi = w[i] - lr * g[i];
-        if constexpr (kStore) {
+        if constexpr (kMode == KernelMode::kStore) {
           w[i] = wi;
         } else {
+          if constexpr (kMode == KernelMode::kInto) w_out[i] = wi;
           nonfinite |= NonFinite(wi);
         }
       }
@@ -316,9 +373,10 @@ class Adam : public OneKernelOptimizer<Adam> {
 
  private:
   friend class OneKernelOptimizer<Adam>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
@@ -326,16 +384,23 @@ class Adam : public OneKernelOptimizer<Adam> {
         static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
     float* __restrict m = s->slot("momentum")->data() + offset;
     float* __restrict v = s->slot("velocity")->data() + offset;
+    float* __restrict m_out = SlotData(s_out, "momentum", offset);
+    float* __restrict v_out = SlotData(s_out, "velocity", offset);
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float mi = m[i] + (g[i] - m[i]) * (1.0f - b1);
       const float vi = v[i] + (g[i] * g[i] - v[i]) * (1.0f - b2);
       const float wi = w[i] - alpha * mi / (std::sqrt(vi) + eps);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         m[i] = mi;
         v[i] = vi;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          m_out[i] = mi;
+          v_out[i] = vi;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(mi) | NonFinite(vi) | NonFinite(wi);
       }
     }
@@ -354,20 +419,26 @@ class Adagrad : public OneKernelOptimizer<Adagrad> {
 
  private:
   friend class OneKernelOptimizer<Adagrad>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float eps = c_.epsilon();
     float* __restrict acc = s->slot("accumulator")->data() + offset;
+    float* __restrict acc_out = SlotData(s_out, "accumulator", offset);
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float ai = acc[i] + g[i] * g[i];
       // Keras 3: epsilon inside the square root.
       const float wi = w[i] - lr * g[i] / std::sqrt(ai + eps);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         acc[i] = ai;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          acc_out[i] = ai;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(ai) | NonFinite(wi);
       }
     }
@@ -387,23 +458,31 @@ class RmsProp : public OneKernelOptimizer<RmsProp> {
 
  private:
   friend class OneKernelOptimizer<RmsProp>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
     float* __restrict v = s->slot("velocity")->data() + offset;
     float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() + offset : nullptr;
+    float* __restrict v_out = SlotData(s_out, "velocity", offset);
+    float* __restrict m_out = mu > 0.0f ? SlotData(s_out, "momentum", offset) : nullptr;
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float vi = rho * v[i] + (1.0f - rho) * g[i] * g[i];
       const float inc = lr * g[i] / std::sqrt(vi + eps);
       const float mi = m != nullptr ? mu * m[i] + inc : 0.0f;
       const float wi = w[i] - (m != nullptr ? mi : inc);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         v[i] = vi;
         if (m != nullptr) m[i] = mi;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          v_out[i] = vi;
+          if (m_out != nullptr) m_out[i] = mi;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(vi) | NonFinite(mi) | NonFinite(wi);
       }
     }

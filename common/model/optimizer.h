@@ -81,6 +81,20 @@ class Optimizer {
                                  absl::Span<const float> variable,
                                  const OptimizerState& state) const;
 
+  // Apply's update computed out of place: reads `variable` and `state`, writes the updated
+  // values to `out_variable` and the updated slots and count to `out_state`, and returns
+  // whether every value and slot it wrote is finite (as UpdateStaysFinite). Changes
+  // neither `variable` nor `state`. `out_state` is a state of this optimizer for as many
+  // elements (NewState's; what it held is overwritten) and `out_variable` as long as
+  // `variable`; neither overlaps the inputs. A caller that swaps the results in when they
+  // are finite (the ps, whose pushes change nothing unless every update stays finite)
+  // checks and applies an update in the one pass of Apply, where UpdateStaysFinite
+  // followed by Apply costs two. This default copies the inputs and runs Apply on the
+  // copies; the built-in optimizers run their update's kernel once.
+  virtual bool ApplyInto(absl::Span<const float> gradient, absl::Span<const float> variable,
+                         const OptimizerState& state, absl::Span<float> out_variable,
+                         OptimizerState* out_state) const;
+
   // A row-sparse update (TensorFlow's ResourceSparseApply* ops): `variable` is a table of
   // rows of `row_gradients.size() / rows.size()` elements; row rows[i] gets
   // row_gradients' i-th row, and only the rows listed are touched, values and slots alike.

@@ -1,6 +1,7 @@
 #include "common/model/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -147,6 +148,75 @@ TEST(OptimizerTest, UpdateStaysFiniteMatchesTheUpdateAndChangesNothing) {
   const std::vector<float> w = {1.0f};
   EXPECT_TRUE((*adam)->UpdateStaysFinite(std::vector<float>{1e18f}, w, *state));
   EXPECT_FALSE((*adam)->UpdateStaysFinite(std::vector<float>{1e20f}, w, *state));
+}
+
+// ApplyInto writes exactly what Apply stores (values, slots and count), says whether it is
+// finite as UpdateStaysFinite does, and leaves its inputs alone; the base class's way
+// (Apply on copies) agrees with every optimizer's own one-pass kernel.
+TEST(OptimizerTest, ApplyIntoWritesWhatApplyStoresAndChangesNothing) {
+  std::vector<OptimizerConfig> configs;
+  for (const char* name : {"sgd", "adam", "adagrad", "rmsprop"}) configs.push_back(Config(name));
+  OptimizerConfig momentum = Config("sgd");
+  momentum.set_momentum(0.9f);
+  momentum.set_nesterov(true);
+  configs.push_back(momentum);
+  OptimizerConfig rms_momentum = Config("rmsprop");
+  rms_momentum.set_momentum(0.5f);
+  configs.push_back(rms_momentum);
+  const float kMax = 3.4e38f;
+  constexpr size_t kN = 37;  // not a multiple of a vector's width: the loops' tails run too
+  int overflows = 0;
+  for (const OptimizerConfig& config : configs) {
+    auto opt = Optimizer::Create(config);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    for (float big : {0.5f, 1e20f, kMax}) {
+      auto state = (*opt)->NewState(kN);
+      std::vector<float> w(kN), grad(kN);
+      for (size_t i = 0; i < kN; ++i) {
+        w[i] = 0.1f * static_cast<float>(i) - 1.0f;
+        grad[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
+      }
+      (*opt)->Apply(grad, absl::MakeSpan(w), state.get());  // slots not all zero
+      grad[kN - 1] = big;  // an overflow, if any, in the last element
+      const std::vector<float> w_before = w;
+      const OptimizerState state_before = *state;
+      std::vector<float> expected_w = w;
+      OptimizerState expected_state = *state;
+      (*opt)->Apply(grad, absl::MakeSpan(expected_w), &expected_state);
+      const bool finite = (*opt)->UpdateStaysFinite(grad, w, *state);
+      for (bool base_class : {false, true}) {
+        std::vector<float> out_w(kN, 7.0f);
+        auto out_state = (*opt)->NewState(kN);
+        const bool into_finite =
+            base_class ? (*opt)->Optimizer::ApplyInto(grad, w, *state, absl::MakeSpan(out_w),
+                                                      out_state.get())
+                       : (*opt)->ApplyInto(grad, w, *state, absl::MakeSpan(out_w),
+                                           out_state.get());
+        SCOPED_TRACE(config.ShortDebugString() + " big " + std::to_string(big) +
+                     (base_class ? " base class" : ""));
+        EXPECT_EQ(into_finite, finite);
+        EXPECT_EQ(out_state->iterations(), expected_state.iterations());
+        // Bitwise, NaNs included: compare the bytes.
+        EXPECT_EQ(std::memcmp(out_w.data(), expected_w.data(), kN * sizeof(float)), 0);
+        auto out_slots = out_state->slots();
+        auto expected_slots = expected_state.slots();
+        ASSERT_EQ(out_slots.size(), expected_slots.size());
+        for (size_t k = 0; k < out_slots.size(); ++k) {
+          EXPECT_EQ(std::memcmp(out_slots[k].second->data(), expected_slots[k].second->data(),
+                                kN * sizeof(float)),
+                    0)
+              << out_slots[k].first;
+        }
+        EXPECT_EQ(w, w_before);
+        EXPECT_EQ(state->iterations(), state_before.iterations());
+        auto slots = state->slots();
+        auto slots_before = const_cast<OptimizerState&>(state_before).slots();
+        for (size_t k = 0; k < slots.size(); ++k) EXPECT_EQ(*slots[k].second, *slots_before[k].second);
+      }
+      if (!finite) ++overflows;
+    }
+  }
+  EXPECT_GT(overflows, 0);
 }
 
 TEST(OptimizerTest, StateExposesSlotsByName) {
