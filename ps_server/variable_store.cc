@@ -52,7 +52,7 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     PS_ASSIGN_OR_RETURN(new_rules, UpdateRules::Create(optimizer));
   } else if (!google::protobuf::util::MessageDifferencer::Equals(optimizer, optimizer_config_)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "this ps already runs optimizer \"", optimizer_config_.name(),
+        "this ps already runs optimizer \"", update_rules_->optimizer().name(),
         "\" with other settings; one ps serves one optimizer configuration"));
   }
   if (consistency_set_ &&
@@ -634,7 +634,7 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
       return absl::FailedPreconditionError("no variables have been created on this ps yet");
     }
     // Read now: mu_ is never taken while a variable's lock is held.
-    optimizer_name = optimizer_config_.name();
+    optimizer_name = update_rules_->optimizer().name();
   }
   std::vector<Variable*> found;
   found.reserve(snapshots.size());
@@ -779,7 +779,8 @@ OptimizerConfig VariableStore::optimizer_config() const {
 
 std::string VariableStore::optimizer_name() const {
   absl::ReaderMutexLock lock(&mu_);
-  return optimizer_config_.name();
+  // The resolved name: a client may have sent only the kind.
+  return update_rules_ != nullptr ? update_rules_->optimizer().name() : "";
 }
 
 PsStatusResponse DescribeStore(const VariableStore& store) {

@@ -802,6 +802,32 @@ TEST(VariableStoreTest, ARefusedPushLeavesNoTraceInTheUpdatesAfterIt) {
   EXPECT_EQ(Everything(refused_one), Everything(reference));
 }
 
+// A client that sends the optimizer's kind and an older one that sends its name (any
+// case) set up the same optimizer; the status names it either way.
+TEST(VariableStoreTest, TheOptimizerComesAsAKindOrAsAnOlderClientsName) {
+  OptimizerConfig kind_only;
+  kind_only.set_kind(OPTIMIZER_ADAM);
+  kind_only.set_learning_rate(0.1f);
+  VariableStore by_kind, by_name;
+  ASSERT_TRUE(by_kind.CreateVariables({{"a", Table()}}, kind_only).ok());
+  ASSERT_TRUE(by_name.CreateVariables({{"a", Table()}}, Named("Adam", 0.1f)).ok());
+  EXPECT_EQ(by_kind.optimizer_name(), "adam");
+  EXPECT_EQ(DescribeStore(by_kind).optimizer(), "adam");
+  EXPECT_EQ(by_name.optimizer_name(), "adam");
+  ASSERT_TRUE(by_kind.CreateVariables({{"a", Table()}}, kind_only).ok());  // a chief's repeat
+  for (VariableStore* store : {&by_kind, &by_name}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}}).ok());
+  }
+  EXPECT_EQ(Everything(by_kind), Everything(by_name));
+  OptimizerConfig unknown;
+  unknown.set_kind(static_cast<OptimizerKind>(42));
+  VariableStore refused;
+  const absl::Status status = refused.CreateVariables({{"a", Table()}}, unknown);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("unknown optimizer kind 42"), std::string::npos) << status;
+  EXPECT_TRUE(refused.List().empty());
+}
+
 TEST(VariableStoreTest, PushesOfTheSameVariablesInOtherOrdersNeitherDeadlockNorLoseUpdates) {
   // Every push holds the locks of all its variables across the check and the update:
   // pushes naming them in opposite orders must still all complete, each applied whole.

@@ -47,29 +47,55 @@ std::string Lower(const std::string& s) {
   return out;
 }
 
+// The kind `in` names: its kind, or a name from a client that sends no kind.
+absl::StatusOr<OptimizerKind> ResolveKind(const OptimizerConfig& in) {
+  if (in.kind() == OPTIMIZER_KIND_UNSPECIFIED) return OptimizerKindFromName(in.name());
+  if (!OptimizerKind_IsValid(in.kind()) || OptimizerKindName(in.kind()).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown optimizer kind ", static_cast<int>(in.kind()),
+        " (supported: sgd, adam, adagrad, rmsprop; a client newer than this ps?)"));
+  }
+  if (!in.name().empty()) {
+    absl::StatusOr<OptimizerKind> named = OptimizerKindFromName(in.name());
+    if (!named.ok() || *named != in.kind()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer name \"", in.name(),
+                                                     "\" and kind ", OptimizerKindName(in.kind()),
+                                                     " disagree; send one of them"));
+    }
+  }
+  return in.kind();
+}
+
 // Fills Keras's defaults into the fields that are not set; a field that is set keeps its
 // value and is range-checked below (an explicit learning_rate 0 is refused, never
 // replaced by the default).
 absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
   OptimizerConfig c = in;
-  c.set_name(Lower(in.name()));
+  absl::StatusOr<OptimizerKind> kind = ResolveKind(in);
+  if (!kind.ok()) return kind.status();
+  c.set_kind(*kind);
+  c.set_name(std::string(OptimizerKindName(*kind)));
   const std::string& n = c.name();
   float default_lr = 0.001f;
-  if (n == "sgd") {
-    default_lr = 0.01f;
-  } else if (n == "adam") {
-    if (!c.has_beta_1()) c.set_beta_1(0.9f);
-    if (!c.has_beta_2()) c.set_beta_2(0.999f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else if (n == "adagrad") {
-    if (!c.has_initial_accumulator_value()) c.set_initial_accumulator_value(0.1f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else if (n == "rmsprop") {
-    if (!c.has_rho()) c.set_rho(0.9f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown optimizer \"", in.name(), "\" (supported: sgd, adam, adagrad, rmsprop)"));
+  switch (*kind) {
+    case OPTIMIZER_SGD:
+      default_lr = 0.01f;
+      break;
+    case OPTIMIZER_ADAM:
+      if (!c.has_beta_1()) c.set_beta_1(0.9f);
+      if (!c.has_beta_2()) c.set_beta_2(0.999f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    case OPTIMIZER_ADAGRAD:
+      if (!c.has_initial_accumulator_value()) c.set_initial_accumulator_value(0.1f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    case OPTIMIZER_RMSPROP:
+      if (!c.has_rho()) c.set_rho(0.9f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    default:  // ResolveKind returns only the kinds above
+      break;
   }
   if (!c.has_learning_rate()) c.set_learning_rate(default_lr);
   if (!c.has_momentum()) c.set_momentum(0.0f);
@@ -118,6 +144,31 @@ absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
 }
 
 }  // namespace
+
+absl::StatusOr<OptimizerKind> OptimizerKindFromName(absl::string_view name) {
+  const std::string lower = Lower(std::string(name));
+  if (lower == "sgd") return OPTIMIZER_SGD;
+  if (lower == "adam") return OPTIMIZER_ADAM;
+  if (lower == "adagrad") return OPTIMIZER_ADAGRAD;
+  if (lower == "rmsprop") return OPTIMIZER_RMSPROP;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer \"", name, "\" (supported: sgd, adam, adagrad, rmsprop)"));
+}
+
+absl::string_view OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OPTIMIZER_SGD:
+      return "sgd";
+    case OPTIMIZER_ADAM:
+      return "adam";
+    case OPTIMIZER_ADAGRAD:
+      return "adagrad";
+    case OPTIMIZER_RMSPROP:
+      return "rmsprop";
+    default:
+      return "";
+  }
+}
 
 float LearningRateAt(const OptimizerConfig& config, int64_t iterations) {
   if (config.lr_schedule() != "exponential_decay") return config.learning_rate();
@@ -591,11 +642,16 @@ void AddMovingAverageRules(const std::vector<VariableSpec>& variables, Optimizer
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
   auto resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();
-  const std::string& n = resolved->name();
-  if (n == "sgd") return std::unique_ptr<Optimizer>(new Sgd(*resolved));
-  if (n == "adam") return std::unique_ptr<Optimizer>(new Adam(*resolved));
-  if (n == "adagrad") return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
-  return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
+  switch (resolved->kind()) {
+    case OPTIMIZER_SGD:
+      return std::unique_ptr<Optimizer>(new Sgd(*resolved));
+    case OPTIMIZER_ADAM:
+      return std::unique_ptr<Optimizer>(new Adam(*resolved));
+    case OPTIMIZER_ADAGRAD:
+      return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
+    default:  // Resolve returns only the four kinds
+      return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
+  }
 }
 
 namespace {
@@ -667,12 +723,11 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
     return absl::InvalidArgumentError("optimizer config has no string \"class_name\"");
   }
   c.set_name(cn->get<std::string>());
-  {
-    // Reject an unknown optimizer before looking at its fields.
-    auto probe = Resolve(c);
-    if (!probe.ok()) return probe.status();
-  }
-  const std::string name = Lower(c.name());
+  // Reject an unknown optimizer before looking at its fields; the kind is read here once.
+  absl::StatusOr<OptimizerKind> kind = OptimizerKindFromName(c.name());
+  if (!kind.ok()) return kind.status();
+  c.set_kind(*kind);
+  const std::string name(OptimizerKindName(*kind));
   auto cfg = value.find("config");
   if (cfg != value.end() && !cfg->is_null()) {
     if (!cfg->is_object()) {
@@ -705,28 +760,28 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
       } else if (key == "learning_rate" || key == "lr") {
         st = number(&f);
         c.set_learning_rate(f);
-      } else if (key == "momentum" && (name == "sgd" || name == "rmsprop")) {
+      } else if (key == "momentum" && (*kind == OPTIMIZER_SGD || *kind == OPTIMIZER_RMSPROP)) {
         st = number(&f);
         c.set_momentum(f);
-      } else if (key == "nesterov" && name == "sgd") {
+      } else if (key == "nesterov" && *kind == OPTIMIZER_SGD) {
         if (!v.is_boolean()) {
           return absl::InvalidArgumentError(
               absl::StrCat("optimizer ", name, ": nesterov must be a bool, got ", v.dump()));
         }
         c.set_nesterov(v.get<bool>());
-      } else if (key == "beta_1" && name == "adam") {
+      } else if (key == "beta_1" && *kind == OPTIMIZER_ADAM) {
         st = number(&f);
         c.set_beta_1(f);
-      } else if (key == "beta_2" && name == "adam") {
+      } else if (key == "beta_2" && *kind == OPTIMIZER_ADAM) {
         st = number(&f);
         c.set_beta_2(f);
-      } else if (key == "epsilon" && name != "sgd") {
+      } else if (key == "epsilon" && *kind != OPTIMIZER_SGD) {
         st = number(&f);
         c.set_epsilon(f);
-      } else if (key == "rho" && name == "rmsprop") {
+      } else if (key == "rho" && *kind == OPTIMIZER_RMSPROP) {
         st = number(&f);
         c.set_rho(f);
-      } else if (key == "initial_accumulator_value" && name == "adagrad") {
+      } else if (key == "initial_accumulator_value" && *kind == OPTIMIZER_ADAGRAD) {
         st = number(&f);
         c.set_initial_accumulator_value(f);
       } else if (key == "name" || key == "is_legacy_optimizer" || key == "jit_compile" ||
@@ -766,24 +821,31 @@ json OptimizerConfigToKeras(const OptimizerConfig& config) {
           {"decay_rate", c.decay_rate()},
           {"staircase", c.staircase()}}}};
   }
-  if (c.name() == "sgd") {
-    class_name = "SGD";
-    cfg["momentum"] = c.momentum();
-    cfg["nesterov"] = c.nesterov();
-  } else if (c.name() == "adam") {
-    class_name = "Adam";
-    cfg["beta_1"] = c.beta_1();
-    cfg["beta_2"] = c.beta_2();
-    cfg["epsilon"] = c.epsilon();
-  } else if (c.name() == "adagrad") {
-    class_name = "Adagrad";
-    cfg["initial_accumulator_value"] = c.initial_accumulator_value();
-    cfg["epsilon"] = c.epsilon();
-  } else if (c.name() == "rmsprop") {
-    class_name = "RMSprop";
-    cfg["rho"] = c.rho();
-    cfg["momentum"] = c.momentum();
-    cfg["epsilon"] = c.epsilon();
+  switch (c.kind()) {
+    case OPTIMIZER_SGD:
+      class_name = "SGD";
+      cfg["momentum"] = c.momentum();
+      cfg["nesterov"] = c.nesterov();
+      break;
+    case OPTIMIZER_ADAM:
+      class_name = "Adam";
+      cfg["beta_1"] = c.beta_1();
+      cfg["beta_2"] = c.beta_2();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    case OPTIMIZER_ADAGRAD:
+      class_name = "Adagrad";
+      cfg["initial_accumulator_value"] = c.initial_accumulator_value();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    case OPTIMIZER_RMSPROP:
+      class_name = "RMSprop";
+      cfg["rho"] = c.rho();
+      cfg["momentum"] = c.momentum();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    default:  // unresolvable: the name as given, the common fields only
+      break;
   }
   return json{{"class_name", class_name}, {"config", cfg}};
 }

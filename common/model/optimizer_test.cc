@@ -318,6 +318,65 @@ TEST(OptimizerTest, FromKeras) {
   EXPECT_NE(clip.status().message().find("clipnorm"), std::string::npos);
 }
 
+// The kind is read once where a config comes in: from `kind`, or from `name` when a client
+// from before the field sends only that; both set must agree; an unknown one is refused
+// with a message that says what is supported.
+TEST(OptimizerKindTest, ReadFromTheKindOrAnOlderClientsNameOnce) {
+  for (const char* name : {"sgd", "SGD", "Adam", "adagrad", "RMSprop"}) {
+    auto kind = OptimizerKindFromName(name);
+    ASSERT_TRUE(kind.ok()) << name;
+    OptimizerConfig old_client;
+    old_client.set_name(name);
+    auto from_name = Optimizer::Create(old_client);
+    ASSERT_TRUE(from_name.ok()) << from_name.status();
+    EXPECT_EQ((*from_name)->config().kind(), *kind);
+    OptimizerConfig new_client;
+    new_client.set_kind(*kind);
+    auto from_kind = Optimizer::Create(new_client);
+    ASSERT_TRUE(from_kind.ok()) << from_kind.status();
+    // The same resolved config either way, its name written for a ps from before `kind`.
+    EXPECT_EQ((*from_kind)->config().SerializeAsString(),
+              (*from_name)->config().SerializeAsString());
+    EXPECT_EQ((*from_kind)->name(), OptimizerKindName(*kind));
+  }
+  EXPECT_EQ(OptimizerKindName(OPTIMIZER_ADAM), "adam");
+  EXPECT_EQ(OptimizerKindName(OPTIMIZER_KIND_UNSPECIFIED), "");
+
+  OptimizerConfig unknown_name;
+  unknown_name.set_name("lamb");
+  absl::Status status = Optimizer::Create(unknown_name).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("unknown optimizer \"lamb\" (supported: sgd, adam"),
+            std::string::npos)
+      << status;
+  OptimizerConfig newer_client;  // a kind this build does not know
+  newer_client.set_kind(static_cast<OptimizerKind>(99));
+  status = Optimizer::Create(newer_client).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("unknown optimizer kind 99"), std::string::npos) << status;
+  OptimizerConfig disagreeing;
+  disagreeing.set_name("sgd");
+  disagreeing.set_kind(OPTIMIZER_ADAM);
+  status = Optimizer::Create(disagreeing).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("\"sgd\" and kind adam disagree"), std::string::npos)
+      << status;
+  EXPECT_FALSE(Optimizer::Create(OptimizerConfig()).ok());  // neither
+
+  // A job spec is such an edge: its config carries the kind.
+  auto keras = OptimizerConfigFromKeras(json{{"class_name", "RMSprop"}, {"config", json::object()}});
+  ASSERT_TRUE(keras.ok()) << keras.status();
+  EXPECT_EQ(keras->kind(), OPTIMIZER_RMSPROP);
+  EXPECT_EQ(keras->name(), "rmsprop");
+  auto short_form = OptimizerConfigFromKeras(json("Adagrad"));
+  ASSERT_TRUE(short_form.ok()) << short_form.status();
+  EXPECT_EQ(short_form->kind(), OPTIMIZER_ADAGRAD);
+  // And back to Keras from a config that names only its kind.
+  OptimizerConfig kind_only;
+  kind_only.set_kind(OPTIMIZER_ADAM);
+  EXPECT_EQ(OptimizerConfigToKeras(kind_only)["class_name"], "Adam");
+}
+
 TEST(OptimizerTest, ExponentialDecayScheduleFollowsKerasFormula) {
   // Keras: lr(t) = initial * decay_rate ^ (t / decay_steps), t = updates applied so far.
   auto config = OptimizerConfigFromKeras(json::parse(R"({"class_name": "SGD", "config": {
