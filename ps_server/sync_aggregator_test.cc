@@ -150,7 +150,9 @@ TEST(SyncAggregatorTest, AWorkerSilentForTheTimeoutNoLongerCounts) {
 }
 
 TEST(SyncAggregatorTest, OverflowingSumsAndUpdatesAreDroppedAndCounted) {
-  SyncAggregator aggregator(2, absl::Milliseconds(300));
+  // Long enough that the second push surely comes while the first still waits (it would
+  // be stale after the timeout), short enough for the first to end the test at it.
+  SyncAggregator aggregator(2, absl::Seconds(3));
   FakeVariable v(0);
   std::thread first([&] { PushOne(aggregator, "a", v, 3e38f, 0); });
   ASSERT_TRUE(WaitUntil([&] { return aggregator.waits() == 1; }));
