@@ -62,6 +62,9 @@ ABSL_FLAG(int64_t, chunk_bytes, pstrain::kDefaultPushPullChunkBytes,
 ABSL_FLAG(int64_t, stream_threshold_bytes, pstrain::GrpcPsClientOptions().stream_threshold_bytes,
           "Push-and-pulls of at least this many bytes are streamed in chunks; smaller ones "
           "are unary (a huge value measures the unary path alone)");
+ABSL_FLAG(std::string, optimizer, "sgd",
+          "The ps's optimizer (sgd, adam, adagrad, rmsprop): the cluster's jobs run adam, "
+          "whose update costs several times sgd's");
 
 namespace pstrain {
 namespace {
@@ -331,15 +334,15 @@ int Main() {
   std::vector<bool> auth_modes;
   if (mode != "on") auth_modes.push_back(false);
   if (mode != "off") auth_modes.push_back(true);
-  OptimizerConfig sgd;
-  sgd.set_name("sgd");
-  sgd.set_learning_rate(0.01f);
+  OptimizerConfig optimizer;
+  optimizer.set_name(absl::GetFlag(FLAGS_optimizer));
+  optimizer.set_learning_rate(0.01f);
   std::vector<NamedTensor> variables;
   for (size_t bytes : sizes) {
     const int64_t elements = static_cast<int64_t>(bytes / sizeof(float));
     variables.push_back({"v" + std::to_string(elements), Tensor({elements})});
   }
-  if (absl::Status s = store.CreateVariables(std::move(variables), sgd); !s.ok()) {
+  if (absl::Status s = store.CreateVariables(std::move(variables), optimizer); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
@@ -355,7 +358,8 @@ int Main() {
               "token, checked by the ps in gRPC's auth filter before its handler, and every\n"
               "answer the ps's proof, checked by the client (as the daemons run by default)\n");
   std::printf("store push/s: VariableStore::Push of the same gradient alone, one thread in\n"
-              "this process (the ps's checks and update, no gRPC)\n");
+              "this process (the ps's checks and update, no gRPC); optimizer %s\n",
+              optimizer.name().c_str());
   std::printf("cpu us/call, waits/call: this process's CPU time and voluntary context switches\n"
               "(threads blocking: wake-ups, hops) per push-and-pull, clients and ps together\n");
   std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s %13s %12s %11s\n", "bytes", "workers",

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -24,13 +25,6 @@ namespace {
 ConsistencyConfig Normalized(const ConsistencyConfig& config) {
   if (config.mode() != CONSISTENCY_ASYNC) return config;
   return ConsistencyConfig();
-}
-
-// Whether sum + g stays finite in every element (neither holds a NaN or an infinity).
-bool SumStaysFinite(absl::Span<const float> sum, absl::Span<const float> g) {
-  bool finite = true;
-  for (size_t k = 0; k < g.size(); ++k) finite &= std::fabs(sum[k] + g[k]) <= FLT_MAX;
-  return finite;
 }
 
 }  // namespace
@@ -58,7 +52,7 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
     PS_ASSIGN_OR_RETURN(new_rules, UpdateRules::Create(optimizer));
   } else if (!google::protobuf::util::MessageDifferencer::Equals(optimizer, optimizer_config_)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "this ps already runs optimizer \"", optimizer_config_.name(),
+        "this ps already runs optimizer \"", update_rules_->optimizer().name(),
         "\" with other settings; one ps serves one optimizer configuration"));
   }
   if (consistency_set_ &&
@@ -88,13 +82,15 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
   if (!consistency_set_) {
     consistency_set_ = true;
     consistency_config_ = consistency;
-    Rules rules;
-    if (consistency.mode() == CONSISTENCY_BOUNDED_STALENESS) rules.mode = Mode::kBoundedStaleness;
-    if (consistency.mode() == CONSISTENCY_SYNC) rules.mode = Mode::kSync;
-    rules.staleness = consistency.staleness();
-    rules.replicas_to_aggregate = std::max(1, consistency.replicas_to_aggregate());
-    rules.timeout = absl::Milliseconds(consistency.timeout_ms());
-    rules_ = rules;
+    const absl::Duration timeout = absl::Milliseconds(consistency.timeout_ms());
+    if (consistency.mode() == CONSISTENCY_BOUNDED_STALENESS) {
+      mode_ = Mode::kBoundedStaleness;
+      gate_ = std::make_unique<StalenessGate>(consistency.staleness(), timeout);
+    } else if (consistency.mode() == CONSISTENCY_SYNC) {
+      mode_ = Mode::kSync;
+      aggregator_ = std::make_unique<SyncAggregator>(
+          std::max(1, consistency.replicas_to_aggregate()), timeout);
+    }
   }
   for (NamedTensor& v : variables) {
     if (variables_.contains(v.name)) continue;
@@ -109,10 +105,11 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
 
 absl::Status VariableStore::CheckVariablesFit(const std::vector<NamedTensor>& variables,
                                               const Optimizer& optimizer, bool sync) const {
-  // Per element: the value (already here), each optimizer slot, and in sync mode the
-  // aggregate of pending gradients.
+  // Per element: the value (already here) and each optimizer slot, twice (the second
+  // copy is what a dense update is computed into before it is swapped in), and in sync
+  // mode the aggregate of pending gradients.
   const int64_t copies =
-      1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size()) + (sync ? 1 : 0);
+      2 * (1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size())) + (sync ? 1 : 0);
   int64_t total = 0;
   for (const auto& [name, v] : variables_) {
     total = SaturatingAdd(total, SaturatingMul(v->num_elements, copies * 4));
@@ -218,12 +215,12 @@ absl::StatusOr<VariableStore::PushSettings> VariableStore::SettingsForPush() con
   if (update_rules_ == nullptr) {
     return absl::FailedPreconditionError("no variables have been created on this ps yet");
   }
-  return PushSettings{&update_rules_->optimizer(), rules_};
+  return PushSettings{&update_rules_->optimizer(), mode_, gate_.get(), aggregator_.get()};
 }
 
-template <typename StaysFinite, typename ApplyFn>
-int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
-                                      StaysFinite stays_finite, ApplyFn apply) {
+template <typename PrepareFn, typename CommitFn>
+int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found, PrepareFn prepare,
+                                      CommitFn commit) {
   // One order for every holder of more than one variable lock (only pushes are), so two
   // pushes of overlapping variables never deadlock. The names of a push are distinct, so
   // are its variables.
@@ -232,11 +229,11 @@ int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
   for (Variable* v : order) v->mu.Lock();
   int64_t overflowing = -1;
   for (size_t i = 0; i < found.size() && overflowing < 0; ++i) {
-    if (!stays_finite(i, *found[i])) overflowing = static_cast<int64_t>(i);
+    if (!prepare(i, *found[i])) overflowing = static_cast<int64_t>(i);
   }
   if (overflowing < 0) {
     for (size_t i = 0; i < found.size(); ++i) {
-      apply(i, *found[i]);
+      commit(i, *found[i]);
       ++found[i]->version;
     }
   }
@@ -244,68 +241,18 @@ int64_t VariableStore::ApplyAllOrNone(absl::Span<Variable* const> found,
   return overflowing;
 }
 
-absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
-                                     const PushContext& context) {
-  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
-  const Optimizer* optimizer = settings.optimizer;
-  const Rules& rules = settings.rules;
-  std::vector<Variable*> found;
-  found.reserve(gradients.size());
-  absl::flat_hash_set<std::string> seen;
-  for (const NamedTensor& g : gradients) {
-    if (!seen.insert(g.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient for \"", g.name, "\" given twice in one push"));
-    }
-    PS_ASSIGN_OR_RETURN(Variable * v, Find(g.name));
-    absl::MutexLock lock(&v->mu);
-    if (v->value.shape() != g.tensor.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient for \"", g.name, "\" has shape ", g.tensor.ShapeString(),
-          ", variable has ", v->value.ShapeString()));
-    }
-    found.push_back(v);
+bool VariableStore::PrepareDenseUpdate(Variable& v, absl::Span<const float> gradient) {
+  if (v.next_state == nullptr) {
+    v.next_value = Tensor(v.value.shape());
+    v.next_state = v.optimizer->NewState(v.num_elements);
   }
-  // After the shapes: one pass over each gradient, whose bytes were just read anyway.
-  for (const NamedTensor& g : gradients) {
-    absl::Status finite =
-        CheckFinite(g.tensor.values(), absl::StrCat("gradient for \"", g.name, "\""));
-    if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
-  }
-  if (rules.mode == Mode::kSync) {
-    if (context.versions.size() != gradients.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sync mode needs the version each gradient was computed at: got ",
-          context.versions.size(), " versions for ", gradients.size(), " gradients"));
-    }
-    PushSync(found, gradients, context.versions, rules,
-             LiveReplicasToAggregate(context, rules));
-    CountPush(context);
-    ++pushes_;
-    return absl::OkStatus();
-  }
-  if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
-  // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
-  // learning rate), and a non-finite value or slot is never repaired: every update is
-  // checked, then all are applied, under the locks of every variable pushed. Shapes never
-  // change after creation, so the checks above still hold here.
-  const int64_t overflowing = ApplyAllOrNone(
-      found,
-      [&](size_t i, Variable& v) {
-        v.mu.AssertHeld();
-        return v.optimizer->UpdateStaysFinite(gradients[i].tensor.values(), v.value.values(),
-                                              *v.state);
-      },
-      [&](size_t i, Variable& v) {
-        v.mu.AssertHeld();
-        v.optimizer->Apply(gradients[i].tensor.values(), v.value.values(), v.state.get());
-      });
-  if (overflowing >= 0) {
-    return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *optimizer);
-  }
-  CountPush(context);
-  ++pushes_;
-  return absl::OkStatus();
+  return v.optimizer->ApplyInto(gradient, v.value.values(), *v.state, v.next_value.values(),
+                                v.next_state.get());
+}
+
+void VariableStore::CommitDenseUpdate(Variable& v) {
+  std::swap(v.value, v.next_value);
+  std::swap(v.state, v.next_state);
 }
 
 absl::Status VariableStore::UpdateOverflows(absl::string_view name) {
@@ -395,6 +342,34 @@ void SumRepeatedRows(absl::Span<const int64_t> rows, absl::Span<const float> val
   }
 }
 
+// What a push's messages call each kind of gradient, its values, and whether its shape
+// fits a variable of `shape`, for CheckPush.
+std::string Describe(const NamedTensor& g) { return absl::StrCat("gradient for \"", g.name, "\""); }
+std::string Describe(const SparseGradient& g) {
+  return absl::StrCat("row gradient for \"", g.name, "\"");
+}
+absl::Span<const float> ValuesOf(const NamedTensor& g) { return g.tensor.values(); }
+absl::Span<const float> ValuesOf(const SparseGradient& g) { return g.values.values(); }
+
+absl::Status CheckGradientShape(const NamedTensor& g, const std::vector<int64_t>& shape) {
+  if (g.tensor.shape() == shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("gradient for \"", g.name, "\" has shape ",
+                                                 g.tensor.ShapeString(), ", variable has ",
+                                                 ShapeToString(shape)));
+}
+
+absl::Status CheckGradientShape(const SparseGradient& g, const std::vector<int64_t>& shape) {
+  PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(g.name, shape));
+  std::vector<int64_t> want = shape;
+  want[0] = static_cast<int64_t>(g.rows.size());
+  if (g.values.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row gradient for \"", g.name, "\" has shape ", g.values.ShapeString(), " for ",
+        g.rows.size(), " rows; want [", absl::StrJoin(want, ","), "]"));
+  }
+  return CheckRows(g.name, g.rows, row_shape.rows);
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
@@ -432,60 +407,112 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
   return out;
 }
 
-absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradients,
-                                         const PushContext& context) {
-  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
-  const Optimizer* optimizer = settings.optimizer;
-  const Rules& rules = settings.rules;
-  if (rules.mode == Mode::kSync) {
-    return absl::FailedPreconditionError(
-        "row-sparse pushes are not supported in sync mode (it aggregates dense gradients); "
-        "use async or bounded_staleness");
-  }
-  std::vector<Variable*> found;
-  std::vector<RowShape> row_shapes;
-  found.reserve(gradients.size());
-  absl::flat_hash_set<std::string> seen;
-  for (const SparseGradient& g : gradients) {
+template <typename Gradient>
+absl::StatusOr<VariableStore::CheckedPush> VariableStore::CheckPush(
+    absl::Span<const Gradient> gradients, const Optimizer& optimizer) {
+  CheckedPush checked;
+  checked.variables.reserve(gradients.size());
+  checked.shapes.reserve(gradients.size());
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const Gradient& g : gradients) {
     if (!seen.insert(g.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient for \"", g.name, "\" given twice in one push"));
     }
     PS_ASSIGN_OR_RETURN(Variable * v, Find(g.name));
-    std::vector<int64_t> want;
+    std::vector<int64_t> shape;
     {
       absl::MutexLock lock(&v->mu);
-      want = v->value.shape();
+      shape = v->value.shape();
     }
-    PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(g.name, want));
-    want[0] = static_cast<int64_t>(g.rows.size());
-    if (g.values.shape() != want) {
+    // Shapes never change after creation, so this still holds when the push applies.
+    PS_RETURN_IF_ERROR(CheckGradientShape(g, shape));
+    checked.variables.push_back(v);
+    checked.shapes.push_back(std::move(shape));
+  }
+  // After the shapes: one pass over each gradient, whose bytes were just read anyway.
+  for (const Gradient& g : gradients) {
+    absl::Status finite = CheckFinite(ValuesOf(g), Describe(g));
+    if (finite.ok()) continue;
+    PS_RETURN_IF_ERROR(DropNonFinitePush(std::move(finite), optimizer));
+    checked.dropped = true;
+    break;
+  }
+  return checked;
+}
+
+absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
+                                     const PushContext& context) {
+  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
+  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, *settings.optimizer));
+  if (checked.dropped) return absl::OkStatus();
+  const std::vector<Variable*>& found = checked.variables;
+  if (settings.mode == Mode::kSync) {
+    if (context.versions.size() != gradients.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "row gradient for \"", g.name, "\" has shape ", g.values.ShapeString(), " for ",
-          g.rows.size(), " rows; want [", absl::StrJoin(want, ","), "]"));
+          "sync mode needs the version each gradient was computed at: got ",
+          context.versions.size(), " versions for ", gradients.size(), " gradients"));
     }
-    PS_RETURN_IF_ERROR(CheckRows(g.name, g.rows, row_shape.rows));
-    found.push_back(v);
-    row_shapes.push_back(row_shape);
+    std::vector<SyncView> views(found.begin(), found.end());
+    std::vector<SyncAggregator::Variable*> aggregated;
+    aggregated.reserve(views.size());
+    for (SyncView& view : views) aggregated.push_back(&view);
+    settings.aggregator->Push(context, aggregated, gradients, context.versions);
+    CountPush(context);
+    ++pushes_;
+    return absl::OkStatus();
   }
-  for (const SparseGradient& g : gradients) {
-    absl::Status finite =
-        CheckFinite(g.values.values(), absl::StrCat("row gradient for \"", g.name, "\""));
-    if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
+  if (settings.mode == Mode::kBoundedStaleness) settings.gate->Wait(context);
+  // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
+  // learning rate), and a non-finite value or slot is never repaired: every update is
+  // computed aside and checked, then all are swapped in, under the locks of every
+  // variable pushed.
+  const int64_t overflowing = ApplyAllOrNone(
+      found,
+      [&](size_t i, Variable& v) {
+        v.mu.AssertHeld();
+        return PrepareDenseUpdate(v, gradients[i].tensor.values());
+      },
+      [&](size_t, Variable& v) {
+        v.mu.AssertHeld();
+        CommitDenseUpdate(v);
+      });
+  if (overflowing >= 0) {
+    return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *settings.optimizer);
   }
+  CountPush(context);
+  ++pushes_;
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradients,
+                                         const PushContext& context) {
+  PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
+  const Optimizer* optimizer = settings.optimizer;
+  if (settings.mode == Mode::kSync) {
+    return absl::FailedPreconditionError(
+        "row-sparse pushes are not supported in sync mode (it aggregates dense gradients); "
+        "use async or bounded_staleness");
+  }
+  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, *optimizer));
+  if (checked.dropped) return absl::OkStatus();
+  const std::vector<Variable*>& found = checked.variables;
   // Repeated rows summed once, before anything changes: a sum of finite rows can
   // overflow, and so can the update of a finite sum (as Push: every update checked, then
   // all applied, under the locks of every variable pushed).
   std::vector<std::vector<int64_t>> rows(found.size());
   std::vector<std::vector<float>> summed(found.size());
   for (size_t i = 0; i < found.size(); ++i) {
-    SumRepeatedRows(gradients[i].rows, gradients[i].values.values(), row_shapes[i].width,
-                    &rows[i], &summed[i]);
+    PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(gradients[i].name, checked.shapes[i]));
+    SumRepeatedRows(gradients[i].rows, gradients[i].values.values(), row_shape.width, &rows[i],
+                    &summed[i]);
     absl::Status finite = CheckFinite(
         summed[i], absl::StrCat("the sum of repeated rows of \"", gradients[i].name, "\""));
     if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
   }
-  if (rules.mode == Mode::kBoundedStaleness) WaitForSlowerWorkers(context, rules);
+  if (settings.mode == Mode::kBoundedStaleness) settings.gate->Wait(context);
+  // Only the rows pushed are touched: they are checked, then updated in place (a copy
+  // of the variable to compute into would cost more than the second pass over them).
   const int64_t overflowing = ApplyAllOrNone(
       found,
       [&](size_t i, Variable& v) {
@@ -503,6 +530,28 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradie
   CountPush(context);
   ++pushes_;
   return absl::OkStatus();
+}
+
+int64_t VariableStore::SyncView::version() {
+  v_->mu.AssertHeld();
+  return v_->version;
+}
+
+SyncAggregator::Pending& VariableStore::SyncView::pending() {
+  v_->mu.AssertHeld();
+  return v_->pending;
+}
+
+bool VariableStore::SyncView::ApplyMean(absl::Span<const float> mean) {
+  v_->mu.AssertHeld();
+  if (!PrepareDenseUpdate(*v_, mean)) return false;
+  CommitDenseUpdate(*v_);
+  return true;
+}
+
+void VariableStore::SyncView::BumpVersion() {
+  v_->mu.AssertHeld();
+  ++v_->version;
 }
 
 void VariableStore::CountPush(const PushContext& context) {
@@ -585,7 +634,7 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
       return absl::FailedPreconditionError("no variables have been created on this ps yet");
     }
     // Read now: mu_ is never taken while a variable's lock is held.
-    optimizer_name = optimizer_config_.name();
+    optimizer_name = update_rules_->optimizer().name();
   }
   std::vector<Variable*> found;
   found.reserve(snapshots.size());
@@ -648,150 +697,9 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
       target->assign(slot.tensor.values().begin(), slot.tensor.values().end());
     }
     // Gradients aggregated against the old value mean nothing for the restored one.
-    std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
-    v->pending_count = 0;
+    v->pending.Clear();
   }
   return absl::OkStatus();
-}
-
-void VariableStore::WaitForSlowerWorkers(const PushContext& context, const Rules& rules) {
-  if (context.worker.empty()) return;
-  absl::MutexLock lock(&progress_mu_);
-  // Recorded before waiting: this worker is at least this far, which only ever lets
-  // others proceed sooner. A worker whose latest push is of a later epoch is done with
-  // this one and is skipped, so a finished worker never holds the others back.
-  const absl::Time now = absl::Now();
-  progress_[context.worker] = {context.epoch, context.step, now};
-  auto may_proceed = [this, &context, &rules, now]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_) {
-    return LeadOverSlowest(context, rules, now) <= rules.staleness;
-  };
-  const bool must_wait = !may_proceed();
-  if (must_wait) ++consistency_waits_;
-  const bool caught_up =
-      !must_wait || progress_mu_.AwaitWithTimeout(absl::Condition(&may_proceed), rules.timeout);
-  // The lead this push is applied with, over the workers the wait counted as live, so the
-  // status shows whether the bound held (a timed-out wait shows here as a larger lead).
-  const int64_t lead = LeadOverSlowest(context, rules, now);
-  if (lead > max_lead_.load()) max_lead_ = lead;
-  if (caught_up) return;
-  ++consistency_timeouts_;
-  if (!logged_staleness_timeout_.exchange(true)) {
-    LogInfo(absl::StrCat("bounded staleness: ", context.worker, " at epoch ", context.epoch,
-                         " step ", context.step, " waited ",
-                         absl::FormatDuration(rules.timeout),
-                         " for slower workers and proceeds (logged once)"));
-  }
-}
-
-int64_t VariableStore::LeadOverSlowest(const PushContext& context, const Rules& rules,
-                                       absl::Time now) const {
-  int64_t lead = 0;
-  for (const auto& [worker, progress] : progress_) {
-    if (worker == context.worker || progress.epoch != context.epoch) continue;
-    if (now - progress.last_push >= rules.timeout) continue;  // not live
-    lead = std::max(lead, context.step - progress.step);
-  }
-  return lead;
-}
-
-void VariableStore::ApplyPending(Variable* v, const Rules& rules) {
-  ++(v->pending_count == rules.replicas_to_aggregate ? sync_full_ : sync_partial_);
-  sync_aggregated_ += v->pending_count;
-  if (v->pending_count > 1) {
-    const float scale = 1.0f / static_cast<float>(v->pending_count);
-    for (float& x : v->pending_sum) x *= scale;
-  }
-  if (v->optimizer->UpdateStaysFinite(v->pending_sum, v->value.values(), *v->state)) {
-    v->optimizer->Apply(v->pending_sum, v->value.values(), v->state.get());
-  } else {
-    // The pushes that made this aggregate were accepted; its update is dropped, counted.
-    ++nonfinite_skipped_;
-    if (!logged_nonfinite_.exchange(true)) {
-      LogError(
-          "sync: dropped an aggregate update that overflows a float (a value or an optimizer "
-          "slot would not be finite; logged once, counted in psctl ps)");
-    }
-  }
-  std::fill(v->pending_sum.begin(), v->pending_sum.end(), 0.0f);
-  v->pending_count = 0;
-  ++v->version;
-}
-
-int VariableStore::LiveReplicasToAggregate(const PushContext& context, const Rules& rules) {
-  if (context.worker.empty()) return rules.replicas_to_aggregate;
-  absl::MutexLock lock(&progress_mu_);
-  const absl::Time now = absl::Now();
-  progress_[context.worker] = {context.epoch, context.step, now};
-  int silent = 0;
-  for (const auto& [worker, progress] : progress_) {
-    if (now - progress.last_push >= rules.timeout) ++silent;
-  }
-  const int replicas = std::max(1, rules.replicas_to_aggregate - silent);
-  if (replicas < rules.replicas_to_aggregate && !logged_sync_shrink_.exchange(true)) {
-    LogInfo(absl::StrCat("sync: ", silent, " worker(s) silent for ",
-                         absl::FormatDuration(rules.timeout), "; aggregating ", replicas,
-                         " gradients until they push again (logged once)"));
-  }
-  return replicas;
-}
-
-void VariableStore::PushSync(absl::Span<Variable* const> found,
-                             absl::Span<const NamedTensor> gradients,
-                             absl::Span<const int64_t> versions, const Rules& rules,
-                             int replicas_to_aggregate) {
-  const absl::Time deadline = absl::Now() + rules.timeout;
-  // Every gradient joins its aggregate before this push waits on any, so one push that
-  // carries several variables never holds up the aggregates of the later ones.
-  std::vector<size_t> joined;
-  for (size_t i = 0; i < found.size(); ++i) {
-    Variable* v = found[i];
-    absl::MutexLock lock(&v->mu);
-    if (versions[i] != v->version) {
-      // Computed at another version (older, or from before a ps restart): the aggregate
-      // it belonged to is gone, as SyncReplicasOptimizer drops stale gradients.
-      ++stale_;
-      continue;
-    }
-    absl::Span<const float> g = gradients[i].tensor.values();
-    if (v->pending_sum.size() != g.size()) v->pending_sum.assign(g.size(), 0.0f);
-    if (!SumStaysFinite(v->pending_sum, g)) {
-      // Finite gradients whose sum overflows a float: this one stays out of the aggregate.
-      ++nonfinite_skipped_;
-      if (!logged_nonfinite_.exchange(true)) {
-        LogError(absl::StrCat("sync: dropped a gradient for \"", gradients[i].name,
-                              "\": its sum with the others overflows a float (logged once)"));
-      }
-      continue;
-    }
-    for (size_t k = 0; k < g.size(); ++k) v->pending_sum[k] += g[k];
-    if (++v->pending_count >= replicas_to_aggregate) {
-      ApplyPending(v, rules);
-    } else {
-      joined.push_back(i);
-    }
-  }
-  if (!joined.empty()) ++consistency_waits_;
-  bool timed_out = false;
-  for (size_t i : joined) {
-    Variable* v = found[i];
-    const int64_t version = versions[i];
-    absl::MutexLock lock(&v->mu);
-    auto advanced = [v, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) {
-      return v->version > version;
-    };
-    if (v->mu.AwaitWithDeadline(absl::Condition(&advanced), deadline)) continue;
-    if (!timed_out) ++consistency_timeouts_;  // once per push, not per variable
-    timed_out = true;
-    // Some replica never pushed (a straggler, an uneven last batch): apply what arrived.
-    if (v->version == version && v->pending_count > 0) ApplyPending(v, rules);
-    if (!logged_sync_timeout_.exchange(true)) {
-      LogInfo(absl::StrCat("sync: ", gradients[i].name, " waited ",
-                           absl::FormatDuration(rules.timeout), " for ",
-                           rules.replicas_to_aggregate,
-                           " gradients and applied the ones that arrived (logged once)"));
-    }
-  }
 }
 
 absl::StatusOr<std::vector<int64_t>> VariableStore::ShapeOf(const std::string& name) const {
@@ -816,13 +724,48 @@ int64_t VariableStore::num_pushes() const { return pushes_.load(); }
 
 int64_t VariableStore::num_pulls() const { return pulls_.load(); }
 
-int64_t VariableStore::stale_gradients() const { return stale_.load(); }
-int64_t VariableStore::consistency_timeouts() const { return consistency_timeouts_.load(); }
-int64_t VariableStore::consistency_waits() const { return consistency_waits_.load(); }
-int64_t VariableStore::sync_full_updates() const { return sync_full_.load(); }
-int64_t VariableStore::sync_partial_updates() const { return sync_partial_.load(); }
-int64_t VariableStore::sync_aggregated_gradients() const { return sync_aggregated_.load(); }
-int64_t VariableStore::max_staleness_applied() const { return max_lead_.load(); }
+int64_t VariableStore::stale_gradients() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return aggregator_ != nullptr ? aggregator_->stale() : 0;
+}
+
+// One mode is set per store, so at most one of the gate and the aggregator counts.
+int64_t VariableStore::consistency_timeouts() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return (gate_ != nullptr ? gate_->timeouts() : 0) +
+         (aggregator_ != nullptr ? aggregator_->timeouts() : 0);
+}
+
+int64_t VariableStore::consistency_waits() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return (gate_ != nullptr ? gate_->waits() : 0) +
+         (aggregator_ != nullptr ? aggregator_->waits() : 0);
+}
+
+int64_t VariableStore::sync_full_updates() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return aggregator_ != nullptr ? aggregator_->full_updates() : 0;
+}
+
+int64_t VariableStore::sync_partial_updates() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return aggregator_ != nullptr ? aggregator_->partial_updates() : 0;
+}
+
+int64_t VariableStore::sync_aggregated_gradients() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return aggregator_ != nullptr ? aggregator_->aggregated_gradients() : 0;
+}
+
+int64_t VariableStore::max_staleness_applied() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return gate_ != nullptr ? gate_->max_lead() : 0;
+}
+
+int64_t VariableStore::nonfinite_skipped() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return nonfinite_skipped_.load() + (aggregator_ != nullptr ? aggregator_->nonfinite_dropped() : 0);
+}
 
 ConsistencyMode VariableStore::consistency_mode() const {
   absl::ReaderMutexLock lock(&mu_);
@@ -836,7 +779,8 @@ OptimizerConfig VariableStore::optimizer_config() const {
 
 std::string VariableStore::optimizer_name() const {
   absl::ReaderMutexLock lock(&mu_);
-  return optimizer_config_.name();
+  // The resolved name: a client may have sent only the kind.
+  return update_rules_ != nullptr ? update_rules_->optimizer().name() : "";
 }
 
 PsStatusResponse DescribeStore(const VariableStore& store) {

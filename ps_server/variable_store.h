@@ -21,6 +21,8 @@
 #include "ps_server/consistency.h"
 #include "ps_server/request_log.h"
 #include "ps_server/sparse_rows.h"
+#include "ps_server/staleness_gate.h"
+#include "ps_server/sync_aggregator.h"
 #include "common/variable_snapshot.h"
 #include "proto/ps.pb.h"
 
@@ -34,16 +36,11 @@ namespace pstrain {
 // a reader/writer lock taken only briefly to find a variable.
 //
 // Consistency (ConsistencyConfig, set by the first CreateVariables): "async" applies every
-// push at once. "bounded_staleness" holds a push whose (epoch, step) is more than
-// `staleness` steps ahead of the slowest other worker that pushed in the same epoch, until
-// that worker catches up or timeout_ms passes; a worker that moved on to a later epoch no
-// longer holds anyone back. "sync" accumulates, per variable, the gradients computed at
-// its current version and applies their mean once replicas_to_aggregate have arrived,
-// bumping the version; a gradient of an older version is dropped (stale_gradients()). A
-// sync push returns once the version of every variable it contributed to advanced, or
-// after timeout_ms, when the partial mean is applied, so a straggler never hangs the job.
-// Staleness state sits under its own small mutex and sync state under each variable's
-// lock, so async pushes never take a store-wide lock.
+// push at once; "bounded_staleness" passes each push through a StalenessGate
+// (staleness_gate.h) before applying it; "sync" hands dense pushes to a SyncAggregator
+// (sync_aggregator.h), which sums them per variable, beside the variable under its lock,
+// and applies their mean through the variable's update rule. Async pushes never take a
+// store-wide lock.
 class VariableStore {
  public:
   struct VariableInfo {
@@ -69,7 +66,8 @@ class VariableStore {
   // Errors: INVALID_ARGUMENT also an invalid consistency config, or one that differs from
   //         the one already set, or an initial value holding a NaN or an infinity
   //         (counted in nonfinite_refused()); RESOURCE_EXHAUSTED the variables with their
-  //         optimizer slots would pass the memory budget (--max_memory).
+  //         optimizer slots, each twice (an update is computed aside, then swapped in),
+  //         would pass the memory budget (--max_memory).
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency = ConsistencyConfig());
@@ -165,7 +163,9 @@ class VariableStore {
   // Pushes (and CreateVariables / RestoreState calls) refused for a NaN or an infinity,
   // and pushes dropped for one under NONFINITE_SKIP.
   int64_t nonfinite_refused() const { return nonfinite_refused_.load(); }
-  int64_t nonfinite_skipped() const { return nonfinite_skipped_.load(); }
+  // (Sync mode: also gradients kept out of an aggregate, and aggregates dropped, for
+  // overflowing a float.)
+  int64_t nonfinite_skipped() const;
   // Pushes answered without applying because their request id had been applied.
   int64_t duplicate_pushes() const { return duplicate_pushes_.load(); }
   // Sync mode, per variable: updates of exactly replicas_to_aggregate gradients, of
@@ -201,57 +201,34 @@ class VariableStore {
     // Its update (the optimizer, or a moving-average rule): set at creation, never changed.
     const Optimizer* optimizer = nullptr;  // Not owned (update_rules_).
     std::unique_ptr<OptimizerState> state ABSL_GUARDED_BY(mu);
+    // A dense update is computed into these (Optimizer::ApplyInto, checked on the way)
+    // and swapped with value and state when every variable of the push stays finite, so
+    // a push runs its update's arithmetic once and a refused one changes nothing. What
+    // they hold between updates means nothing. Made by the first dense update (a
+    // variable only ever pushed by rows never has them); the memory budget counts them.
+    Tensor next_value ABSL_GUARDED_BY(mu);
+    std::unique_ptr<OptimizerState> next_state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
-    // Sync mode: sum and count of the gradients computed at `version` not yet applied.
-    std::vector<float> pending_sum ABSL_GUARDED_BY(mu);
-    int pending_count ABSL_GUARDED_BY(mu) = 0;
+    // Sync mode: the gradients computed at `version` not yet applied.
+    SyncAggregator::Pending pending ABSL_GUARDED_BY(mu);
+  };
+
+  // A variable as the sync aggregator sees it: its lock, version and aggregate, and its
+  // dense update (computed aside and swapped in, as a push's).
+  class SyncView : public SyncAggregator::Variable {
+   public:
+    explicit SyncView(VariableStore::Variable* v) : v_(v) {}
+    absl::Mutex& mu() override { return v_->mu; }
+    int64_t version() override;
+    SyncAggregator::Pending& pending() override;
+    bool ApplyMean(absl::Span<const float> mean) override;
+    void BumpVersion() override;
+
+   private:
+    VariableStore::Variable* v_;  // Not owned.
   };
 
   enum class Mode { kAsync, kBoundedStaleness, kSync };
-  // The consistency config in the form the push path reads (no strings).
-  struct Rules {
-    Mode mode = Mode::kAsync;
-    int64_t staleness = 0;
-    int replicas_to_aggregate = 1;
-    absl::Duration timeout;
-  };
-
-  struct WorkerProgress {
-    int32_t epoch = 0;
-    int64_t step = 0;
-    absl::Time last_push;
-  };
-
-  // Bounded staleness: records the pusher's progress and waits while it is more than
-  // rules.staleness steps ahead of the slowest other live worker in its epoch, at most
-  // rules.timeout. A worker that has not pushed for rules.timeout is not live (dead, or
-  // done with its share of the epoch): it holds the others back for one timeout, not
-  // for every push after.
-  void WaitForSlowerWorkers(const PushContext& context, const Rules& rules)
-      ABSL_LOCKS_EXCLUDED(progress_mu_);
-
-  // Sync: adds each gradient to its variable's aggregate (dropping stale ones), then waits
-  // until each aggregate it joined was applied, applying a partial one at the deadline.
-  void PushSync(absl::Span<Variable* const> found, absl::Span<const NamedTensor> gradients,
-                absl::Span<const int64_t> versions, const Rules& rules,
-                int replicas_to_aggregate);
-
-  // Sync: records the pusher's push and returns how many gradients make an aggregate
-  // now: rules.replicas_to_aggregate less one for each worker that pushed before but not
-  // for rules.timeout (killed, or done with its share), at least 1. A dead worker then
-  // costs one timeout instead of one per step; it counts again once it pushes again.
-  int LiveReplicasToAggregate(const PushContext& context, const Rules& rules)
-      ABSL_LOCKS_EXCLUDED(progress_mu_);
-
-  // Applies the mean of v's pending gradients with v's own update rule and bumps its
-  // version; counts the update as full when it averaged rules.replicas_to_aggregate gradients.
-  void ApplyPending(Variable* v, const Rules& rules)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu);
-
-  // The largest lead of `context` over the live workers of its epoch other than itself
-  // (0 when there is none); a worker that has not pushed for rules.timeout is not live.
-  int64_t LeadOverSlowest(const PushContext& context, const Rules& rules, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_);
 
   // Records an applied push under its worker's name, for pushes_by_worker().
   void CountPush(const PushContext& context) ABSL_LOCKS_EXCLUDED(pushers_mu_);
@@ -266,24 +243,54 @@ class VariableStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // What a push runs under, read once: the job's optimizer (whose non-finite policy it
-  // follows) and the consistency rules.
+  // follows) and the consistency mode with its gate or aggregator.
   struct PushSettings {
     const Optimizer* optimizer = nullptr;  // Not owned (update_rules_).
-    Rules rules;
+    Mode mode = Mode::kAsync;
+    StalenessGate* gate = nullptr;         // Not owned (gate_); bounded staleness only.
+    SyncAggregator* aggregator = nullptr;  // Not owned (aggregator_); sync only.
   };
   // Errors: FAILED_PRECONDITION no variables created yet.
   absl::StatusOr<PushSettings> SettingsForPush() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Holding the locks of every variable in `found` (taken in address order): when
-  // stays_finite(i, *found[i]) holds for every i, runs apply(i, *found[i]) and bumps the
-  // version of each; else changes nothing. Returns the index of the first variable whose
-  // update would not stay finite, or -1 when all were applied. So a push is checked once
-  // and applied whole or not at all, and no other push changes a variable in between.
-  // The callbacks run with found[i]->mu held (they assert it for the thread-safety
-  // analysis, which cannot follow a set of locks).
-  template <typename StaysFinite, typename ApplyFn>
-  int64_t ApplyAllOrNone(absl::Span<Variable* const> found, StaysFinite stays_finite,
-                         ApplyFn apply) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Holding the locks of every variable in `found` (taken in address order): runs
+  // prepare(i, *found[i]) for each i in turn, which computes (or only checks) the update
+  // without changing the variable and says whether it stays finite; when every one does,
+  // runs commit(i, *found[i]) and bumps the version of each; else changes nothing.
+  // Returns the index of the first variable whose update would not stay finite, or -1
+  // when all were applied. So a push is checked once and applied whole or not at all,
+  // and no other push changes a variable in between. The callbacks run with
+  // found[i]->mu held (they assert it for the thread-safety analysis, which cannot
+  // follow a set of locks).
+  template <typename PrepareFn, typename CommitFn>
+  int64_t ApplyAllOrNone(absl::Span<Variable* const> found, PrepareFn prepare,
+                         CommitFn commit) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  // The dense update of v by `gradient` computed into v.next_value and v.next_state
+  // (made on first use); whether every value and slot of it is finite. v is unchanged.
+  static bool PrepareDenseUpdate(Variable& v, absl::Span<const float> gradient)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
+  // Makes the update PrepareDenseUpdate computed v's value and state (a swap: no copy).
+  static void CommitDenseUpdate(Variable& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(v.mu);
+
+  // A push's gradients as the checks every push makes found them, before anything
+  // changed: the variables and their shapes, in the gradients' order.
+  struct CheckedPush {
+    std::vector<Variable*> variables;
+    std::vector<std::vector<int64_t>> shapes;
+    // A value was not finite and the optimizer's policy is NONFINITE_SKIP: the push is
+    // answered OK and nothing is applied.
+    bool dropped = false;
+  };
+  // The checks Push and PushRows share, in this order: each variable named once, each
+  // known, each gradient's shape fits its variable (CheckGradientShape, sparse_rows's
+  // rules for row gradients), every value finite (else refused, or dropped under
+  // NONFINITE_SKIP: DropNonFinitePush).
+  // Errors: NOT_FOUND an unknown variable; INVALID_ARGUMENT a name given twice, a shape
+  //         that does not fit, a non-finite value.
+  template <typename Gradient>
+  absl::StatusOr<CheckedPush> CheckPush(absl::Span<const Gradient> gradients,
+                                        const Optimizer& optimizer);
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);
@@ -310,12 +317,12 @@ class VariableStore {
   OptimizerConfig optimizer_config_ ABSL_GUARDED_BY(mu_);
   bool consistency_set_ ABSL_GUARDED_BY(mu_) = false;
   ConsistencyConfig consistency_config_ ABSL_GUARDED_BY(mu_);
-  Rules rules_ ABSL_GUARDED_BY(mu_);
-
-  // Bounded staleness: each worker's latest pushed (epoch, step). A separate small lock,
-  // so that neither the map lock nor async pushes ever wait on it.
-  absl::Mutex progress_mu_;
-  absl::flat_hash_map<std::string, WorkerProgress> progress_ ABSL_GUARDED_BY(progress_mu_);
+  Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kAsync;
+  // The mode's own state, made with it by the first CreateVariables and never replaced
+  // (a push keeps the pointer after mu_ is released). Each has a lock of its own, so
+  // neither waits on mu_.
+  std::unique_ptr<StalenessGate> gate_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SyncAggregator> aggregator_ ABSL_GUARDED_BY(mu_);
 
   // Every pusher's count and latest position (any mode), by the name its pushes carry.
   // A push takes pushers_mu_ shared, only to find its entry, and bumps atomics; only a
@@ -335,24 +342,12 @@ class VariableStore {
   // Counters for status pages; atomics so that counting never serialises requests.
   std::atomic<int64_t> pushes_{0};
   mutable std::atomic<int64_t> pulls_{0};
-  std::atomic<int64_t> stale_{0};
-  std::atomic<int64_t> consistency_timeouts_{0};
-  std::atomic<int64_t> consistency_waits_{0};
   std::atomic<int64_t> nonfinite_refused_{0};
   std::atomic<int64_t> nonfinite_skipped_{0};
   std::atomic<int64_t> duplicate_pushes_{0};
   std::atomic<bool> logged_nonfinite_{false};
 
   RequestLog requests_;
-  std::atomic<int64_t> sync_full_{0};
-  std::atomic<int64_t> sync_partial_{0};
-  std::atomic<int64_t> sync_aggregated_{0};
-  // Written under progress_mu_; atomic so the status page reads it without the lock.
-  std::atomic<int64_t> max_lead_{0};
-  // A timed-out wait is logged once per store, not once per push.
-  std::atomic<bool> logged_staleness_timeout_{false};
-  std::atomic<bool> logged_sync_shrink_{false};
-  std::atomic<bool> logged_sync_timeout_{false};
 };
 
 // The store's variables, versions and counters as the GetStatus RPC reports them.

@@ -758,6 +758,76 @@ TEST(VariableStoreTest, APushWhoseLastElementOverflowsChangesNoVariableNorSlot) 
   }
 }
 
+// A dense update is computed aside and swapped in: what a refused push computed for the
+// variables before the one that overflowed must never surface later, and row pushes and
+// restores between dense ones must be built on. The store that saw the refused push ends
+// equal, bit for bit, to one that never did.
+TEST(VariableStoreTest, ARefusedPushLeavesNoTraceInTheUpdatesAfterIt) {
+  VariableStore refused_one, reference;
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->CreateVariables({{"a", Table()}, {"b", Table()}}, Named("adam", 0.1f))
+                    .ok());
+  }
+  Tensor overflowing = Table();
+  overflowing.data()[overflowing.num_elements() - 1] = 1e20f;
+  Tensor half = Table();
+  for (float& x : half.values()) x *= 0.5f;
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}, {"b", Table()}}).ok());
+    if (store == &refused_one) {
+      // "a"'s update is computed (and finite) before "b"'s overflows.
+      EXPECT_EQ(store->Push({{"a", half}, {"b", overflowing}}).code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    ASSERT_TRUE(store->PushRows({{"a", {1, 4}, Tensor({2, 3}, {1, 2, 3, 4, 5, 6})}}).ok());
+    ASSERT_TRUE(store->Push({{"b", half}}).ok());
+    ASSERT_TRUE(store->Push({{"a", half}, {"b", Table()}}).ok());
+  }
+  EXPECT_EQ(Everything(refused_one), Everything(reference));
+  auto versions = [](const VariableStore& store) {
+    std::vector<int64_t> out;
+    for (const VariableStore::VariableInfo& info : store.List()) out.push_back(info.version);
+    return out;
+  };
+  EXPECT_EQ(versions(refused_one), versions(reference));
+  EXPECT_EQ(versions(reference), (std::vector<int64_t>{3, 3}));
+  // A restore replaces the value the next update starts from.
+  auto snapshot = reference.ReadState({});
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_TRUE(refused_one.Push({{"a", half}, {"b", half}}).ok());
+  ASSERT_TRUE(refused_one.RestoreState(*snapshot).ok());
+  for (VariableStore* store : {&refused_one, &reference}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}, {"b", half}}).ok());
+  }
+  EXPECT_EQ(Everything(refused_one), Everything(reference));
+}
+
+// A client that sends the optimizer's kind and an older one that sends its name (any
+// case) set up the same optimizer; the status names it either way.
+TEST(VariableStoreTest, TheOptimizerComesAsAKindOrAsAnOlderClientsName) {
+  OptimizerConfig kind_only;
+  kind_only.set_kind(OPTIMIZER_ADAM);
+  kind_only.set_learning_rate(0.1f);
+  VariableStore by_kind, by_name;
+  ASSERT_TRUE(by_kind.CreateVariables({{"a", Table()}}, kind_only).ok());
+  ASSERT_TRUE(by_name.CreateVariables({{"a", Table()}}, Named("Adam", 0.1f)).ok());
+  EXPECT_EQ(by_kind.optimizer_name(), "adam");
+  EXPECT_EQ(DescribeStore(by_kind).optimizer(), "adam");
+  EXPECT_EQ(by_name.optimizer_name(), "adam");
+  ASSERT_TRUE(by_kind.CreateVariables({{"a", Table()}}, kind_only).ok());  // a chief's repeat
+  for (VariableStore* store : {&by_kind, &by_name}) {
+    ASSERT_TRUE(store->Push({{"a", Table()}}).ok());
+  }
+  EXPECT_EQ(Everything(by_kind), Everything(by_name));
+  OptimizerConfig unknown;
+  unknown.set_kind(static_cast<OptimizerKind>(42));
+  VariableStore refused;
+  const absl::Status status = refused.CreateVariables({{"a", Table()}}, unknown);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("unknown optimizer kind 42"), std::string::npos) << status;
+  EXPECT_TRUE(refused.List().empty());
+}
+
 TEST(VariableStoreTest, PushesOfTheSameVariablesInOtherOrdersNeitherDeadlockNorLoseUpdates) {
   // Every push holds the locks of all its variables across the check and the update:
   // pushes naming them in opposite orders must still all complete, each applied whole.

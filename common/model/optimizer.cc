@@ -47,29 +47,55 @@ std::string Lower(const std::string& s) {
   return out;
 }
 
+// The kind `in` names: its kind, or a name from a client that sends no kind.
+absl::StatusOr<OptimizerKind> ResolveKind(const OptimizerConfig& in) {
+  if (in.kind() == OPTIMIZER_KIND_UNSPECIFIED) return OptimizerKindFromName(in.name());
+  if (!OptimizerKind_IsValid(in.kind()) || OptimizerKindName(in.kind()).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown optimizer kind ", static_cast<int>(in.kind()),
+        " (supported: sgd, adam, adagrad, rmsprop; a client newer than this ps?)"));
+  }
+  if (!in.name().empty()) {
+    absl::StatusOr<OptimizerKind> named = OptimizerKindFromName(in.name());
+    if (!named.ok() || *named != in.kind()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer name \"", in.name(),
+                                                     "\" and kind ", OptimizerKindName(in.kind()),
+                                                     " disagree; send one of them"));
+    }
+  }
+  return in.kind();
+}
+
 // Fills Keras's defaults into the fields that are not set; a field that is set keeps its
 // value and is range-checked below (an explicit learning_rate 0 is refused, never
 // replaced by the default).
 absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
   OptimizerConfig c = in;
-  c.set_name(Lower(in.name()));
+  absl::StatusOr<OptimizerKind> kind = ResolveKind(in);
+  if (!kind.ok()) return kind.status();
+  c.set_kind(*kind);
+  c.set_name(std::string(OptimizerKindName(*kind)));
   const std::string& n = c.name();
   float default_lr = 0.001f;
-  if (n == "sgd") {
-    default_lr = 0.01f;
-  } else if (n == "adam") {
-    if (!c.has_beta_1()) c.set_beta_1(0.9f);
-    if (!c.has_beta_2()) c.set_beta_2(0.999f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else if (n == "adagrad") {
-    if (!c.has_initial_accumulator_value()) c.set_initial_accumulator_value(0.1f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else if (n == "rmsprop") {
-    if (!c.has_rho()) c.set_rho(0.9f);
-    if (!c.has_epsilon()) c.set_epsilon(1e-7f);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown optimizer \"", in.name(), "\" (supported: sgd, adam, adagrad, rmsprop)"));
+  switch (*kind) {
+    case OPTIMIZER_SGD:
+      default_lr = 0.01f;
+      break;
+    case OPTIMIZER_ADAM:
+      if (!c.has_beta_1()) c.set_beta_1(0.9f);
+      if (!c.has_beta_2()) c.set_beta_2(0.999f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    case OPTIMIZER_ADAGRAD:
+      if (!c.has_initial_accumulator_value()) c.set_initial_accumulator_value(0.1f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    case OPTIMIZER_RMSPROP:
+      if (!c.has_rho()) c.set_rho(0.9f);
+      if (!c.has_epsilon()) c.set_epsilon(1e-7f);
+      break;
+    default:  // ResolveKind returns only the kinds above
+      break;
   }
   if (!c.has_learning_rate()) c.set_learning_rate(default_lr);
   if (!c.has_momentum()) c.set_momentum(0.0f);
@@ -119,6 +145,31 @@ absl::StatusOr<OptimizerConfig> Resolve(const OptimizerConfig& in) {
 
 }  // namespace
 
+absl::StatusOr<OptimizerKind> OptimizerKindFromName(absl::string_view name) {
+  const std::string lower = Lower(std::string(name));
+  if (lower == "sgd") return OPTIMIZER_SGD;
+  if (lower == "adam") return OPTIMIZER_ADAM;
+  if (lower == "adagrad") return OPTIMIZER_ADAGRAD;
+  if (lower == "rmsprop") return OPTIMIZER_RMSPROP;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer \"", name, "\" (supported: sgd, adam, adagrad, rmsprop)"));
+}
+
+absl::string_view OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OPTIMIZER_SGD:
+      return "sgd";
+    case OPTIMIZER_ADAM:
+      return "adam";
+    case OPTIMIZER_ADAGRAD:
+      return "adagrad";
+    case OPTIMIZER_RMSPROP:
+      return "rmsprop";
+    default:
+      return "";
+  }
+}
+
 float LearningRateAt(const OptimizerConfig& config, int64_t iterations) {
   if (config.lr_schedule() != "exponential_decay") return config.learning_rate();
   double exponent = static_cast<double>(iterations) / config.decay_steps();
@@ -134,6 +185,19 @@ bool Optimizer::UpdateStaysFinite(absl::Span<const float> gradient,
   Apply(gradient, absl::MakeSpan(value), &copy);
   if (FirstNonFinite(value) >= 0) return false;
   for (const auto& [name, slot] : copy.slots()) {
+    if (FirstNonFinite(*slot) >= 0) return false;
+  }
+  return true;
+}
+
+bool Optimizer::ApplyInto(absl::Span<const float> gradient, absl::Span<const float> variable,
+                          const OptimizerState& state, absl::Span<float> out_variable,
+                          OptimizerState* out_state) const {
+  std::copy(variable.begin(), variable.end(), out_variable.begin());
+  *out_state = state;
+  Apply(gradient, out_variable, out_state);
+  if (FirstNonFinite(out_variable) >= 0) return false;
+  for (const auto& [name, slot] : out_state->slots()) {
     if (FirstNonFinite(*slot) >= 0) return false;
   }
   return true;
@@ -207,6 +271,16 @@ class KerasOptimizer : public Optimizer {
     s->set_iterations(s->iterations() + 1);
   }
 
+  bool ApplyInto(absl::Span<const float> g, absl::Span<const float> w, const OptimizerState& s,
+                 absl::Span<float> w_out, OptimizerState* s_out) const final {
+    // The kernel only reads w and s when it writes elsewhere.
+    const bool finite =
+        UpdateInto(g.data(), const_cast<float*>(w.data()), w_out.data(), w.size(),
+                   LearningRateAt(c_, s.iterations()), const_cast<OptimizerState*>(&s), s_out);
+    s_out->set_iterations(s.iterations() + 1);
+    return finite;
+  }
+
   bool UpdateStaysFinite(absl::Span<const float> g, absl::Span<const float> w,
                          const OptimizerState& s) const final {
     // The kernels store nothing when they only check, so w and the slots stay unchanged.
@@ -239,12 +313,27 @@ class KerasOptimizer : public Optimizer {
   // exactly the values Update would store.
   virtual bool UpdateIsFinite(const float* g, float* w, size_t n, float lr,
                               OptimizerState* s, size_t offset) const = 0;
+  // The same update of all n elements of w and s written to w_out and s_out's slots
+  // (neither overlapping the inputs; w and s only read): whether every result is finite.
+  virtual bool UpdateInto(const float* g, float* w, float* w_out, size_t n, float lr,
+                          OptimizerState* s, OptimizerState* s_out) const = 0;
 
   const OptimizerConfig c_;
 };
 
-// The Update and UpdateIsFinite of an optimizer `Derived` that does both with one kernel,
-// Derived::Kernel<kStore>: the check runs exactly the arithmetic the update stores.
+// What a kernel does with the update it computes.
+enum class KernelMode {
+  kStore,  // writes it over its inputs (Apply, ApplyRows)
+  kCheck,  // stores nothing, says whether every result is finite (UpdateStaysFinite)
+  kInto,   // writes it to separate outputs and says whether every result is finite
+           // (ApplyInto): the check and the update in one pass
+};
+
+// The Update, UpdateIsFinite and UpdateInto of an optimizer `Derived` that does all three
+// with one kernel, Derived::Kernel<kMode>: the check runs exactly the arithmetic the update
+// stores. Kernel(g, w, n, lr, s, offset, w_out, s_out): w_out and s_out are read only by
+// kInto (null otherwise), whose outputs start at element 0 of w_out and at `offset` of
+// s_out's slots, as the inputs do.
 template <typename Derived>
 class OneKernelOptimizer : public KerasOptimizer {
  public:
@@ -253,13 +342,25 @@ class OneKernelOptimizer : public KerasOptimizer {
  protected:
   void Update(const float* __restrict g, float* __restrict w, size_t n, float lr,
               OptimizerState* s, size_t offset) const final {
-    static_cast<const Derived*>(this)->template Kernel<true>(g, w, n, lr, s, offset);
+    static_cast<const Derived*>(this)->template Kernel<KernelMode::kStore>(g, w, n, lr, s, offset,
+                                                                           nullptr, nullptr);
   }
   bool UpdateIsFinite(const float* g, float* w, size_t n, float lr, OptimizerState* s,
                       size_t offset) const final {
-    return static_cast<const Derived*>(this)->template Kernel<false>(g, w, n, lr, s, offset);
+    return static_cast<const Derived*>(this)->template Kernel<KernelMode::kCheck>(
+        g, w, n, lr, s, offset, nullptr, nullptr);
+  }
+  bool UpdateInto(const float* g, float* w, float* w_out, size_t n, float lr, OptimizerState* s,
+                  OptimizerState* s_out) const final {
+    return static_cast<const Derived*>(this)->template Kernel<KernelMode::kInto>(
+        g, w, n, lr, s, 0, w_out, s_out);
   }
 };
+
+// Slot `name` of `s` from element `offset`; null when s is null (a kernel's unused output).
+float* SlotData(OptimizerState* s, const char* name, size_t offset) {
+  return s == nullptr ? nullptr : s->slot(name)->data() + offset;
+}
 
 class Sgd : public OneKernelOptimizer<Sgd> {
  public:
@@ -272,30 +373,37 @@ class Sgd : public OneKernelOptimizer<Sgd> {
 
  private:
   friend class OneKernelOptimizer<Sgd>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float mu = c_.momentum();
     const bool nesterov = c_.nesterov();
     uint32_t nonfinite = 0;
     if (mu > 0.0f) {
       float* __restrict m = s->slot("momentum")->data() + offset;
+      float* __restrict m_out = SlotData(s_out, "momentum", offset);
       for (size_t i = 0; i < n; ++i) {
         const float mi = mu * m[i] - lr * g[i];
         const float wi = w[i] + (nesterov ? mu * mi - lr * g[i] : mi);
-        if constexpr (kStore) {
+        if constexpr (kMode == KernelMode::kStore) {
           m[i] = mi;
           w[i] = wi;
         } else {
+          if constexpr (kMode == KernelMode::kInto) {
+            m_out[i] = mi;
+            w_out[i] = wi;
+          }
           nonfinite |= NonFinite(mi) | NonFinite(wi);
         }
       }
     } else {
       for (size_t i = 0; i < n; ++i) {
         const float wi = w[i] - lr * g[i];
-        if constexpr (kStore) {
+        if constexpr (kMode == KernelMode::kStore) {
           w[i] = wi;
         } else {
+          if constexpr (kMode == KernelMode::kInto) w_out[i] = wi;
           nonfinite |= NonFinite(wi);
         }
       }
@@ -316,9 +424,10 @@ class Adam : public OneKernelOptimizer<Adam> {
 
  private:
   friend class OneKernelOptimizer<Adam>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const double t = static_cast<double>(s->iterations() + 1);
     const float b1 = c_.beta_1(), b2 = c_.beta_2(), eps = c_.epsilon();
     // Keras: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t); w -= alpha * m / (sqrt(v)+eps).
@@ -326,16 +435,23 @@ class Adam : public OneKernelOptimizer<Adam> {
         static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
     float* __restrict m = s->slot("momentum")->data() + offset;
     float* __restrict v = s->slot("velocity")->data() + offset;
+    float* __restrict m_out = SlotData(s_out, "momentum", offset);
+    float* __restrict v_out = SlotData(s_out, "velocity", offset);
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float mi = m[i] + (g[i] - m[i]) * (1.0f - b1);
       const float vi = v[i] + (g[i] * g[i] - v[i]) * (1.0f - b2);
       const float wi = w[i] - alpha * mi / (std::sqrt(vi) + eps);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         m[i] = mi;
         v[i] = vi;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          m_out[i] = mi;
+          v_out[i] = vi;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(mi) | NonFinite(vi) | NonFinite(wi);
       }
     }
@@ -354,20 +470,26 @@ class Adagrad : public OneKernelOptimizer<Adagrad> {
 
  private:
   friend class OneKernelOptimizer<Adagrad>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float eps = c_.epsilon();
     float* __restrict acc = s->slot("accumulator")->data() + offset;
+    float* __restrict acc_out = SlotData(s_out, "accumulator", offset);
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float ai = acc[i] + g[i] * g[i];
       // Keras 3: epsilon inside the square root.
       const float wi = w[i] - lr * g[i] / std::sqrt(ai + eps);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         acc[i] = ai;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          acc_out[i] = ai;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(ai) | NonFinite(wi);
       }
     }
@@ -387,23 +509,31 @@ class RmsProp : public OneKernelOptimizer<RmsProp> {
 
  private:
   friend class OneKernelOptimizer<RmsProp>;
-  template <bool kStore>
+  template <KernelMode kMode>
   bool Kernel(const float* __restrict g, float* __restrict w, size_t n, float lr,
-              OptimizerState* s, size_t offset) const {
+              OptimizerState* s, size_t offset, float* __restrict w_out,
+              OptimizerState* s_out) const {
     const float rho = c_.rho(), eps = c_.epsilon(), mu = c_.momentum();
     float* __restrict v = s->slot("velocity")->data() + offset;
     float* __restrict m = mu > 0.0f ? s->slot("momentum")->data() + offset : nullptr;
+    float* __restrict v_out = SlotData(s_out, "velocity", offset);
+    float* __restrict m_out = mu > 0.0f ? SlotData(s_out, "momentum", offset) : nullptr;
     uint32_t nonfinite = 0;
     for (size_t i = 0; i < n; ++i) {
       const float vi = rho * v[i] + (1.0f - rho) * g[i] * g[i];
       const float inc = lr * g[i] / std::sqrt(vi + eps);
       const float mi = m != nullptr ? mu * m[i] + inc : 0.0f;
       const float wi = w[i] - (m != nullptr ? mi : inc);
-      if constexpr (kStore) {
+      if constexpr (kMode == KernelMode::kStore) {
         v[i] = vi;
         if (m != nullptr) m[i] = mi;
         w[i] = wi;
       } else {
+        if constexpr (kMode == KernelMode::kInto) {
+          v_out[i] = vi;
+          if (m_out != nullptr) m_out[i] = mi;
+          w_out[i] = wi;
+        }
         nonfinite |= NonFinite(vi) | NonFinite(mi) | NonFinite(wi);
       }
     }
@@ -512,11 +642,16 @@ void AddMovingAverageRules(const std::vector<VariableSpec>& variables, Optimizer
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
   auto resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();
-  const std::string& n = resolved->name();
-  if (n == "sgd") return std::unique_ptr<Optimizer>(new Sgd(*resolved));
-  if (n == "adam") return std::unique_ptr<Optimizer>(new Adam(*resolved));
-  if (n == "adagrad") return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
-  return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
+  switch (resolved->kind()) {
+    case OPTIMIZER_SGD:
+      return std::unique_ptr<Optimizer>(new Sgd(*resolved));
+    case OPTIMIZER_ADAM:
+      return std::unique_ptr<Optimizer>(new Adam(*resolved));
+    case OPTIMIZER_ADAGRAD:
+      return std::unique_ptr<Optimizer>(new Adagrad(*resolved));
+    default:  // Resolve returns only the four kinds
+      return std::unique_ptr<Optimizer>(new RmsProp(*resolved));
+  }
 }
 
 namespace {
@@ -588,12 +723,11 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
     return absl::InvalidArgumentError("optimizer config has no string \"class_name\"");
   }
   c.set_name(cn->get<std::string>());
-  {
-    // Reject an unknown optimizer before looking at its fields.
-    auto probe = Resolve(c);
-    if (!probe.ok()) return probe.status();
-  }
-  const std::string name = Lower(c.name());
+  // Reject an unknown optimizer before looking at its fields; the kind is read here once.
+  absl::StatusOr<OptimizerKind> kind = OptimizerKindFromName(c.name());
+  if (!kind.ok()) return kind.status();
+  c.set_kind(*kind);
+  const std::string name(OptimizerKindName(*kind));
   auto cfg = value.find("config");
   if (cfg != value.end() && !cfg->is_null()) {
     if (!cfg->is_object()) {
@@ -626,28 +760,28 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromKeras(const json& value) {
       } else if (key == "learning_rate" || key == "lr") {
         st = number(&f);
         c.set_learning_rate(f);
-      } else if (key == "momentum" && (name == "sgd" || name == "rmsprop")) {
+      } else if (key == "momentum" && (*kind == OPTIMIZER_SGD || *kind == OPTIMIZER_RMSPROP)) {
         st = number(&f);
         c.set_momentum(f);
-      } else if (key == "nesterov" && name == "sgd") {
+      } else if (key == "nesterov" && *kind == OPTIMIZER_SGD) {
         if (!v.is_boolean()) {
           return absl::InvalidArgumentError(
               absl::StrCat("optimizer ", name, ": nesterov must be a bool, got ", v.dump()));
         }
         c.set_nesterov(v.get<bool>());
-      } else if (key == "beta_1" && name == "adam") {
+      } else if (key == "beta_1" && *kind == OPTIMIZER_ADAM) {
         st = number(&f);
         c.set_beta_1(f);
-      } else if (key == "beta_2" && name == "adam") {
+      } else if (key == "beta_2" && *kind == OPTIMIZER_ADAM) {
         st = number(&f);
         c.set_beta_2(f);
-      } else if (key == "epsilon" && name != "sgd") {
+      } else if (key == "epsilon" && *kind != OPTIMIZER_SGD) {
         st = number(&f);
         c.set_epsilon(f);
-      } else if (key == "rho" && name == "rmsprop") {
+      } else if (key == "rho" && *kind == OPTIMIZER_RMSPROP) {
         st = number(&f);
         c.set_rho(f);
-      } else if (key == "initial_accumulator_value" && name == "adagrad") {
+      } else if (key == "initial_accumulator_value" && *kind == OPTIMIZER_ADAGRAD) {
         st = number(&f);
         c.set_initial_accumulator_value(f);
       } else if (key == "name" || key == "is_legacy_optimizer" || key == "jit_compile" ||
@@ -687,24 +821,31 @@ json OptimizerConfigToKeras(const OptimizerConfig& config) {
           {"decay_rate", c.decay_rate()},
           {"staircase", c.staircase()}}}};
   }
-  if (c.name() == "sgd") {
-    class_name = "SGD";
-    cfg["momentum"] = c.momentum();
-    cfg["nesterov"] = c.nesterov();
-  } else if (c.name() == "adam") {
-    class_name = "Adam";
-    cfg["beta_1"] = c.beta_1();
-    cfg["beta_2"] = c.beta_2();
-    cfg["epsilon"] = c.epsilon();
-  } else if (c.name() == "adagrad") {
-    class_name = "Adagrad";
-    cfg["initial_accumulator_value"] = c.initial_accumulator_value();
-    cfg["epsilon"] = c.epsilon();
-  } else if (c.name() == "rmsprop") {
-    class_name = "RMSprop";
-    cfg["rho"] = c.rho();
-    cfg["momentum"] = c.momentum();
-    cfg["epsilon"] = c.epsilon();
+  switch (c.kind()) {
+    case OPTIMIZER_SGD:
+      class_name = "SGD";
+      cfg["momentum"] = c.momentum();
+      cfg["nesterov"] = c.nesterov();
+      break;
+    case OPTIMIZER_ADAM:
+      class_name = "Adam";
+      cfg["beta_1"] = c.beta_1();
+      cfg["beta_2"] = c.beta_2();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    case OPTIMIZER_ADAGRAD:
+      class_name = "Adagrad";
+      cfg["initial_accumulator_value"] = c.initial_accumulator_value();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    case OPTIMIZER_RMSPROP:
+      class_name = "RMSprop";
+      cfg["rho"] = c.rho();
+      cfg["momentum"] = c.momentum();
+      cfg["epsilon"] = c.epsilon();
+      break;
+    default:  // unresolvable: the name as given, the common fields only
+      break;
   }
   return json{{"class_name", class_name}, {"config", cfg}};
 }

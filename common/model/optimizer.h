@@ -17,12 +17,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/model/variable_spec.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
+
+// The kind an optimizer name means: case-insensitive "sgd", "adam", "adagrad", "rmsprop"
+// (Keras's class names "SGD", "Adam", "Adagrad", "RMSprop" among them).
+// Errors: INVALID_ARGUMENT an unknown name, the supported ones listed.
+absl::StatusOr<OptimizerKind> OptimizerKindFromName(absl::string_view name);
+
+// "sgd", "adam", "adagrad", "rmsprop"; "" for OPTIMIZER_KIND_UNSPECIFIED or a value this
+// build does not know.
+absl::string_view OptimizerKindName(OptimizerKind kind);
 
 // Per-variable optimizer state: the number of updates applied and named slot vectors
 // (Keras 3's names: "momentum", "velocity", "accumulator"), each as long as the variable.
@@ -54,14 +64,18 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
+  // The kind is config.kind, or when that is unset (a client from before the field)
+  // OptimizerKindFromName(config.name).
   // Errors: INVALID_ARGUMENT for an unknown name (case-insensitive "sgd", "adam", "adagrad",
-  // "rmsprop") or an out-of-range parameter (negative learning rate, beta outside [0,1),
-  // momentum outside [0,1], ...), named in the message.
+  // "rmsprop"), a kind this build does not know (its number named: a newer client), a
+  // name and a kind that disagree, or an out-of-range parameter (negative learning rate,
+  // beta outside [0,1), momentum outside [0,1], ...), named in the message.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerConfig& config);
 
   // "sgd", "adam", "adagrad", "rmsprop".
   virtual std::string name() const = 0;
-  // The config with defaults resolved (no zeros standing for defaults).
+  // The config with defaults resolved (no zeros standing for defaults), kind and name
+  // both set.
   virtual const OptimizerConfig& config() const = 0;
 
   virtual std::unique_ptr<OptimizerState> NewState(int64_t num_elements) const = 0;
@@ -80,6 +94,20 @@ class Optimizer {
   virtual bool UpdateStaysFinite(absl::Span<const float> gradient,
                                  absl::Span<const float> variable,
                                  const OptimizerState& state) const;
+
+  // Apply's update computed out of place: reads `variable` and `state`, writes the updated
+  // values to `out_variable` and the updated slots and count to `out_state`, and returns
+  // whether every value and slot it wrote is finite (as UpdateStaysFinite). Changes
+  // neither `variable` nor `state`. `out_state` is a state of this optimizer for as many
+  // elements (NewState's; what it held is overwritten) and `out_variable` as long as
+  // `variable`; neither overlaps the inputs. A caller that swaps the results in when they
+  // are finite (the ps, whose pushes change nothing unless every update stays finite)
+  // checks and applies an update in the one pass of Apply, where UpdateStaysFinite
+  // followed by Apply costs two. This default copies the inputs and runs Apply on the
+  // copies; the built-in optimizers run their update's kernel once.
+  virtual bool ApplyInto(absl::Span<const float> gradient, absl::Span<const float> variable,
+                         const OptimizerState& state, absl::Span<float> out_variable,
+                         OptimizerState* out_state) const;
 
   // A row-sparse update (TensorFlow's ResourceSparseApply* ops): `variable` is a table of
   // rows of `row_gradients.size() / rows.size()` elements; row rows[i] gets
@@ -133,7 +161,8 @@ void AddMovingAverageRules(const std::vector<VariableSpec>& variables, Optimizer
 
 // Reads Keras's compile(optimizer=...) value: a string ("adam", "sgd", "SGD", "rmsprop",
 // "adagrad") or a config dict {"class_name": "Adam", "config": {"learning_rate": 0.01, ...}}
-// (Keras 3's "module"/"registered_name" accepted). Every field of the result is resolved.
+// (Keras 3's "module"/"registered_name" accepted). Every field of the result is resolved,
+// its kind among them (and its name, for a ps from before OptimizerConfig.kind).
 // learning_rate may be a number or an ExponentialDecay schedule dict
 // ({"class_name": "ExponentialDecay", "config": {"initial_learning_rate", "decay_steps",
 // "decay_rate", "staircase"}}).

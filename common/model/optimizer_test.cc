@@ -1,6 +1,7 @@
 #include "common/model/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -149,6 +150,75 @@ TEST(OptimizerTest, UpdateStaysFiniteMatchesTheUpdateAndChangesNothing) {
   EXPECT_FALSE((*adam)->UpdateStaysFinite(std::vector<float>{1e20f}, w, *state));
 }
 
+// ApplyInto writes exactly what Apply stores (values, slots and count), says whether it is
+// finite as UpdateStaysFinite does, and leaves its inputs alone; the base class's way
+// (Apply on copies) agrees with every optimizer's own one-pass kernel.
+TEST(OptimizerTest, ApplyIntoWritesWhatApplyStoresAndChangesNothing) {
+  std::vector<OptimizerConfig> configs;
+  for (const char* name : {"sgd", "adam", "adagrad", "rmsprop"}) configs.push_back(Config(name));
+  OptimizerConfig momentum = Config("sgd");
+  momentum.set_momentum(0.9f);
+  momentum.set_nesterov(true);
+  configs.push_back(momentum);
+  OptimizerConfig rms_momentum = Config("rmsprop");
+  rms_momentum.set_momentum(0.5f);
+  configs.push_back(rms_momentum);
+  const float kMax = 3.4e38f;
+  constexpr size_t kN = 37;  // not a multiple of a vector's width: the loops' tails run too
+  int overflows = 0;
+  for (const OptimizerConfig& config : configs) {
+    auto opt = Optimizer::Create(config);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    for (float big : {0.5f, 1e20f, kMax}) {
+      auto state = (*opt)->NewState(kN);
+      std::vector<float> w(kN), grad(kN);
+      for (size_t i = 0; i < kN; ++i) {
+        w[i] = 0.1f * static_cast<float>(i) - 1.0f;
+        grad[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
+      }
+      (*opt)->Apply(grad, absl::MakeSpan(w), state.get());  // slots not all zero
+      grad[kN - 1] = big;  // an overflow, if any, in the last element
+      const std::vector<float> w_before = w;
+      const OptimizerState state_before = *state;
+      std::vector<float> expected_w = w;
+      OptimizerState expected_state = *state;
+      (*opt)->Apply(grad, absl::MakeSpan(expected_w), &expected_state);
+      const bool finite = (*opt)->UpdateStaysFinite(grad, w, *state);
+      for (bool base_class : {false, true}) {
+        std::vector<float> out_w(kN, 7.0f);
+        auto out_state = (*opt)->NewState(kN);
+        const bool into_finite =
+            base_class ? (*opt)->Optimizer::ApplyInto(grad, w, *state, absl::MakeSpan(out_w),
+                                                      out_state.get())
+                       : (*opt)->ApplyInto(grad, w, *state, absl::MakeSpan(out_w),
+                                           out_state.get());
+        SCOPED_TRACE(config.ShortDebugString() + " big " + std::to_string(big) +
+                     (base_class ? " base class" : ""));
+        EXPECT_EQ(into_finite, finite);
+        EXPECT_EQ(out_state->iterations(), expected_state.iterations());
+        // Bitwise, NaNs included: compare the bytes.
+        EXPECT_EQ(std::memcmp(out_w.data(), expected_w.data(), kN * sizeof(float)), 0);
+        auto out_slots = out_state->slots();
+        auto expected_slots = expected_state.slots();
+        ASSERT_EQ(out_slots.size(), expected_slots.size());
+        for (size_t k = 0; k < out_slots.size(); ++k) {
+          EXPECT_EQ(std::memcmp(out_slots[k].second->data(), expected_slots[k].second->data(),
+                                kN * sizeof(float)),
+                    0)
+              << out_slots[k].first;
+        }
+        EXPECT_EQ(w, w_before);
+        EXPECT_EQ(state->iterations(), state_before.iterations());
+        auto slots = state->slots();
+        auto slots_before = const_cast<OptimizerState&>(state_before).slots();
+        for (size_t k = 0; k < slots.size(); ++k) EXPECT_EQ(*slots[k].second, *slots_before[k].second);
+      }
+      if (!finite) ++overflows;
+    }
+  }
+  EXPECT_GT(overflows, 0);
+}
+
 TEST(OptimizerTest, StateExposesSlotsByName) {
   auto opt = Optimizer::Create(Config("adam"));
   ASSERT_TRUE(opt.ok());
@@ -246,6 +316,65 @@ TEST(OptimizerTest, FromKeras) {
   auto clip = OptimizerConfigFromKeras(
       json::parse(R"({"class_name":"Adam","config":{"clipnorm":1.0}})"));
   EXPECT_NE(clip.status().message().find("clipnorm"), std::string::npos);
+}
+
+// The kind is read once where a config comes in: from `kind`, or from `name` when a client
+// from before the field sends only that; both set must agree; an unknown one is refused
+// with a message that says what is supported.
+TEST(OptimizerKindTest, ReadFromTheKindOrAnOlderClientsNameOnce) {
+  for (const char* name : {"sgd", "SGD", "Adam", "adagrad", "RMSprop"}) {
+    auto kind = OptimizerKindFromName(name);
+    ASSERT_TRUE(kind.ok()) << name;
+    OptimizerConfig old_client;
+    old_client.set_name(name);
+    auto from_name = Optimizer::Create(old_client);
+    ASSERT_TRUE(from_name.ok()) << from_name.status();
+    EXPECT_EQ((*from_name)->config().kind(), *kind);
+    OptimizerConfig new_client;
+    new_client.set_kind(*kind);
+    auto from_kind = Optimizer::Create(new_client);
+    ASSERT_TRUE(from_kind.ok()) << from_kind.status();
+    // The same resolved config either way, its name written for a ps from before `kind`.
+    EXPECT_EQ((*from_kind)->config().SerializeAsString(),
+              (*from_name)->config().SerializeAsString());
+    EXPECT_EQ((*from_kind)->name(), OptimizerKindName(*kind));
+  }
+  EXPECT_EQ(OptimizerKindName(OPTIMIZER_ADAM), "adam");
+  EXPECT_EQ(OptimizerKindName(OPTIMIZER_KIND_UNSPECIFIED), "");
+
+  OptimizerConfig unknown_name;
+  unknown_name.set_name("lamb");
+  absl::Status status = Optimizer::Create(unknown_name).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("unknown optimizer \"lamb\" (supported: sgd, adam"),
+            std::string::npos)
+      << status;
+  OptimizerConfig newer_client;  // a kind this build does not know
+  newer_client.set_kind(static_cast<OptimizerKind>(99));
+  status = Optimizer::Create(newer_client).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("unknown optimizer kind 99"), std::string::npos) << status;
+  OptimizerConfig disagreeing;
+  disagreeing.set_name("sgd");
+  disagreeing.set_kind(OPTIMIZER_ADAM);
+  status = Optimizer::Create(disagreeing).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("\"sgd\" and kind adam disagree"), std::string::npos)
+      << status;
+  EXPECT_FALSE(Optimizer::Create(OptimizerConfig()).ok());  // neither
+
+  // A job spec is such an edge: its config carries the kind.
+  auto keras = OptimizerConfigFromKeras(json{{"class_name", "RMSprop"}, {"config", json::object()}});
+  ASSERT_TRUE(keras.ok()) << keras.status();
+  EXPECT_EQ(keras->kind(), OPTIMIZER_RMSPROP);
+  EXPECT_EQ(keras->name(), "rmsprop");
+  auto short_form = OptimizerConfigFromKeras(json("Adagrad"));
+  ASSERT_TRUE(short_form.ok()) << short_form.status();
+  EXPECT_EQ(short_form->kind(), OPTIMIZER_ADAGRAD);
+  // And back to Keras from a config that names only its kind.
+  OptimizerConfig kind_only;
+  kind_only.set_kind(OPTIMIZER_ADAM);
+  EXPECT_EQ(OptimizerConfigToKeras(kind_only)["class_name"], "Adam");
 }
 
 TEST(OptimizerTest, ExponentialDecayScheduleFollowsKerasFormula) {
