@@ -110,7 +110,9 @@ ParameterServerCluster::~ParameterServerCluster() {
     absl::MutexLock lock(&mu_);
     scheduler_.reset();
   }
-  if (task_type() == "chief") {
+  if (task_type() == "chief" && leave_tasks_running_) {
+    LogInfo("leaving the ps and worker tasks running for a restarted chief");
+  } else if (task_type() == "chief") {
     std::vector<std::function<absl::Status()>> stops;
     for (auto& worker : workers_) {
       stops.push_back([&worker] { return worker->Shutdown("the job is done"); });

@@ -15,6 +15,7 @@
 //
 // Thread-safety: built and destroyed by one thread; the accessors may be used from any.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,8 +50,13 @@ class ParameterServerCluster {
   static absl::StatusOr<std::unique_ptr<ParameterServerCluster>> Start(
       const StrategyOptions& options, TfConfig config);
   // The chief tells every worker, then every ps, to exit (best effort, each bounded by
-  // rpc_timeout). Every task then stops serving.
+  // rpc_timeout), unless LeaveTasksRunning() was called. Every task then stops serving.
   ~ParameterServerCluster();
+
+  // Chief: the destructor tells no task to exit, so they keep their state for a chief
+  // restarted from a checkpoint (preemption); they leave by themselves if none comes
+  // back within their chief_timeout.
+  void LeaveTasksRunning() { leave_tasks_running_ = true; }
 
   const TfConfig& config() const { return config_; }
   const StrategyOptions& options() const { return options_; }
@@ -96,6 +102,7 @@ class ParameterServerCluster {
   // chief
   std::vector<std::unique_ptr<FunctionWorkerClient>> workers_;
   uint64_t placement_fingerprint_ = 0;
+  std::atomic<bool> leave_tasks_running_{false};
   absl::Mutex mu_;
   std::unique_ptr<ClosureScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
 
