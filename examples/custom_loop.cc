@@ -211,7 +211,12 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
       for (int64_t n = 0; n < round_steps && step < steps_per_epoch; ++n, ++step) {
         results.push_back(coordinator->Schedule(train_fn, per_worker_iterator));
       }
-      PS_RETURN_IF_ERROR(coordinator->Join());
+      if (absl::Status joined = coordinator->Join(); !joined.ok()) {
+        // Preempted while a failed ps was awaited: no checkpoint can be read now; the
+        // restarted chief resumes from the newest one, and finds its tasks waiting.
+        if (dist::PreemptionWatcher::Preempted() != nullptr) strategy.LeaveTasksRunning();
+        return joined;
+      }
       for (const dist::RemoteValue<dist::StepResult>& result : results) {
         PS_ASSIGN_OR_RETURN(dist::StepResult one, result.Fetch());
         totals.loss_sum += one.loss_sum;

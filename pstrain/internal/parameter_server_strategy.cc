@@ -1,5 +1,6 @@
 #include "pstrain/internal/parameter_server_strategy.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "ps_server/client/ps_recovery.h"
 #include "ps_server/client/sharded_variables.h"
 #include "pstrain/internal/tf_config.h"
+#include "pstrain/preemption.h"
 #include "worker/ps_trainer.h"
 #include "worker/replicated_model.h"
 
@@ -319,6 +321,18 @@ absl::Status ParameterServerStrategy::RecoverPsLocked() {
   PsRecovery::Options options;
   options.timeout = cluster_->options().ps_recovery_timeout;
   options.seed = checkpoint_job_.seed;
+  // A preemption (pstrain/preemption.h) while the ps is awaited ends the wait: the loop
+  // then exits for its restart instead of holding the signal for up to the timeout.
+  options.wait = [](absl::Duration timeout) -> absl::Status {
+    const absl::Time until = absl::Now() + timeout;
+    while (absl::Now() < until) {
+      if (const char* signal = PreemptionWatcher::Preempted(); signal != nullptr) {
+        return absl::AbortedError(absl::StrCat(signal, ": preempted while a failed ps was awaited"));
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
+    }
+    return absl::OkStatus();
+  };
   PsRecovery recovery(options, variables_.get(), checkpointer_.get(), restored_.get());
   return recovery.Recover("training continues");
 }
