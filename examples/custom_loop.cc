@@ -135,6 +135,37 @@ absl::Status TrainInSync(dist::Strategy& strategy, dist::DistributedModel& model
   return absl::OkStatus();
 }
 
+// TensorFlow: `checkpoint.restore(manager.latest_checkpoint)` on the parameter_server
+// chief, with SIGTERM watched (PreemptionCheckpointHandler) when there is a folder. The
+// progress to go on from: the newest checkpoint's, or the start.
+absl::StatusOr<dist::TrainingProgress> ResumeFrom(dist::Strategy& strategy,
+                                                  const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return dist::TrainingProgress();
+  dist::PreemptionWatcher::Watch();
+  absl::StatusOr<dist::TrainingProgress> restored = strategy.Restore(checkpoint_dir);
+  if (absl::IsNotFound(restored.status())) return dist::TrainingProgress();
+  if (!restored.ok()) return restored.status();
+  std::printf("resumed from the checkpoint of epoch %d, step %lld\n", restored->epochs_done,
+              static_cast<long long>(restored->global_step));
+  std::fflush(stdout);
+  return restored;
+}
+
+// After `signal`, with every function scheduled back (each variable belongs to one step):
+// a checkpoint of this step (unless the newest, of `saved_step`, is), the tasks left
+// running for the restarted chief, and ABORTED naming the checkpoint (exit 42).
+absl::Status StopForRestart(dist::Strategy& strategy, const std::string& checkpoint_dir,
+                            const dist::TrainingProgress& progress, int64_t saved_step,
+                            const char* signal) {
+  std::string newest = "of this step already";
+  if (progress.global_step != saved_step) {
+    PS_ASSIGN_OR_RETURN(newest, strategy.Save(checkpoint_dir, progress));
+  }
+  strategy.LeaveTasksRunning();
+  return absl::AbortedError(absl::StrCat(signal, ": preempted at step ", progress.global_step,
+                                         "; the newest checkpoint is ", newest));
+}
+
 // parameter_server: TensorFlow's
 //   coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 //   per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
@@ -181,22 +212,8 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
   const int64_t steps_per_epoch = job.file.spec.steps_per_epoch > 0
                                       ? job.file.spec.steps_per_epoch
                                       : (rows + batch - 1) / batch;
-  // TensorFlow: `checkpoint.restore(manager.latest_checkpoint)`; the epoch in progress
-  // goes on with the steps it had left.
   const std::string& checkpoint_dir = job.checkpoint_dir;
-  dist::TrainingProgress progress;
-  if (!checkpoint_dir.empty()) {
-    dist::PreemptionWatcher::Watch();
-    absl::StatusOr<dist::TrainingProgress> restored = strategy.Restore(checkpoint_dir);
-    if (restored.ok()) {
-      progress = *restored;
-      std::printf("resumed from the checkpoint of epoch %d, step %lld\n", progress.epochs_done,
-                  static_cast<long long>(progress.global_step));
-      std::fflush(stdout);
-    } else if (!absl::IsNotFound(restored.status())) {
-      return restored.status();
-    }
-  }
+  PS_ASSIGN_OR_RETURN(dist::TrainingProgress progress, ResumeFrom(strategy, checkpoint_dir));
   int64_t saved_step = progress.global_step;  // the newest checkpoint's (or the start's)
   // Without checkpoints an epoch is scheduled whole; with them, in rounds, so that a
   // preemption waits for a round, not an epoch, before its checkpoint.
@@ -225,15 +242,7 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
       }
       progress.global_step += static_cast<int64_t>(results.size());
       if (const char* signal = dist::PreemptionWatcher::Preempted(); signal != nullptr) {
-        // Every function scheduled has returned: each variable belongs to one step.
-        std::string newest = "of this step already";
-        if (progress.global_step != saved_step) {
-          PS_ASSIGN_OR_RETURN(newest, strategy.Save(checkpoint_dir, progress));
-        }
-        strategy.LeaveTasksRunning();
-        return absl::AbortedError(absl::StrCat(signal, ": preempted at step ",
-                                               progress.global_step, "; the newest checkpoint is ",
-                                               newest));
+        return StopForRestart(strategy, checkpoint_dir, progress, saved_step, signal);
       }
     }
     PS_RETURN_IF_ERROR(ReportEpoch(model, job, epoch, totals, steps_per_epoch, start));
