@@ -116,9 +116,15 @@ class ChiefModel : public PsModel {
   const ShardedVariables* sharded_ = nullptr;  // Not owned: the strategy's.
 };
 
-// What a checkpoint records of the job a custom loop runs: the model, compile settings and
-// seed it was made from (tools/evaluate rebuilds the model from it).
+// What a checkpoint records of the job a custom loop runs: its job spec when the model
+// came from one (tools/evaluate rebuilds the model and reads the data from it), else the
+// model, compile settings and seed it was made from.
 JobSpec CheckpointJob(const ModelOptions& options) {
+  if (options.job != nullptr) {
+    JobSpec job = *options.job;
+    job.strategy = "parameter_server";
+    return job;
+  }
   JobSpec job;
   job.model = options.keras_model;
   job.loss = options.loss;
