@@ -43,8 +43,9 @@ ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
 ABSL_FLAG(std::string, workers, "1,2", "Concurrent pushing clients");
 ABSL_FLAG(std::string, authorization, "both",
           "off: a plaintext ps without authorization; on: the daemons' default, every call "
-          "carrying the job's token and identity, checked against the role table before its "
-          "handler (common/rpc/call_authorizer.h); both: each cell twice, side by side");
+          "carrying its identity and a MAC keyed by the job's token, checked against the role "
+          "table before its handler, and every answer the ps's proof, checked by the client "
+          "(common/rpc/call_authorizer.h); both: each cell twice, side by side");
 ABSL_FLAG(double, seconds, 2.0, "Measuring time per cell");
 ABSL_FLAG(int, rounds, 1,
           "Times each cell is measured; with --authorization=both the order alternates "
@@ -350,8 +351,9 @@ int Main() {
               absl::GetFlag(FLAGS_one_malloc_arena) ? "one malloc arena" : "glibc's arenas");
   std::printf("raw TCP: one socket pair streaming both ways at once; raw exchange: the same\n"
               "send-then-receive round trips as a push-and-pull, over bare sockets\n");
-  std::printf("auth on: every call carries the job's token and a worker identity, checked by\n"
-              "the ps in gRPC's auth filter before its handler (as the daemons run by default)\n");
+  std::printf("auth on: every call carries a worker identity and a MAC keyed by the job's\n"
+              "token, checked by the ps in gRPC's auth filter before its handler, and every\n"
+              "answer the ps's proof, checked by the client (as the daemons run by default)\n");
   std::printf("store push/s: VariableStore::Push of the same gradient alone, one thread in\n"
               "this process (the ps's checks and update, no gRPC)\n");
   std::printf("cpu us/call, waits/call: this process's CPU time and voluntary context switches\n"
@@ -375,7 +377,12 @@ int Main() {
       }
       for (bool auth : order) {
         // Read by the clients' channels, made as PushPull starts its workers.
-        SetClientSecurity(auth ? ClientSecurity{kToken, {Role::kWorker, 0}} : ClientSecurity{});
+        ClientSecurity security;
+        if (auth) {
+          security = {kToken, {Role::kWorker, 0}};
+          security.require_server_proof = true;  // as a daemon's clients
+        }
+        SetClientSecurity(security);
         const Cell cell = PushPull(auth ? authorized_address : address, bytes, workers, seconds);
         std::printf("%10zu %8d %5s %14.1f %12.3f %14.3f %7.1f%% %16.3f %8.1f%% %13.1f %12.1f %11.2f\n",
                     bytes, workers, auth ? "on" : "off", cell.round_trips, cell.gbps, raw,

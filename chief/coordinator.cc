@@ -15,6 +15,7 @@
 #include "common/training/consistency_config.h"
 #include "common/training/evaluator.h"
 #include "common/training/training_state.h"
+#include "distribute/failure.h"
 
 namespace pstrain {
 namespace {
@@ -63,7 +64,89 @@ PsRecovery::Options PsRecoveryOptions(const Coordinator::Options& options, uint6
 // fastest, and the result does not depend on it.
 constexpr int64_t kValidationBatch = 1000;
 
+// A worker as the scheduler sees it: ready unless the coordinator found it lost (it
+// rejoins at a segment's start or after a ps recovery: RejoinLostWorkers), so asking
+// costs no RPC.
+class SchedulerWorker : public distribute::ScheduledWorker {
+ public:
+  SchedulerWorker(std::string name, std::function<bool()> lost)
+      : name_(std::move(name)), lost_(std::move(lost)) {}
+  std::string name() const override { return name_; }
+  absl::StatusOr<bool> Ready() override {
+    if (lost_()) {
+      return absl::UnavailableError(
+          absl::StrCat(name_, ": lost; it trains again once it heartbeats and answers ready"));
+    }
+    return true;
+  }
+
+ private:
+  const std::string name_;
+  const std::function<bool()> lost_;
+};
+
+// How often the scheduler asks a lost worker whether it is back: a local look at lost_.
+constexpr absl::Duration kLostWorkerPoll = absl::Milliseconds(20);
+// How long the chunks wait once every worker is lost before the segment gives up (the
+// epoch then fails naming them): long against kLostWorkerPoll, so that a worker that
+// rejoined at the segment's start is seen ready first.
+constexpr absl::Duration kEveryWorkerLostGrace = absl::Seconds(1);
+
 }  // namespace
+
+// What the chunk closures of one epoch segment share. Each worker's closures run on that
+// worker's scheduler thread only, so its elements of `totals` and `previous` are written
+// by one thread, and read by the epoch loop after Join.
+struct Coordinator::SegmentRun {
+  SegmentRun(const RunStepsRequest& b, ShardQueue* q, int num_workers)
+      : base(b), queue(q), totals(num_workers), previous(num_workers) {
+    for (int w = 0; w < num_workers; ++w) previous[w] = w;
+  }
+  // The chief's own failure (abort, a live checkpoint's write): the first one is kept,
+  // and the queue closes so that the other closures stop after their chunk.
+  void Fail(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu);
+      if (error.ok()) error = status;
+    }
+    queue->Close();
+  }
+  absl::Status TakeError() {
+    absl::MutexLock lock(&mu);
+    return error;
+  }
+
+  const RunStepsRequest& base;
+  ShardQueue* const queue;
+  std::vector<RunStepsResponse> totals;  // per worker
+  std::vector<int> previous;             // per worker: the shard its last chunk was of
+  absl::Mutex mu;
+  absl::Status error ABSL_GUARDED_BY(mu);
+};
+
+// One chunk of steps, taken from the segment's queue when the scheduler dispatches it;
+// once it ran one, it queues its successor, so each segment keeps one closure per live
+// worker going until the queue is done or paused.
+class Coordinator::ChunkClosure : public distribute::Closure {
+ public:
+  ChunkClosure(Coordinator* coordinator, SegmentRun* segment)
+      : coordinator_(coordinator), segment_(segment) {}
+  std::string Describe() const override { return "a chunk of steps"; }
+  std::string WhenRequeued() const override { return "its shard goes to the others"; }
+  absl::Status Run(int worker) override {
+    bool ran = false;
+    const absl::Status status = coordinator_->RunChunk(worker, segment_, &ran);
+    if (ran) {
+      coordinator_->scheduler_->Schedule(std::make_shared<ChunkClosure>(coordinator_, segment_));
+    }
+    return status;
+  }
+  void Finish(absl::Status) override {}
+
+ private:
+  Coordinator* const coordinator_;  // Not owned.
+  SegmentRun* const segment_;       // Not owned.
+};
 
 const char* JobPhaseName(JobPhase phase) {
   switch (phase) {
@@ -136,6 +219,7 @@ absl::Status Coordinator::Run() {
     LogInfo(absl::StrCat("all ", ps_.size(), " ps and ", workers_.size(),
                          " worker tasks registered"));
     PS_RETURN_IF_ERROR(WaitForWorkersReady());
+    StartScheduler();
     PS_RETURN_IF_ERROR(CreateVariables());
     SetPhase(JobPhase::kTraining);
     int first_epoch = 0;
@@ -172,9 +256,48 @@ absl::Status Coordinator::Run() {
     }
     return absl::OkStatus();
   }();
+  // Every segment ended at a Join: no chunk is in flight.
+  scheduler_.reset();
+  LogStepsPerWorker();
   SetPhase(status.ok() ? JobPhase::kDone : JobPhase::kFailed);
   checkpointer_.EndJob(/*failed=*/!status.ok());
   return status;
+}
+
+void Coordinator::StartScheduler() {
+  {
+    absl::MutexLock lock(&mu_);
+    lost_.assign(workers_.size(), false);
+    steps_per_worker_.assign(workers_.size(), 0);
+  }
+  std::vector<distribute::ScheduledWorker*> scheduled;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    scheduled_workers_.push_back(std::make_unique<SchedulerWorker>(
+        workers_[w]->name(), [this, w] {
+          absl::MutexLock lock(&mu_);
+          return static_cast<bool>(lost_[w]);
+        }));
+    scheduled.push_back(scheduled_workers_.back().get());
+  }
+  distribute::ClosureSchedulerOptions so;
+  so.startup_timeout = options_.register_timeout;
+  so.recovery_timeout = kEveryWorkerLostGrace;
+  so.poll_interval = kLostWorkerPoll;
+  so.recover_ps = [this] { return RecoverPsDuringEpoch(); };
+  so.on_worker_lost = [this](int w, const absl::Status&) { MarkLost(w); };
+  scheduler_ = std::make_unique<distribute::ClosureScheduler>(std::move(scheduled), so);
+}
+
+void Coordinator::LogStepsPerWorker() const {
+  std::vector<int64_t> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    steps = steps_per_worker_;
+  }
+  if (steps.empty()) return;
+  // Each step is counted once, by the worker whose answer arrived: a chunk run again
+  // after its worker was lost counts for the worker that answered.
+  LogInfo(absl::StrCat("steps run per worker: ", absl::StrJoin(steps, " ")));
 }
 
 absl::Status Coordinator::CreateVariables() {
@@ -353,67 +476,121 @@ absl::Status Coordinator::WaitForWorkersReady() {
 }
 
 void Coordinator::RejoinLostWorkers(int epoch) {
-  for (size_t w = 0; w < lost_.size(); ++w) {
-    if (!lost_[w]) continue;
+  std::vector<bool> lost;
+  {
+    absl::MutexLock lock(&mu_);
+    lost = lost_;
+  }
+  for (size_t w = 0; w < lost.size(); ++w) {
+    if (!lost[w]) continue;
     if (!membership_->IsLive("worker", static_cast<int>(w), options_.rejoin_heartbeat_age)) {
       continue;
     }
     absl::StatusOr<WorkerStatusResponse> status = workers_[w]->GetStatus();
     if (!status.ok() || !status->ready() || status->busy()) continue;
-    lost_[w] = false;
+    {
+      absl::MutexLock lock(&mu_);
+      lost_[w] = false;
+    }
     LogWarning(absl::StrCat(workers_[w]->name(), " is back; it trains again from epoch ",
                          epoch + 1));
   }
 }
 
-absl::Status Coordinator::RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
-                                    RunStepsResponse* total, bool* lost, bool* ps_failed) {
-  int previous = w;
-  while (true) {
-    if (abort_ != nullptr && abort_->requested()) {
-      return absl::CancelledError("the chief is shutting down");
-    }
-    // Its own shard first, then the one it ran last (its batcher is there), then any.
-    std::optional<ShardQueue::Chunk> chunk = queue->Take({w, previous});
-    if (!chunk.has_value()) return absl::OkStatus();
-    RunStepsRequest request = base;
-    request.set_shard_index(chunk->shard);
-    request.set_first_step(chunk->first_step);
-    request.set_steps(chunk->steps);
-    absl::StatusOr<RunStepsResponse> response = workers_[w]->RunSteps(request);
-    if (!response.ok()) {
-      // The chunk's answer never came: another worker runs it again from its first step.
-      queue->Return(*chunk);
-      const std::string name = workers_[w]->name();
-      if (absl::IsAborted(response.status())) {
-        // The worker is fine but a ps is not: everyone stops after their chunk, and the
-        // epoch loop recovers the ps before handing out more.
-        *ps_failed = true;
-        queue->Close();
-        LogWarning(absl::StrCat(absl::StripPrefix(response.status().message(), name + ": "),
-                                " (reported by ", name, "); training pauses"));
-        return absl::OkStatus();
-      }
-      // A worker going away (SIGTERM: its server stops and cancels the calls it has not
-      // answered) is as lost as an unreachable one.
-      if (!absl::IsUnavailable(response.status()) &&
-          !absl::IsDeadlineExceeded(response.status()) &&
-          !absl::IsCancelled(response.status())) {
-        return response.status();
-      }
-      *lost = true;
-      if (options_.observer != nullptr) options_.observer->OnTaskLost("worker", name);
-      LogWarning(absl::StrCat(name, " lost: ",
-                              absl::StripPrefix(response.status().message(), name + ": "),
-                              "; its shard goes to the others"));
-      return absl::OkStatus();
-    }
-    queue->Complete(*chunk, response->steps(), response->end_of_data());
-    AddFigures(*response, total);
-    ReportSteps(w, base, *response);
-    previous = chunk->shard;
-    if (CheckpointDue()) PS_RETURN_IF_ERROR(CheckpointAfterChunk(base, queue));
+void Coordinator::MarkLost(int w) {
+  {
+    absl::MutexLock lock(&mu_);
+    lost_[w] = true;
   }
+  if (options_.observer != nullptr) options_.observer->OnTaskLost("worker", workers_[w]->name());
+}
+
+bool Coordinator::EveryWorkerLost() const {
+  absl::MutexLock lock(&mu_);
+  return std::all_of(lost_.begin(), lost_.end(), [](bool l) { return l; });
+}
+
+absl::Status Coordinator::RecoverPsDuringEpoch() {
+  const int64_t step = global_step();
+  recoveries_without_progress_ =
+      step > step_at_last_recovery_ ? 1 : recoveries_without_progress_ + 1;
+  step_at_last_recovery_ = step;
+  if (recoveries_without_progress_ > 3) {
+    return absl::UnavailableError(
+        "a ps keeps failing: 3 recoveries in a row without a step of progress");
+  }
+  PS_RETURN_IF_ERROR(RecoverPs());
+  // Training resumes as after any pause: with the lost workers that are back.
+  int epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    epoch = epoch_ - 1;
+  }
+  RejoinLostWorkers(epoch);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RunChunk(int w, SegmentRun* segment, bool* ran) {
+  *ran = false;
+  if (abort_ != nullptr && abort_->requested()) {
+    segment->Fail(absl::CancelledError("the chief is shutting down"));
+    return absl::OkStatus();
+  }
+  ShardQueue* const queue = segment->queue;
+  // Its own shard first, then the one it ran last (its batcher is there), then any.
+  std::optional<ShardQueue::Chunk> chunk = queue->Take({w, segment->previous[w]});
+  if (!chunk.has_value()) return absl::OkStatus();
+  RunStepsRequest request = segment->base;
+  request.set_shard_index(chunk->shard);
+  request.set_first_step(chunk->first_step);
+  request.set_steps(chunk->steps);
+  // A ps recovered during the segment (no chunk was in flight then): pull afresh.
+  request.set_ps_generation(ps_generation_);
+  absl::StatusOr<RunStepsResponse> response = workers_[w]->RunSteps(request);
+  if (!response.ok()) {
+    // The chunk's answer never came: it runs again from its first step (another worker
+    // when this one is lost, any after a ps recovery).
+    queue->Return(*chunk);
+    switch (distribute::ClassifyFailure(response.status())) {
+      case distribute::FailureKind::kFunctionError:
+        // A failed epoch stops the other workers after their current chunk.
+        queue->Close();
+        break;
+      case distribute::FailureKind::kWorkerLost: {
+        absl::MutexLock lock(&mu_);
+        lost_chunks_[{chunk->shard, chunk->first_step}] = workers_[w]->name();
+        break;
+      }
+      default:
+        break;
+    }
+    return response.status();
+  }
+  std::string lost_by;
+  {
+    absl::MutexLock lock(&mu_);
+    auto lost = lost_chunks_.find({chunk->shard, chunk->first_step});
+    if (lost != lost_chunks_.end()) {
+      lost_by = lost->second;
+      lost_chunks_.erase(lost);
+    }
+  }
+  if (!lost_by.empty()) {
+    // Run again from its first step and answered: once, whoever answered.
+    LogInfo(absl::StrCat("the chunk of shard ", chunk->shard, " from step ", chunk->first_step,
+                         " that ", lost_by, " did not answer ran again on ",
+                         workers_[w]->name()));
+  }
+  queue->Complete(*chunk, response->steps(), response->end_of_data());
+  AddFigures(*response, &segment->totals[w]);
+  ReportSteps(w, segment->base, *response);
+  segment->previous[w] = chunk->shard;
+  *ran = true;
+  if (CheckpointDue()) {
+    const absl::Status written = CheckpointAfterChunk(segment->base, queue);
+    if (!written.ok()) segment->Fail(written);
+  }
+  return absl::OkStatus();
 }
 
 void Coordinator::ReportSteps(int w, const RunStepsRequest& base,
@@ -422,6 +599,7 @@ void Coordinator::ReportSteps(int w, const RunStepsRequest& base,
   {
     absl::MutexLock lock(&mu_);
     global_step_ += response.steps();
+    steps_per_worker_[w] += response.steps();
     AddFigures(response, &epoch_progress_);
     done.epoch = base.epoch() + 1;
     done.epochs = job_->epochs;
@@ -469,29 +647,12 @@ RunStepsRequest Coordinator::EpochRequest(int epoch) const {
   return base;
 }
 
-absl::StatusOr<Coordinator::Segment> Coordinator::RunSegment(const RunStepsRequest& base,
-                                                             ShardQueue* queue,
-                                                             RunStepsResponse* epoch_figures) {
+absl::Status Coordinator::RunSegment(const RunStepsRequest& base, ShardQueue* queue,
+                                     RunStepsResponse* epoch_figures) {
   const int num_workers = static_cast<int>(workers_.size());
-  std::vector<RunStepsResponse> totals(num_workers);
-  // Not std::vector<bool>: each thread writes its own element.
-  std::vector<char> lost_now(num_workers, 0);
-  std::vector<char> ps_failed_now(num_workers, 0);
-  std::vector<std::function<absl::Status()>> runs;
-  for (int w = 0; w < num_workers; ++w) {
-    if (lost_[w]) continue;
-    runs.push_back([this, w, &base, queue, &totals, &lost_now, &ps_failed_now]() {
-      bool lost = false;
-      bool ps_failed = false;
-      absl::Status status = RunChunks(w, base, queue, &totals[w], &lost, &ps_failed);
-      lost_now[w] = lost ? 1 : 0;
-      ps_failed_now[w] = ps_failed ? 1 : 0;
-      // A failed epoch stops the other workers' threads after their current chunk.
-      if (!status.ok()) queue->Close();
-      return status;
-    });
-  }
+  SegmentRun segment(base, queue, num_workers);
   segment_start_figures_ = epoch_figures;
+  int live = 0;
   {
     absl::MutexLock lock(&mu_);
     running_queue_ = queue;
@@ -500,27 +661,27 @@ absl::StatusOr<Coordinator::Segment> Coordinator::RunSegment(const RunStepsReque
     if ((options_.consistent_checkpoints && checkpointer_.Requested()) || preempted_) {
       queue->Close();
     }
+    live = static_cast<int>(std::count(lost_.begin(), lost_.end(), false));
   }
-  const absl::Status status = RunConcurrently(runs);
+  // One chunk per live worker at a time: each queues its successor (ChunkClosure).
+  for (int i = 0; i < live; ++i) {
+    scheduler_->Schedule(std::make_shared<ChunkClosure>(this, &segment));
+  }
+  const absl::Status joined = scheduler_->Join();
   {
     absl::MutexLock lock(&mu_);
     running_queue_ = nullptr;
   }
-  Segment segment;
-  for (int w = 0; w < num_workers; ++w) {
-    if (lost_now[w]) lost_[w] = true;
-    if (ps_failed_now[w]) segment.ps_failed = true;
-    AddFigures(totals[w], epoch_figures);
-    segment.steps += totals[w].steps();
-  }
-  PS_RETURN_IF_ERROR(status);
-  return segment;
+  for (int w = 0; w < num_workers; ++w) AddFigures(segment.totals[w], epoch_figures);
+  PS_RETURN_IF_ERROR(segment.TakeError());
+  // With every worker lost the chunks left could not run: the epoch loop names them.
+  if (!joined.ok() && !EveryWorkerLost()) return joined;
+  return absl::OkStatus();
 }
 
 absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
                                    const nlohmann::json* resume) {
   const int num_workers = static_cast<int>(workers_.size());
-  lost_.resize(num_workers, false);
   // With steps_per_epoch (global steps, as Keras counts them) each shard runs its share
   // over repeating data; without it each shard is one pass over its data.
   const int64_t budget =
@@ -547,25 +708,21 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
   }
 
   // The epoch runs in segments: all live workers take chunks until the queue is done or
-  // paused (a checkpoint is due, or a ps failed); between segments the chief writes the
-  // checkpoint or recovers the ps, then reopens the queue.
-  int recoveries_without_progress = 0;
+  // paused for a checkpoint (a failed ps is recovered within the segment, by the
+  // scheduler's recover_ps); between segments the chief writes the checkpoint, then
+  // reopens the queue.
+  recoveries_without_progress_ = 0;
+  step_at_last_recovery_ = global_step();
+  {
+    absl::MutexLock lock(&mu_);
+    lost_chunks_.clear();
+  }
   while (true) {
     RejoinLostWorkers(epoch);
     base.set_ps_generation(ps_generation_);
-    PS_ASSIGN_OR_RETURN(const Segment segment, RunSegment(base, &queue, &epoch_figures));
-    if (segment.ps_failed) {
-      recoveries_without_progress = segment.steps > 0 ? 1 : recoveries_without_progress + 1;
-      if (recoveries_without_progress > 3) {
-        return absl::UnavailableError(
-            "a ps keeps failing: 3 recoveries in a row without a step of progress");
-      }
-      PS_RETURN_IF_ERROR(RecoverPs());
-      queue.Reopen();
-      continue;
-    }
+    PS_RETURN_IF_ERROR(RunSegment(base, &queue, &epoch_figures));
     if (queue.Done()) break;
-    if (std::all_of(lost_.begin(), lost_.end(), [](bool l) { return l; })) {
+    if (EveryWorkerLost()) {
       std::vector<std::string> names;
       for (int w = 0; w < num_workers; ++w) names.push_back(workers_[w]->name());
       return absl::UnavailableError(absl::StrCat("epoch ", epoch + 1,

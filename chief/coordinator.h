@@ -4,8 +4,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,6 +25,7 @@
 #include "common/training/epoch_summary.h"
 #include "common/daemon/shutdown_signal.h"
 #include "common/training/training_observer.h"
+#include "distribute/closure_scheduler.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
 #include "ps_server/client/ps_recovery.h"
@@ -55,12 +58,18 @@ const char* JobPhaseName(JobPhase phase);
 // Where the variables live and how they move is ShardedVariables'; when and how a
 // checkpoint is written or restored, the Checkpointer's; this class schedules the work.
 //
-// Each epoch's data is one shard per worker, scheduled at least once (a ShardQueue):
-// every worker runs chunks of its own shard, then of any unfinished one. A worker whose
-// RunSteps is UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED (it is shutting down) is lost:
-// its chunk is run again from its first step by another worker, and it takes no more work
-// until an epoch starts while it heartbeats again and answers ready (e.g. it was restarted
-// and re-registered).
+// Each epoch's data is one shard per worker, scheduled at least once (a ShardQueue). The
+// training is a user of the closure scheduler (distribute/closure_scheduler.h), as Keras
+// fit is of ClusterCoordinator: a chunk of steps is a closure, which takes its chunk from
+// the ShardQueue when it is dispatched (its worker's own shard first, then the one it ran
+// last, then any unfinished one) and queues its successor; an epoch segment ends at a
+// Join (the barrier). What a failed RunSteps means is distribute/failure.h's rule: a
+// worker whose RunSteps is UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED (it is shutting
+// down) is lost: its chunk is returned to the ShardQueue and run again from its first
+// step by another worker, and it takes no more work until a segment starts while it
+// heartbeats again and answers ready (e.g. it was restarted and re-registered). ABORTED is
+// a failed ps: the scheduler lets the chunks in flight return, RecoverPs runs once, and
+// the chunk runs again.
 class Coordinator {
  public:
   struct Options {
@@ -150,6 +159,12 @@ class Coordinator {
  private:
   // Registration comes before a worker has built its job: wait until each says ready.
   absl::Status WaitForWorkersReady();
+  // Makes the scheduler of the chunks over every worker (none lost yet).
+  void StartScheduler();
+  // "steps run per worker: N M": the steps each worker's chunks answered over the job
+  // (a chunk that ran again after its worker was lost counts once, for the one that
+  // answered).
+  void LogStepsPerWorker() const ABSL_LOCKS_EXCLUDED(mu_);
   // Places and creates the variables, and logs where each shard went.
   absl::Status CreateVariables();
   // Restores restore_ onto the ps tasks and sets the step counters from it. Returns the
@@ -160,22 +175,30 @@ class Coordinator {
   absl::Status RunEpoch(int epoch, EpochSummary* summary, const nlohmann::json* resume);
   // What every RunSteps of epoch `epoch` carries (shard, steps and generation aside).
   RunStepsRequest EpochRequest(int epoch) const;
-  // One segment of an epoch: every live worker takes chunks of `queue` until it is done
-  // or paused; their figures are added to `epoch_figures` and the workers found lost
-  // marked in lost_. Errors: the first worker's failure that is neither a lost worker nor
-  // a failed ps.
-  struct Segment {
-    int64_t steps = 0;       // steps the segment ran
-    bool ps_failed = false;  // a worker reported a failed ps: recover it before going on
-  };
-  absl::StatusOr<Segment> RunSegment(const RunStepsRequest& base, ShardQueue* queue,
-                                     RunStepsResponse* epoch_figures);
-  // Worker `w`'s thread of an epoch: takes chunks of `queue` until it is empty or closed,
-  // runs each with `base` and adds their figures to `total`. Sets `*lost` (and returns
-  // OK) when the worker cannot be reached, `*ps_failed` (and pauses the queue) when it
-  // reports a failed ps. Pauses the queue when a checkpoint is due.
-  absl::Status RunChunks(int w, const RunStepsRequest& base, ShardQueue* queue,
-                         RunStepsResponse* total, bool* lost, bool* ps_failed);
+  // One segment of an epoch on the scheduler: a chunk closure per live worker, each
+  // queueing its successor, until `queue` is done or paused (Join is the barrier); their
+  // figures are added to `epoch_figures`, the workers found lost are marked in lost_, a
+  // failed ps is recovered (RecoverPsDuringEpoch) and its chunks run again.
+  // Errors: the first worker's failure that is neither a lost worker nor a failed ps; the
+  // ps recovery's; CANCELLED on abort; a live checkpoint's failed write.
+  struct SegmentRun;
+  class ChunkClosure;
+  absl::Status RunSegment(const RunStepsRequest& base, ShardQueue* queue,
+                          RunStepsResponse* epoch_figures);
+  // A chunk closure's work on worker `w`: takes a chunk of the segment's queue (none:
+  // returns OK with `*ran` false), runs it with the segment's request and adds its figures
+  // to the worker's total. Returns the RunSteps failure (the chunk given back to the
+  // queue) for the scheduler to classify; the chief's own failures (abort, a live
+  // checkpoint's write) are the segment's error instead. Pauses the queue when a
+  // checkpoint is due.
+  absl::Status RunChunk(int w, SegmentRun* segment, bool* ran);
+  // The scheduler's recover_ps during an epoch: RecoverPs, unless the ps keeps failing
+  // without a step of progress (3 recoveries in a row: UNAVAILABLE), then lets the lost
+  // workers that are back rejoin.
+  absl::Status RecoverPsDuringEpoch();
+  // A lost worker (the scheduler's on_worker_lost): marked in lost_, told to the observer.
+  void MarkLost(int w) ABSL_LOCKS_EXCLUDED(mu_);
+  bool EveryWorkerLost() const ABSL_LOCKS_EXCLUDED(mu_);
   // Adds a chunk's answer to the epoch's progress and tells the observer.
   void ReportSteps(int w, const RunStepsRequest& base, const RunStepsResponse& response)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -193,8 +216,9 @@ class Coordinator {
   // Runs `step` (a validation or checkpoint read); when it fails because a ps is gone,
   // recovers the ps and runs it once more.
   absl::Status RetryAfterPsRecovery(const std::function<absl::Status()>& step);
-  // At an epoch's start: lost workers that heartbeat and answer ready again take work.
-  void RejoinLostWorkers(int epoch);
+  // At a segment's start and after a ps recovery: lost workers that heartbeat and answer
+  // ready again take work.
+  void RejoinLostWorkers(int epoch) ABSL_LOCKS_EXCLUDED(mu_);
   // Evaluates the weights on the ps tasks on the validation data.
   absl::Status Validate(EpochSummary* summary);
   // Writes a checkpoint of `epochs_done` completed epochs at the current global step;
@@ -225,8 +249,14 @@ class Coordinator {
   ShardedVariables variables_;
   Checkpointer checkpointer_;
   PsRecovery ps_recovery_;
-  // Workers found unreachable, by index; only the thread of Run() reads or writes it.
-  std::vector<bool> lost_;
+  // The workers as the scheduler sees them (ready unless lost_), and the scheduler of the
+  // chunks; made by Run() once the workers are ready, gone when it returns.
+  std::vector<std::unique_ptr<distribute::ScheduledWorker>> scheduled_workers_;
+  std::unique_ptr<distribute::ClosureScheduler> scheduler_;
+  // Ps recoveries in a row without a step of progress, and the global step at the last
+  // one: RecoverPsDuringEpoch's (one at a time, with no chunk in flight) and RunEpoch's.
+  int recoveries_without_progress_ = 0;
+  int64_t step_at_last_recovery_ = 0;
   // Changes whenever the ps state is replaced behind the workers' backs (a restore, a ps
   // recovery), so each worker pulls afresh before its next step. Starts from the clock:
   // a restarted chief does not repeat its predecessor's values.
@@ -246,6 +276,13 @@ class Coordinator {
   // request pauses it.
   ShardQueue* running_queue_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool preempted_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers found unreachable, by index: they take no chunk until RejoinLostWorkers.
+  std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);
+  // Steps each worker's chunks answered over the job (logged at its end).
+  std::vector<int64_t> steps_per_worker_ ABSL_GUARDED_BY(mu_);
+  // The chunks of the epoch in progress whose worker was lost before they answered, by
+  // (shard, first step), with that worker's name: the run that answers one logs it.
+  std::map<std::pair<int, int64_t>, std::string> lost_chunks_ ABSL_GUARDED_BY(mu_);
   // The epoch in progress as the observer sees it: its start, its figures so far, and
   // the steps it will take (steps_per_epoch, else the last epoch's; 0 before one ended).
   absl::Time epoch_start_ ABSL_GUARDED_BY(mu_);

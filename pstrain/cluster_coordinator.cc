@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "pstrain/internal/closure_scheduler.h"
+#include "pstrain/internal/function_closure.h"
 #include "pstrain/internal/parameter_server_cluster.h"
 
 namespace pstrain::distribute {
@@ -40,20 +40,24 @@ int ClusterCoordinator::RegisterFunction(
   return cluster_->function_runner()->RegisterFunction(name, std::move(fn));
 }
 
-std::shared_ptr<internal::ClosureState> ClusterCoordinator::ScheduleFunction(
+std::shared_ptr<internal::FunctionClosure> ClusterCoordinator::ScheduleFunction(
     int index, const std::string& name, int iterator) {
   RunFunctionRequest request;
   request.set_function_index(index);
   request.set_function(name);
   request.set_iterator_index(iterator);
   if (cluster_->task_type() != "chief") {
-    auto refused = std::make_shared<internal::ClosureState>(std::move(request));
+    auto refused = std::make_shared<internal::FunctionClosure>(
+        std::move(request), std::vector<internal::FunctionWorkerClient*>());
     refused->Finish(absl::FailedPreconditionError(absl::StrCat(
         "only the chief schedules functions; this is ", TaskIdToString(cluster_->config().task))));
     return refused;
   }
   request.set_placement_fingerprint(cluster_->placement_fingerprint());
-  return cluster_->scheduler()->Schedule(std::move(request));
+  auto closure =
+      std::make_shared<internal::FunctionClosure>(std::move(request), cluster_->worker_clients());
+  cluster_->scheduler()->Schedule(closure);
+  return closure;
 }
 
 absl::Status ClusterCoordinator::Join() {
@@ -76,14 +80,14 @@ absl::Status ClusterCoordinator::Serve() {
 
 std::vector<int64_t> ClusterCoordinator::functions_run_per_worker() const {
   if (cluster_->task_type() != "chief") return {};
-  return cluster_->scheduler()->functions_run();
+  return cluster_->scheduler()->closures_run();
 }
 
 absl::StatusOr<std::vector<double>> ClusterCoordinator::WaitFor(
-    const internal::ClosureState& state) {
+    const internal::FunctionClosure& state) {
   return state.Wait();
 }
 
-bool ClusterCoordinator::IsDone(const internal::ClosureState& state) { return state.done(); }
+bool ClusterCoordinator::IsDone(const internal::FunctionClosure& state) { return state.done(); }
 
 }  // namespace pstrain::distribute

@@ -13,7 +13,11 @@
 // done. A function that the chief cannot get a worker to answer for (a worker killed,
 // or past function_timeout) runs again on another worker, as TensorFlow's coordinator
 // does (at least once); the first function that fails makes Join() return its error and
-// cancels the functions still queued.
+// cancels the functions still queued. A function that fails on a ps (its error UNAVAILABLE,
+// DEADLINE_EXCEEDED, CANCELLED, ABORTED, NOT_FOUND or FAILED_PRECONDITION) is reported by
+// its worker as ABORTED "a ps failed: ..." (distribute/failure.h) and fails Join() naming
+// the ps; a function's own errors should use other codes. The scheduler is
+// distribute/closure_scheduler.h.
 //
 //   auto coordinator = ClusterCoordinator::Create(strategy.get());
 //   PerWorkerIterator it = coordinator->CreatePerWorkerIterator(dataset_fn);
@@ -41,7 +45,7 @@
 namespace pstrain::distribute {
 
 namespace internal {
-class ClosureState;
+class FunctionClosure;
 class ParameterServerCluster;
 }  // namespace internal
 
@@ -57,8 +61,8 @@ class RemoteValue {
 
  private:
   friend class ClusterCoordinator;
-  explicit RemoteValue(std::shared_ptr<internal::ClosureState> state) : state_(std::move(state)) {}
-  std::shared_ptr<internal::ClosureState> state_;
+  explicit RemoteValue(std::shared_ptr<internal::FunctionClosure> state) : state_(std::move(state)) {}
+  std::shared_ptr<internal::FunctionClosure> state_;
 };
 
 // A function registered on every task, to schedule by this handle.
@@ -136,10 +140,10 @@ class ClusterCoordinator {
   explicit ClusterCoordinator(internal::ParameterServerCluster* cluster) : cluster_(cluster) {}
   int RegisterFunction(const std::string& name,
                        std::function<absl::StatusOr<std::vector<double>>(DistributedIterator&)> fn);
-  std::shared_ptr<internal::ClosureState> ScheduleFunction(int index, const std::string& name,
+  std::shared_ptr<internal::FunctionClosure> ScheduleFunction(int index, const std::string& name,
                                                            int iterator);
-  static absl::StatusOr<std::vector<double>> WaitFor(const internal::ClosureState& state);
-  static bool IsDone(const internal::ClosureState& state);
+  static absl::StatusOr<std::vector<double>> WaitFor(const internal::FunctionClosure& state);
+  static bool IsDone(const internal::FunctionClosure& state);
 
   internal::ParameterServerCluster* const cluster_;  // Not owned.
   int iterators_ = 0;

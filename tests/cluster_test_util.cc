@@ -130,6 +130,27 @@ std::string FirstLineWith(const std::string& log, absl::string_view text) {
   return "";
 }
 
+std::vector<std::string> LinesWith(const std::string& log, absl::string_view text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, text)) lines.push_back(std::string(line));
+  }
+  return lines;
+}
+
+std::vector<int64_t> StepsPerWorker(const std::string& chief_log) {
+  const std::string marker = "steps run per worker: ";
+  std::vector<int64_t> steps;
+  const std::string line = FirstLineWith(chief_log, marker);
+  if (line.empty()) return steps;
+  const std::string numbers = line.substr(line.find(marker) + marker.size());
+  for (absl::string_view n : absl::StrSplit(numbers, ' ', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(n, &v)) steps.push_back(v);
+  }
+  return steps;
+}
+
 std::string WriteTinyJob(const std::string& name, const nlohmann::json& patch) {
   std::ifstream in("tests/testdata/tiny_synthetic.json");
   nlohmann::json job = nlohmann::json::parse(in, nullptr, false);

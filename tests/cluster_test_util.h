@@ -79,6 +79,13 @@ absl::StatusOr<absl::Time> LogLineTime(absl::string_view line, absl::Time near);
 // The first line of `log` that contains `text`, or "" when none does.
 std::string FirstLineWith(const std::string& log, absl::string_view text);
 
+// The lines of `log` that contain `text`.
+std::vector<std::string> LinesWith(const std::string& log, absl::string_view text);
+
+// The chief's "steps run per worker: N M ..." (its log at the end of a job), in worker
+// order; empty when the line is missing.
+std::vector<int64_t> StepsPerWorker(const std::string& chief_log);
+
 // The tiny job (tests/testdata/tiny_synthetic.json) with `patch` merged in (RFC 7386: an
 // object merges key by key, anything else replaces), written to a fresh folder `name`
 // under the test's temp dir. Returns its path.

@@ -192,6 +192,14 @@ TEST(FaultToleranceTest, AKilledWorkerIsReplacedAndRejoinsAndTheJobCompletes) {
   EXPECT_TRUE(rejoined == "2" || rejoined == "3" || rejoined == "4") << log;
   EXPECT_EQ(ParseEpochLosses(run.stdout_of["chief"]).size(), 4u) << run.stdout_of["chief"];
   ExpectEveryEpochWhole(run, dir, 4, 4);
+  // The chunk worker1 was killed in ran again once (on whichever worker took its shard
+  // first: worker0, or worker1 itself once back), and each step was answered once.
+  const std::vector<std::string> again = LinesWith(log, " did not answer ran again on ");
+  ASSERT_EQ(again.size(), 1u) << log;
+  EXPECT_TRUE(absl::StrContains(again[0], "that worker task 1 (")) << again[0];
+  const std::vector<int64_t> per_worker = StepsPerWorker(log);
+  ASSERT_EQ(per_worker.size(), 2u) << log;
+  EXPECT_EQ(per_worker[0] + per_worker[1], 4 * kStepsPerEpoch) << log;
 }
 
 // The same under bounded staleness and sync (the job's consistency, with a 2 s timeout):

@@ -342,6 +342,18 @@ TEST(MultiprocessClusterTest, AWorkerKilledMidJobDoesNotFailIt) {
   EXPECT_NE(err["chief"].find("worker task 1 ("), std::string::npos) << err["chief"];
   EXPECT_NE(err["chief"].find(" lost: "), std::string::npos) << err["chief"];
   EXPECT_NE(err["chief"].find("its shard goes to the others"), std::string::npos) << err["chief"];
+  // The chunk worker1 never answered ran again once, on worker0, and every step of the job
+  // (30 epochs of 14) was answered once: worker1 only answered some of the first two.
+  const std::vector<std::string> lost = LinesWith(err["chief"], " lost: ");
+  const std::vector<std::string> again = LinesWith(err["chief"], " did not answer ran again on ");
+  ASSERT_EQ(lost.size(), 1u) << err["chief"];
+  ASSERT_EQ(again.size(), 1u) << err["chief"];
+  EXPECT_TRUE(absl::StrContains(again[0], "that worker task 1 (")) << again[0];
+  EXPECT_TRUE(absl::StrContains(again[0], "ran again on worker task 0 (")) << again[0];
+  const std::vector<int64_t> per_worker = StepsPerWorker(err["chief"]);
+  ASSERT_EQ(per_worker.size(), 2u) << err["chief"];
+  EXPECT_EQ(per_worker[0] + per_worker[1], 30 * 14) << err["chief"];
+  EXPECT_GE(per_worker[0], 28 * 14) << err["chief"];
 }
 
 // As ./demo.sh runs it: the launcher's orchestrator policy restarts the killed worker with

@@ -324,6 +324,17 @@ TEST(RecoveryClusterTest, AHungWorkerIsLostAndItsChunkRunsAgain) {
   const std::string lost = FirstLineWith(log, " lost: ");
   EXPECT_TRUE(absl::StrContains(lost, "worker task 1 (" + cluster.workers[1] + ")")) << lost;
   EXPECT_TRUE(absl::StrContains(lost, "its shard goes to the others")) << lost;
+  // It ran again once, on worker0 (worker1 takes work again from a later epoch), and each
+  // of the job's 5 x 14 steps was answered once.
+  const std::vector<std::string> again = LinesWith(log, " did not answer ran again on ");
+  ASSERT_EQ(again.size(), 1u) << log;
+  EXPECT_TRUE(absl::StrContains(again[0], "that worker task 1 (" + cluster.workers[1] + ")"))
+      << again[0];
+  EXPECT_TRUE(absl::StrContains(again[0], "ran again on worker task 0 (" + cluster.workers[0]))
+      << again[0];
+  const std::vector<int64_t> per_worker = StepsPerWorker(log);
+  ASSERT_EQ(per_worker.size(), 2u) << log;
+  EXPECT_EQ(per_worker[0] + per_worker[1], 5 * 14) << log;
   // The chunk whose answer never came was trained anyway: every epoch has every sample.
   EXPECT_EQ(ParseEpochLosses(run.stdout_of["chief"]).size(), 5u) << run.stdout_of["chief"];
   int full_epochs = 0;

@@ -10,6 +10,7 @@
 #include "common/memory_budget.h"
 #include "common/model/model_memory.h"
 #include "common/status_macros.h"
+#include "distribute/failure.h"
 
 namespace pstrain {
 
@@ -158,33 +159,15 @@ absl::Status TrainingWorker::PrepareBatcher(const RunStepsRequest& request) {
   return absl::OkStatus();
 }
 
-namespace {
 
-// A step fails on a ps when the ps is gone (UNAVAILABLE, DEADLINE_EXCEEDED) or came back
-// empty (a restarted ps holds no variables until the chief restores them: NOT_FOUND for
-// a pull, FAILED_PRECONDITION for a push).
-// The chief must tell that apart from this worker being unreachable, which is also
-// UNAVAILABLE to it, so a ps failure travels as ABORTED. The trainer is dropped: the
-// next chunk pulls fresh weights from the recovered ps.
-absl::Status PsFailure(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-      return absl::AbortedError(absl::StrCat("a ps failed: ", status.message()));
-    default:
-      return status;
-  }
-}
-
-}  // namespace
-
+// A step fails on a ps when the ps is gone or came back empty (a restarted ps holds no
+// variables until the chief restores them). The chief must tell that apart from this
+// worker being unreachable, which is also UNAVAILABLE to it, so a ps failure travels as
+// ABORTED (distribute/failure.h, the rule the custom loop's workers follow too). The
+// trainer is dropped: the next chunk pulls fresh weights from the recovered ps.
 absl::Status TrainingWorker::AsPsFailure(const absl::Status& status) {
   trainer_.reset();
-  return PsFailure(status);
+  return distribute::PsFailureOnWorker(status);
 }
 
 absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest& request) {

@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/memory_budget.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(std::string, tf_config, "",
@@ -28,6 +29,12 @@ ABSL_FLAG(absl::Duration, register_timeout, absl::Seconds(60),
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1), "Heartbeat period");
 ABSL_FLAG(absl::Duration, chief_timeout, absl::Seconds(30),
           "Exit when the chief has not answered for this long");
+ABSL_FLAG(std::string, rpc_receive_memory, "",
+          "Memory gRPC may hold for this daemon's incoming calls before their handlers see "
+          "them (a message still arriving); when full, gRPC cancels calls to free it. "
+          "Bytes with a K/M/G/T suffix or a share of the machine's memory (\"10%\"); at "
+          "least the largest message the job sends times the calls in flight at once; "
+          "empty: a quarter of --max_memory");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(20),
           "After SIGTERM/SIGINT, how long the daemon may take to shut down cleanly (the "
           "chief: to write its checkpoint); a second signal or the end of it exits at once");
@@ -50,6 +57,20 @@ absl::StatusOr<TfConfig> ConfigFromFlagsOrEnvironment(bool cluster_optional, boo
     return TfConfig();
   }
   return TfConfigFromEnvironment();
+}
+
+// --rpc_receive_memory in bytes; a quarter of --max_memory when empty.
+// Errors: INVALID_ARGUMENT as ParseMemorySize, naming the flag.
+absl::StatusOr<int64_t> RpcReceiveMemoryBytes() {
+  const std::string text = absl::GetFlag(FLAGS_rpc_receive_memory);
+  if (text.empty()) return MemoryBudgetBytes() / 4;
+  absl::StatusOr<MemorySize> size = ParseMemorySize(text);
+  if (!size.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rpc_receive_memory: ", size.status().message()));
+  }
+  if (size->percent <= 0) return size->bytes;
+  return static_cast<int64_t>(static_cast<double>(MachineMemoryBytes()) * size->percent / 100.0);
 }
 
 }  // namespace
@@ -84,6 +105,7 @@ absl::StatusOr<DaemonOptions> DaemonOptionsFromFlags(const TaskTypes& expected) 
   options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.chief_timeout = absl::GetFlag(FLAGS_chief_timeout);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  PS_ASSIGN_OR_RETURN(options.rpc_receive_memory_bytes, RpcReceiveMemoryBytes());
   for (const auto& [name, value] :
        {std::pair<const char*, absl::Duration>{"--rpc_timeout", options.rpc_timeout},
         {"--register_timeout", options.register_timeout},

@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_COMMON_DAEMON_DAEMON_OPTIONS_H_
 #define PSTRAIN_COMMON_DAEMON_DAEMON_OPTIONS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,11 @@ struct DaemonOptions {
   // After the first SIGTERM/SIGINT the daemon has this long to exit by itself (under
   // Kubernetes' default terminationGracePeriodSeconds of 30 s); then it is ended at once.
   absl::Duration shutdown_grace = absl::Seconds(20);
+  // The memory gRPC may hold for this daemon's server (--rpc_receive_memory): above all
+  // the bytes of calls still arriving, which no handler has seen yet. When it is full
+  // gRPC cancels calls to free it (RESOURCE_EXHAUSTED), so a peer that leaves large
+  // messages half-sent holds at most this much. 0: no bound (tests that build options).
+  int64_t rpc_receive_memory_bytes = 0;
 };
 
 // The address this task listens on:

@@ -46,6 +46,7 @@ absl::Status DaemonRuntime::Serve(std::vector<grpc::Service*> services) {
   for (grpc::Service* extra : hooks_.extra_services) server_options.services.push_back(extra);
   server_options.credentials = hooks_.credentials;
   server_options.make_interceptors = hooks_.make_interceptors;
+  server_options.memory_quota_bytes = options_.rpc_receive_memory_bytes;
   PS_ASSIGN_OR_RETURN(RunningServer server, StartServer(server_options));
   const int port = server.port;
   RunningServer health;

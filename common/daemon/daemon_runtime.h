@@ -33,10 +33,11 @@
 // Seams for what comes next, all in this one place:
 // - Authorization (#12), in step 2: common/daemon/daemon_security.h reads the job's token
 //   (--auth_token_file, PSTRAIN_AUTH_TOKEN) or --insecure; ServerHooks::credentials then
-//   carry a CallAuthorizer (common/rpc/call_authorizer.h) that checks every call's token
-//   and identity against the role table (common/rpc/method_roles.h) in gRPC's auth
-//   filter, before any handler; the daemon's channels send the token and its own task's
-//   identity (common/rpc/client_security.h, read by CreateChannel). A daemon of a cluster
+//   carry a CallAuthorizer (common/rpc/call_authorizer.h) that checks every call's MAC
+//   (keyed by the token, which is never sent) and identity against the role table
+//   (common/rpc/method_roles.h) in gRPC's auth filter, before any handler; the daemon's
+//   channels sign each call as its own task and refuse answers whose server does not
+//   prove it holds the token (common/rpc/client_security.h, read by CreateChannel). A daemon of a cluster
 //   with no token and no --insecure exits 2.
 // - TLS (#12): ServerHooks::credentials, filled from flags in RunDaemon, used by Serve();
 //   clients get theirs the same way through common/rpc/grpc_util's CreateChannel.

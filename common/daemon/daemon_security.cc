@@ -180,6 +180,9 @@ absl::StatusOr<DaemonSecurity> DaemonSecurityFor(const DaemonOptions& options,
   absl::StatusOr<std::optional<TlsMaterial>> tls = ReadTlsMaterial(flags, identity);
   if (!tls.ok()) return tls.status();
   security.authorizer = std::make_shared<CallAuthorizer>(security.client.token);
+  // Every task of the job checks calls and proves it did: an answer without that proof
+  // comes from a process that is not of the job (one listening at a task's address).
+  security.client.require_server_proof = true;
   security.server_credentials = AuthorizingServerCredentials(
       security.authorizer, tls->has_value() ? &**tls : nullptr);
   return security;

@@ -3,7 +3,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/rpc/call_mac.h"
 #include "common/logging.h"
 #include "common/rpc/method_roles.h"
 #include "grpc/grpc_security.h"
@@ -40,35 +42,93 @@ void ProcessCallMetadata(void* state, grpc_auth_context* context, const grpc_met
                          void* user_data) {
   CallAuthorizer* authorizer = static_cast<std::shared_ptr<CallAuthorizer>*>(state)->get();
   absl::string_view method;
-  const grpc_metadata* token_entry = nullptr;
-  absl::string_view token;
-  absl::string_view claim;
-  bool has_claim = false;
+  CallCredentialsMetadata call;
   for (size_t i = 0; i < num_md; ++i) {
     const absl::string_view key = SliceView(md[i].key);
     if (key == ":path") {
       method = SliceView(md[i].value);
-    } else if (key == kTokenMetadataKey) {
-      token_entry = &md[i];
-      token = SliceView(md[i].value);
     } else if (key == kIdentityMetadataKey) {
-      claim = SliceView(md[i].value);
-      has_claim = true;
+      call.claim = SliceView(md[i].value);
+    } else if (key == kTimeMetadataKey) {
+      call.time = SliceView(md[i].value);
+    } else if (key == kNonceMetadataKey) {
+      call.nonce = SliceView(md[i].value);
+    } else if (key == kMacMetadataKey) {
+      call.mac = SliceView(md[i].value);
     }
   }
-  const absl::Status verdict =
-      authorizer->Check(method, CertificateName(context), token_entry ? &token : nullptr,
-                        has_claim ? &claim : nullptr);
+  const absl::Status verdict = authorizer->Check(method, CertificateName(context), call);
   if (verdict.ok()) {
-    // The token is consumed: no handler, log or interceptor after this one sees it.
-    done(user_data, token_entry, token_entry != nullptr ? 1 : 0, nullptr, 0, GRPC_STATUS_OK,
-         nullptr);
+    done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
   const std::string message(verdict.message());
   done(user_data, nullptr, 0, nullptr, 0, static_cast<grpc_status_code>(verdict.code()),
        message.c_str());
 }
+
+// Sends back, in the server's initial metadata (a client reading a stream learns it
+// first) and trailing metadata (gRPC may send an error with no initial metadata of its
+// own), the proof that this server holds the job's secret, over the nonce of the call's
+// MAC. A call reaches an interceptor only once the processor above accepted it, so for
+// every method but the open ones the MAC was good. (The processor cannot add metadata,
+// and gRPC 1.51 shares one auth context among a connection's calls, so the proof is made
+// here rather than handed over.)
+class ReplyProofInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  ReplyProofInterceptor(const CallAuthorizer* authorizer, grpc::experimental::ServerRpcInfo* info)
+      : authorizer_(authorizer), info_(info) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      if (const std::string* proof = Proof()) {
+        methods->GetSendInitialMetadata()->emplace(kReplyProofMetadataKey, *proof);
+      }
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      if (const std::string* proof = Proof()) {
+        methods->GetSendTrailingMetadata()->emplace(kReplyProofMetadataKey, *proof);
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  // The call's proof; null when it carries no MAC.
+  const std::string* Proof() {
+    if (!made_) {
+      made_ = true;
+      const auto& metadata = info_->server_context()->client_metadata();
+      const auto nonce = metadata.find(kNonceMetadataKey);
+      if (nonce != metadata.end() && metadata.find(kMacMetadataKey) != metadata.end() &&
+          info_->method() != nullptr) {
+        proof_ = authorizer_->ReplyProofFor(
+            info_->method(), absl::string_view(nonce->second.data(), nonce->second.size()));
+      }
+    }
+    return proof_.empty() ? nullptr : &proof_;
+  }
+
+  const CallAuthorizer* const authorizer_;  // Not owned: the server credentials'.
+  grpc::experimental::ServerRpcInfo* const info_;  // Not owned: the call's.
+  bool made_ = false;
+  std::string proof_;
+};
+
+class ReplyProofFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit ReplyProofFactory(std::shared_ptr<const CallAuthorizer> authorizer)
+      : authorizer_(std::move(authorizer)) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new ReplyProofInterceptor(authorizer_.get(), info);
+  }
+
+ private:
+  const std::shared_ptr<const CallAuthorizer> authorizer_;
+};
 
 void DestroyProcessorState(void* state) {
   delete static_cast<std::shared_ptr<CallAuthorizer>*>(state);
@@ -81,11 +141,13 @@ void DestroyProcessorState(void* state) {
 class AuthorizingCredentials final : public grpc::ServerCredentials {
  public:
   AuthorizingCredentials(grpc_server_credentials* core, std::shared_ptr<CallAuthorizer> authorizer)
-      : core_(core) {
+      : core_(core), authorizer_(authorizer) {
     grpc_server_credentials_set_auth_metadata_processor(
         core_, {ProcessCallMetadata, DestroyProcessorState,
                 new std::shared_ptr<CallAuthorizer>(std::move(authorizer))});
   }
+
+  const std::shared_ptr<CallAuthorizer>& authorizer() const { return authorizer_; }
   ~AuthorizingCredentials() override { grpc_server_credentials_release(core_); }
 
   void SetAuthMetadataProcessor(
@@ -99,15 +161,44 @@ class AuthorizingCredentials final : public grpc::ServerCredentials {
   }
 
   grpc_server_credentials* const core_;
+  const std::shared_ptr<CallAuthorizer> authorizer_;
 };
 
 }  // namespace
 
 CallAuthorizer::CallAuthorizer(std::string token) : token_(std::move(token)) {}
 
+absl::Status CallAuthorizer::CheckMac(absl::string_view method,
+                                      const CallCredentialsMetadata& call) {
+  if (call.mac.empty()) {
+    return absl::UnauthenticatedError(
+        "no call MAC: every pstrain daemon, psctl and client of a job needs the job's token "
+        "(--auth_token_file or PSTRAIN_AUTH_TOKEN)");
+  }
+  int64_t time_micros = 0;
+  // A nonce is NewCallNonce's 32 characters: a longer one would cost the replay cache
+  // memory.
+  if (call.claim.empty() || call.nonce.size() != 32 ||
+      !absl::SimpleAtoi(call.time, &time_micros)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the call's MAC comes without its identity, time or nonce (", kIdentityMetadataKey,
+        ", ", kTimeMetadataKey, ", ", kNonceMetadataKey, ")"));
+  }
+  if (!ConstantTimeEquals(call.mac, CallMac(token_, method, call.claim, time_micros, call.nonce))) {
+    return absl::UnauthenticatedError("wrong call MAC: the caller does not hold the job's token");
+  }
+  // Only after the MAC: a caller without the secret cannot fill the cache.
+  return replay_cache_.Admit(time_micros, call.nonce, absl::Now());
+}
+
+std::string CallAuthorizer::ReplyProofFor(absl::string_view method,
+                                          absl::string_view nonce) const {
+  if (token_.empty()) return "";
+  return ReplyProof(token_, method, nonce);
+}
+
 absl::Status CallAuthorizer::Check(absl::string_view method, absl::string_view certificate_name,
-                                   const absl::string_view* token,
-                                   const absl::string_view* claim) {
+                                   const CallCredentialsMetadata& call) {
   if (IsOpenMethod(method)) return absl::OkStatus();
   absl::Status verdict;
   std::string caller = "an anonymous caller";
@@ -115,21 +206,16 @@ absl::Status CallAuthorizer::Check(absl::string_view method, absl::string_view c
   if (!certificate_name.empty()) {
     identity = ParseIdentity(certificate_name);
     caller = absl::StrCat("certificate ", certificate_name.substr(0, 64));
-  } else if (token_.empty() || token == nullptr || !ConstantTimeEquals(*token, token_)) {
+  } else if (token_.empty()) {
     verdict = absl::UnauthenticatedError(
-        token_.empty() ? "this server takes only callers with a certificate of its cluster"
-        : token == nullptr
-            ? "no auth token: every pstrain daemon, psctl and client of a job needs the job's "
-              "token (--auth_token_file or PSTRAIN_AUTH_TOKEN)"
-            : "wrong auth token");
-    if (claim != nullptr) caller = absl::StrCat("a caller claiming ", claim->substr(0, 64));
-  } else if (claim == nullptr) {
-    verdict = absl::UnauthenticatedError(
-        absl::StrCat("the call carries the token but no identity (", kIdentityMetadataKey,
-                     ": worker-1)"));
+        "this server takes only callers with a certificate of its cluster");
   } else {
-    identity = ParseIdentity(*claim);
-    caller = std::string(claim->substr(0, 64));
+    if (!call.claim.empty()) caller = absl::StrCat("a caller claiming ", call.claim.substr(0, 64));
+    verdict = CheckMac(method, call);
+    if (verdict.ok()) {
+      identity = ParseIdentity(call.claim);
+      caller = std::string(call.claim.substr(0, 64));
+    }
   }
   if (verdict.ok() && !identity.ok()) {
     verdict = absl::UnauthenticatedError(identity.status().message());
@@ -177,6 +263,13 @@ std::shared_ptr<grpc::ServerCredentials> AuthorizingServerCredentials(
         nullptr);
   }
   return std::make_shared<AuthorizingCredentials>(core, std::move(authorizer));
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+ReplyProofInterceptorFactory(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  const auto* authorizing = dynamic_cast<const AuthorizingCredentials*>(credentials.get());
+  if (authorizing == nullptr) return nullptr;
+  return std::make_unique<ReplyProofFactory>(authorizing->authorizer());
 }
 
 absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context) {

@@ -4,6 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/rpc/call_mac.h"
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "gtest/gtest.h"
@@ -19,15 +22,26 @@ constexpr char kToken[] = "0123456789abcdef-test-token";
 // whether its caller is worker 1.
 class CountingWorker final : public Worker::Service {
  public:
-  grpc::Status Shutdown(grpc::ServerContext*, const ShutdownRequest*, ShutdownResponse*) override {
+  grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest*,
+                        ShutdownResponse*) override {
     shutdowns.fetch_add(1);
-    return grpc::Status::OK;
+    std::string seen;
+    for (const auto& [key, value] : context->client_metadata()) {
+      seen.append(key.data(), key.size()).append("=").append(value.data(), value.size());
+    }
+    absl::MutexLock lock(&mu);
+    metadata_seen += seen;
+    return answer;
   }
   grpc::Status GetStatus(grpc::ServerContext* context, const WorkerStatusRequest*,
                          WorkerStatusResponse*) override {
     return CheckCallerIsTask(*context, "worker", 1);
   }
   std::atomic<int> shutdowns{0};
+  absl::Mutex mu;
+  std::string metadata_seen ABSL_GUARDED_BY(mu);
+  // What Shutdown answers (set before the server starts).
+  grpc::Status answer = grpc::Status::OK;
 };
 
 class CallAuthorizerTest : public ::testing::Test {
@@ -114,6 +128,124 @@ TEST_F(CallAuthorizerTest, AHandlerSeesWhoCallsAndNotTheToken) {
     EXPECT_EQ(status.error_code(), expected) << FormatIdentity(identity) << ": "
                                              << status.error_message();
   }
+}
+
+TEST_F(CallAuthorizerTest, TheTokenIsNeverSent) {
+  ASSERT_TRUE(CallShutdown({kToken, {Role::kChief, 0}}).ok());
+  absl::MutexLock lock(&service_.mu);
+  EXPECT_NE(service_.metadata_seen.find(kMacMetadataKey), std::string::npos);
+  EXPECT_EQ(service_.metadata_seen.find(kToken), std::string::npos) << service_.metadata_seen;
+}
+
+constexpr char kShutdownMethod[] = "/pstrain.Worker/Shutdown";
+
+// Shutdown on a channel with no interceptors, with the metadata given.
+grpc::Status RawShutdown(const std::string& address,
+                         const std::vector<std::pair<std::string, std::string>>& metadata) {
+  auto stub = Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
+  ShutdownRequest request;
+  ShutdownResponse response;
+  return stub->Shutdown(&context, request, &response);
+}
+
+std::vector<std::pair<std::string, std::string>> SignedAs(const std::string& claim,
+                                                          int64_t time_micros,
+                                                          const std::string& nonce) {
+  return {{kIdentityMetadataKey, claim},
+          {kTimeMetadataKey, std::to_string(time_micros)},
+          {kNonceMetadataKey, nonce},
+          {kMacMetadataKey, CallMac(kToken, kShutdownMethod, claim, time_micros, nonce)}};
+}
+
+TEST_F(CallAuthorizerTest, AReplayedCallIsRefusedAndNoHandlerRuns) {
+  const auto call = SignedAs("chief", absl::ToUnixMicros(absl::Now()), NewCallNonce());
+  ASSERT_TRUE(RawShutdown(address_, call).ok());
+  const grpc::Status replay = RawShutdown(address_, call);
+  EXPECT_EQ(replay.error_code(), grpc::StatusCode::UNAUTHENTICATED) << replay.error_message();
+  EXPECT_NE(replay.error_message().find("replayed"), std::string::npos) << replay.error_message();
+  EXPECT_EQ(service_.shutdowns.load(), 1);
+}
+
+TEST_F(CallAuthorizerTest, AStaleOrAlteredCallIsRefused) {
+  const int64_t stale = absl::ToUnixMicros(absl::Now() - absl::Minutes(2));
+  EXPECT_EQ(RawShutdown(address_, SignedAs("chief", stale, NewCallNonce())).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // The identity changed after signing ("admin" signed, "chief" claimed).
+  auto altered = SignedAs("admin", absl::ToUnixMicros(absl::Now()), NewCallNonce());
+  altered[0].second = "chief";
+  EXPECT_EQ(RawShutdown(address_, altered).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // The secret itself, sent as before, no longer opens anything.
+  EXPECT_EQ(RawShutdown(address_, {{"x-pstrain-token", kToken}, {kIdentityMetadataKey, "chief"}})
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(service_.shutdowns.load(), 0);
+}
+
+// A server that does not hold the token (here: one with no authorizer) answers OK; the
+// client does not take it.
+TEST_F(CallAuthorizerTest, AnAnswerWithoutTheServersProofIsRefused) {
+  CountingWorker impostor;
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.services = {&impostor};
+  absl::StatusOr<RunningServer> running = StartServer(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  const std::string address = "127.0.0.1:" + std::to_string(running->port);
+  ClientSecurity chief{kToken, {Role::kChief, 0}};
+  chief.require_server_proof = true;
+  SetClientSecurity(chief);
+  auto stub = Worker::NewStub(CreateChannel(address));
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  ShutdownRequest request;
+  ShutdownResponse response;
+  const grpc::Status status = stub->Shutdown(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  EXPECT_NE(status.error_message().find("did not prove"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(impostor.shutdowns.load(), 1);  // it ran, and learned no token
+  {
+    absl::MutexLock lock(&impostor.mu);
+    EXPECT_EQ(impostor.metadata_seen.find(kToken), std::string::npos);
+  }
+  running->server->Shutdown();
+  // An error a client acts on (a task that registers gives up on INVALID_ARGUMENT) is
+  // refused too; one it only retries or reports passes as it came.
+  for (const auto& [answered, seen] :
+       {std::pair<grpc::StatusCode, grpc::StatusCode>{grpc::StatusCode::INVALID_ARGUMENT,
+                                                      grpc::StatusCode::UNAUTHENTICATED},
+        {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::UNAUTHENTICATED},
+        {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::UNAVAILABLE}}) {
+    CountingWorker failing;
+    failing.answer = grpc::Status(answered, "from an impostor");
+    options.services = {&failing};
+    absl::StatusOr<RunningServer> started = StartServer(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    auto failing_stub =
+        Worker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(started->port)));
+    grpc::ClientContext failing_context;
+    SetTimeout(&failing_context, absl::Seconds(10));
+    const grpc::Status got = failing_stub->Shutdown(&failing_context, request, &response);
+    EXPECT_EQ(got.error_code(), seen) << answered << ": " << got.error_message();
+    started->server->Shutdown();
+  }
+  // The job's own server proves it: its answers pass, the open health check's too.
+  auto real = Worker::NewStub(CreateChannel(address_));
+  grpc::ClientContext real_context;
+  SetTimeout(&real_context, absl::Seconds(10));
+  const grpc::Status proven = real->Shutdown(&real_context, request, &response);
+  EXPECT_TRUE(proven.ok()) << proven.error_message();
+  EXPECT_EQ(service_.shutdowns.load(), 1);
+  auto health = grpc::health::v1::Health::NewStub(CreateChannel(address_));
+  grpc::ClientContext health_context;
+  SetTimeout(&health_context, absl::Seconds(10));
+  grpc::health::v1::HealthCheckRequest health_request;
+  grpc::health::v1::HealthCheckResponse health_response;
+  const grpc::Status healthy = health->Check(&health_context, health_request, &health_response);
+  EXPECT_TRUE(healthy.ok()) << healthy.error_message();
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 
 // Who calls a pstrain RPC: a role and an index, as a task of the cluster spec is named.
 // Knows nothing of gRPC: common/rpc/call_authorizer.h reads it from a call (the peer's
-// certificate, or the claim a client sends next to the job's token).
+// certificate, or the claim a client makes under its call's MAC).
 
 #include <string>
 
@@ -12,10 +12,17 @@
 
 namespace pstrain {
 
-// Call metadata a pstrain client sends (common/rpc/client_security.h): the job's token,
-// and the identity it claims (FormatIdentity's form).
-inline constexpr char kTokenMetadataKey[] = "x-pstrain-token";
+// Call metadata a pstrain client sends (common/rpc/client_security.h): the identity it
+// claims (FormatIdentity's form), the time (Unix microseconds) and a nonce of the call,
+// and the call's MAC over them keyed by the job's secret (common/rpc/call_mac.h). The
+// secret itself is never sent.
 inline constexpr char kIdentityMetadataKey[] = "x-pstrain-identity";
+inline constexpr char kTimeMetadataKey[] = "x-pstrain-time";
+inline constexpr char kNonceMetadataKey[] = "x-pstrain-nonce";
+inline constexpr char kMacMetadataKey[] = "x-pstrain-mac";
+// What a server that checked a call's MAC sends back in its initial and trailing
+// metadata: its own proof that it holds the secret (ReplyProof over the call's nonce).
+inline constexpr char kReplyProofMetadataKey[] = "x-pstrain-reply-proof";
 
 enum class Role {
   kChief,   // the coordinator (TF_CONFIG "chief" or "master")

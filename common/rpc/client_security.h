@@ -6,8 +6,9 @@
 // and its task (common/daemon/security_flags.h), by psctl from its own flags.
 // CreateChannel (common/rpc/grpc_util.h) reads it for each new channel.
 //
-// A process that sets nothing (a test, a user's custom loop, a tool) sends the token of
-// the PSTRAIN_AUTH_TOKEN environment variable, if any, as "admin" (an operator: status,
+// A process that sets nothing (a test, a user's custom loop, a tool) authenticates with
+// the token of the PSTRAIN_AUTH_TOKEN environment variable, if any, as "admin" (an
+// operator: status,
 // ReadState, Shutdown and SaveCheckpoint; common/rpc/method_roles.h).
 //
 // Thread-safe.
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/rpc/caller_identity.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -26,12 +28,18 @@ namespace pstrain {
 inline constexpr char kAuthTokenEnvironmentVariable[] = "PSTRAIN_AUTH_TOKEN";
 
 struct ClientSecurity {
-  // The job's shared token; empty: none is sent (a job run with --insecure, or TLS only).
+  // The job's shared token: the key of each call's MAC (common/rpc/call_mac.h), never
+  // sent itself; empty: calls carry no MAC (a job run with --insecure, or TLS only).
   std::string token;
-  // The identity claimed next to the token (ignored by a server that sees a certificate).
+  // The identity claimed under the MAC (ignored by a server that sees a certificate).
   CallerIdentity identity;
   // TLS with this process's certificate, trusting the cluster CA; null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
+  // On a plaintext channel with a token: refuse an answer whose server does not prove it
+  // holds the token too (MakeClientSecurityInterceptors). Set for a task of a job with
+  // authorization on (common/daemon/daemon_security.h), whose peers all check calls;
+  // off for a process that may also call servers run without it (a test, a tool).
+  bool require_server_proof = false;
 };
 
 // Replaces this process's client security; channels made before keep theirs.
@@ -44,8 +52,21 @@ ClientSecurity GetClientSecurity();
 // plaintext.
 std::shared_ptr<grpc::ChannelCredentials> ClientChannelCredentials();
 
-// The interceptors that put the token and the identity on every call of a new channel;
-// empty when there is no token.
+// Adds to `context` what the interceptors below add to a call to `method`
+// ("/pstrain.ParameterServer/Push") as `claim` ("worker-1") keyed by `token`, for a caller
+// on a channel of its own (a test acting as several tasks); its answer is not checked.
+void AddCallCredentials(absl::string_view token, absl::string_view claim,
+                        absl::string_view method, grpc::ClientContext* context);
+
+// The interceptors that authenticate every call of a new channel: its identity, time,
+// nonce and MAC keyed by the token. On a plaintext channel with require_server_proof
+// they also check that the server proves it holds the token (its ReplyProof over the
+// call's nonce, in its initial or trailing metadata); an answer without it is turned into UNAUTHENTICATED when its
+// code is one a client acts on (OK, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+// FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, DATA_LOSS), so no caller obeys a shutdown,
+// a heartbeat's shutdown:true or a placement from a process that is not of the job.
+// Messages of a stream are handed to the caller as they come; the check is made when
+// the stream's status is read. Empty when there is no token.
 std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientSecurityInterceptors();
 

@@ -10,10 +10,12 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/call_authorizer.h"
 #include "common/rpc/client_security.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 
 namespace pstrain {
 
@@ -103,9 +105,25 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              MillisecondsArg(options.max_connection_age_grace));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
-  if (options.make_interceptors) {
-    builder.experimental().SetInterceptorCreators(options.make_interceptors());
+  if (options.memory_quota_bytes > 0) {
+    // The builder keeps its own reference to the quota.
+    grpc::ResourceQuota quota("pstrain-server");
+    quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
+    builder.SetResourceQuota(quota);
   }
+  // First, so that every answer carries the server's proof that it holds the job's secret
+  // (call_authorizer.h), whatever the interceptors after it do.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  if (auto reply_proof = ReplyProofInterceptorFactory(options.credentials)) {
+    interceptors.push_back(std::move(reply_proof));
+  }
+  if (options.make_interceptors) {
+    for (auto& interceptor : options.make_interceptors()) {
+      interceptors.push_back(std::move(interceptor));
+    }
+  }
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   for (grpc::Service* service : options.services) builder.RegisterService(service);
   running.server = builder.BuildAndStart();
   if (running.server == nullptr || running.port == 0) {

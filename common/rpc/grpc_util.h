@@ -42,6 +42,14 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::Minutes(15);
   // Calls one connection may have in flight at once.
   int max_concurrent_streams = 256;
+  // The memory gRPC may hold for this server's connections (a grpc::ResourceQuota), above
+  // all the bytes of messages still arriving, which no handler has seen: a message that
+  // announces 250 MiB and stops half-way is held whole until it completes or its
+  // connection ends. When the quota is full gRPC reads less and cancels calls to free it
+  // (their clients see RESOURCE_EXHAUSTED or UNAVAILABLE), so peers that leave messages
+  // half-sent hold at most this much. Give at least the largest message the server takes
+  // times the calls that may arrive at once. 0: no bound.
+  int64_t memory_quota_bytes = 0;
   // The seams for what every daemon's server will carry, so that they are set here and
   // only here (the daemon runtime, common/daemon/daemon_runtime.h, fills them):
   // transport security (TLS); null: plaintext, grpc::InsecureServerCredentials().

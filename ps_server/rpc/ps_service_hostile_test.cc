@@ -990,11 +990,10 @@ class InsiderAuthTest : public InsiderTest {
     raw_channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     raw_stub_ = ParameterServer::NewStub(raw_channel_);
   }
-  // A PushPullStream as task `identity` (token and claim in its metadata).
+  // A PushPullStream as task `identity` (its claim and MAC in its metadata).
   std::unique_ptr<Stream> OpenStreamAs(const std::string& identity,
                                        grpc::ClientContext* context) {
-    context->AddMetadata(kTokenMetadataKey, kToken);
-    context->AddMetadata(kIdentityMetadataKey, identity);
+    AddCallCredentials(kToken, identity, kPushPullStreamMethod, context);
     const grpc::internal::RpcMethod method(kPushPullStreamMethod,
                                            grpc::internal::RpcMethod::BIDI_STREAMING);
     return std::unique_ptr<Stream>(
@@ -1008,8 +1007,7 @@ class InsiderAuthTest : public InsiderTest {
   grpc::Status PushAs(const std::string& identity, const PushRequest& request) {
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(30));
-    context.AddMetadata(kTokenMetadataKey, kToken);
-    context.AddMetadata(kIdentityMetadataKey, identity);
+    AddCallCredentials(kToken, identity, "/pstrain.ParameterServer/Push", &context);
     PushResponse response;
     return raw_stub_->Push(&context, request, &response);
   }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "distribute/failure.h"
 
 namespace pstrain::distribute::internal {
 
@@ -73,6 +74,10 @@ absl::StatusOr<RunFunctionResponse> FunctionRunner::Run(const RunFunctionRequest
   if (absl::IsUnavailable(resolved)) return resolved;
   absl::StatusOr<std::vector<double>> result =
       resolved.ok() ? fn(*iterator) : absl::StatusOr<std::vector<double>>(resolved);
+  // A function fails on a ps when the ps is gone or came back empty: reported ABORTED,
+  // as a training worker's RunSteps does, so the chief recovers the ps instead of taking
+  // this worker for lost (the transport's UNAVAILABLE) or failing the job.
+  if (resolved.ok() && !result.ok()) result = PsFailureOnWorker(result.status());
   {
     absl::MutexLock lock(&mu_);
     ++functions_run_;

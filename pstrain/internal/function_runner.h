@@ -46,7 +46,9 @@ class FunctionRunner {
   // Runs the request's function on its iterator. The function's result, or why the
   // request does not fit what this worker registered (a function or iterator it does not
   // have, another name, another placement: FAILED_PRECONDITION / INVALID_ARGUMENT), is in
-  // the response. Errors (this worker cannot take functions): UNAVAILABLE not ready.
+  // the response. A function error that a failed ps explains (UNAVAILABLE,
+  // DEADLINE_EXCEEDED, CANCELLED, ABORTED, NOT_FOUND, FAILED_PRECONDITION: see
+  // distribute/failure.h PsFailureOnWorker) is reported ABORTED "a ps failed: ...". Errors (this worker cannot take functions): UNAVAILABLE not ready.
   absl::StatusOr<RunFunctionResponse> Run(const RunFunctionRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_, run_mu_);
 

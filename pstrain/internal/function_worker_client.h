@@ -1,9 +1,10 @@
 #ifndef PSTRAIN_PSTRAIN_INTERNAL_FUNCTION_WORKER_CLIENT_H_
 #define PSTRAIN_PSTRAIN_INTERNAL_FUNCTION_WORKER_CLIENT_H_
 
-// A connection to one parameter_server worker task, as the chief's ClosureScheduler sees
-// it. Implementations: gRPC (CreateGrpcFunctionWorkerClient) and an in-process one over a
-// FunctionRunner (LocalFunctionWorkerClient) for tests. Every call has a deadline; errors
+// A connection to one parameter_server worker task, as the chief's ClosureScheduler
+// (distribute/closure_scheduler.h) and FunctionClosure see it. Implementations: gRPC
+// (CreateGrpcFunctionWorkerClient) and an in-process one over a FunctionRunner
+// (LocalFunctionWorkerClient) for tests. Every call has a deadline; errors
 // start with name(). Thread-safe.
 
 #include <atomic>
@@ -13,22 +14,22 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "distribute/closure_scheduler.h"
 #include "proto/function.pb.h"
 #include "pstrain/internal/function_runner.h"
 
 namespace pstrain::distribute::internal {
 
-class FunctionWorkerClient {
+class FunctionWorkerClient : public ScheduledWorker {
  public:
-  virtual ~FunctionWorkerClient() = default;
   // "worker 1 (host:port)".
-  virtual std::string name() const = 0;
-  // Runs a function there. A non-OK status means the worker could not take it (not
-  // reachable, not ready, past the deadline): the function may run elsewhere. The
-  // function's own failure is in the response.
+  std::string name() const override = 0;
+  // Runs a function there. A non-OK status is the transport's (not reachable, not ready,
+  // past the deadline: the function may run elsewhere; distribute/failure.h reads it). The
+  // function's own failure, or a failed ps (ABORTED), is in the response.
   virtual absl::StatusOr<RunFunctionResponse> Run(const RunFunctionRequest& request) = 0;
   // Whether it serves functions. Errors: the transport's.
-  virtual absl::StatusOr<bool> Ready() = 0;
+  absl::StatusOr<bool> Ready() override = 0;
   // Asks the task to exit. Errors: the transport's.
   virtual absl::Status Shutdown(const std::string& reason) = 0;
 };

@@ -154,14 +154,21 @@ absl::Status ParameterServerCluster::WaitForPs() {
   }
 }
 
+std::vector<FunctionWorkerClient*> ParameterServerCluster::worker_clients() const {
+  std::vector<FunctionWorkerClient*> workers;
+  for (const auto& w : workers_) workers.push_back(w.get());
+  return workers;
+}
+
 ClosureScheduler* ParameterServerCluster::scheduler() {
   absl::MutexLock lock(&mu_);
   if (scheduler_ == nullptr) {
-    std::vector<FunctionWorkerClient*> workers;
+    std::vector<ScheduledWorker*> workers;
     for (auto& w : workers_) workers.push_back(w.get());
     ClosureSchedulerOptions so;
     so.startup_timeout = options_.startup_timeout;
     so.recovery_timeout = options_.worker_recovery_timeout;
+    // No ps recovery yet: a failed ps fails Join, naming it.
     scheduler_ = std::make_unique<ClosureScheduler>(std::move(workers), so);
   }
   return scheduler_.get();

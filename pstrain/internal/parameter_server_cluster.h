@@ -32,7 +32,7 @@
 #include "proto/health.grpc.pb.h"
 #include "ps_server/ps_client.h"
 #include "ps_server/variable_store.h"
-#include "pstrain/internal/closure_scheduler.h"
+#include "distribute/closure_scheduler.h"
 #include "pstrain/internal/function_runner.h"
 #include "pstrain/internal/function_worker_client.h"
 #include "pstrain/strategy.h"
@@ -71,6 +71,8 @@ class ParameterServerCluster {
   absl::Status WaitForPs();
   // Chief: the scheduler over the workers (made on the first call).
   ClosureScheduler* scheduler() ABSL_LOCKS_EXCLUDED(mu_);
+  // Chief: the workers, in index order, as the scheduler's closures reach them.
+  std::vector<FunctionWorkerClient*> worker_clients() const;
   // Chief: the placement fingerprint every scheduled function carries.
   void set_placement_fingerprint(uint64_t fingerprint) { placement_fingerprint_ = fingerprint; }
   uint64_t placement_fingerprint() const { return placement_fingerprint_; }

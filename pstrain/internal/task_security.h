@@ -18,11 +18,12 @@ namespace pstrain::distribute::internal {
 // `options`' security fields, each empty one (false) replaced by the flag of its name.
 SecurityFlags SecurityFlagsOf(const StrategyOptions& options);
 
-// Makes this process's channels made from now on send the token and this task's identity
-// (config.task: "worker-1"), over TLS when certificates are given, and returns the
-// credentials this task's servers take: they refuse, before any handler, a call without
-// the token or a certificate of the cluster CA, or from a role the method is not for
-// (common/rpc/method_roles.h). Null with `insecure` (one warning line): plaintext, no
+// Makes this process's channels made from now on authenticate each call as this task
+// (config.task: "worker-1") with a MAC keyed by the token (never the token itself), and
+// check that their servers prove they hold it too, over TLS when certificates are given,
+// and returns the credentials this task's servers take: they refuse, before any handler,
+// a call without a good MAC or a certificate of the cluster CA, or from a role the
+// method is not for (common/rpc/method_roles.h). Null with `insecure` (one warning line): plaintext, no
 // authorization. Call it before making any channel.
 // Errors: INVALID_ARGUMENT no token, certificate or insecure (saying what to give), or
 //         a token or certificate file that cannot be used, named.

@@ -2,12 +2,15 @@
 # Checks that the build enforces the Architecture's arrows (README "Architecture", the
 # package groups of the top-level BUILD). Two checks, both must hold:
 #  1. No forbidden edge today (bazel query, data and test dependencies included): nothing
-#     under //common/... depends on //chief/..., //ps_server/..., //worker/... or
-#     //pstrain/...; nothing under //ps_server/... or //worker/... on //chief/....
+#     under //common/... depends on //chief/..., //ps_server/..., //worker/...,
+#     //distribute/... or //pstrain/...; nothing under //distribute/... on //chief/...,
+#     //worker/... or //pstrain/...; nothing under //ps_server/... or //worker/... on
+#     //chief/....
 #  2. Refusal: every target tagged "layering_probe" (common/layering_probe,
-#     ps_server/layering_probe: manual targets that depend across a forbidden arrow, with
-#     the rights of the package they sit in) fails analysis, and Bazel names each of its
-#     dependencies with "target 'DEP' is not visible from target 'PROBE'".
+#     ps_server/layering_probe, distribute/layering_probe: manual targets that depend
+#     across a forbidden arrow, with the rights of the package they sit in) fails
+#     analysis, and Bazel names each of its dependencies with "target 'DEP' is not visible
+#     from target 'PROBE'".
 # Prints "check_layering: PASSED", or "check_layering: FAILED: <one-line reason>" and exits
 # 1. Runs in this checkout's default output base (the gcc build's), analysis only.
 set -uo pipefail
@@ -38,15 +41,20 @@ forbidden_path() {
     sed 's/ / -> /g'
 }
 if ! path=$(forbidden_path "//common/..." \
-              "//chief/... + //ps_server/... + //worker/... + //pstrain/..."); then
+              "//chief/... + //ps_server/... + //worker/... + //pstrain/... + //distribute/..."); then
   fail "bazel query failed: $(grep -m1 ERROR "$log")"
 fi
-[ -z "$path" ] || fail "common/ depends on a daemon or pstrain/: $path"
+[ -z "$path" ] || fail "common/ depends on a daemon, distribute/ or pstrain/: $path"
+if ! path=$(forbidden_path "//distribute/..." "//chief/... + //worker/... + //pstrain/..."); then
+  fail "bazel query failed: $(grep -m1 ERROR "$log")"
+fi
+[ -z "$path" ] || fail "distribute/ depends on chief/, worker/ or pstrain/: $path"
 if ! path=$(forbidden_path "//ps_server/... + //worker/..." "//chief/..."); then
   fail "bazel query failed: $(grep -m1 ERROR "$log")"
 fi
 [ -z "$path" ] || fail "ps_server/ or worker/ depends on chief/: $path"
-echo "no dependency of common/ on a daemon or pstrain/, none of ps_server/ or worker/ on chief/"
+echo "no dependency of common/ on a daemon, distribute/ or pstrain/, none of distribute/ on" \
+  "chief/, worker/ or pstrain/, none of ps_server/ or worker/ on chief/"
 
 # 2. Each probe must be refused, each of its dependencies named as not visible.
 # shellcheck disable=SC2086  # one label per word

@@ -1,4 +1,4 @@
-#include "pstrain/internal/closure_scheduler.h"
+#include "pstrain/internal/function_closure.h"
 
 #include <atomic>
 #include <memory>
@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "distribute/closure_scheduler.h"
 #include "gtest/gtest.h"
 #include "pstrain/internal/function_runner.h"
 #include "pstrain/internal/function_worker_client.h"
@@ -82,6 +83,25 @@ RunFunctionRequest Which() {
   return r;
 }
 
+// Schedules `request` on `scheduler` as a custom loop's chief does.
+// A scheduler over `workers` and what the chief schedules on it, as ClusterCoordinator
+// does.
+struct Chief {
+  Chief(std::vector<FunctionWorkerClient*> w, ClosureSchedulerOptions o)
+      : workers(std::move(w)), scheduler(std::vector<ScheduledWorker*>(workers.begin(),
+                                                                       workers.end()),
+                                         o) {}
+  std::shared_ptr<FunctionClosure> Schedule(RunFunctionRequest request) {
+    auto closure = std::make_shared<FunctionClosure>(std::move(request), workers);
+    scheduler.Schedule(closure);
+    return closure;
+  }
+  absl::Status Join() { return scheduler.Join(); }
+  std::vector<int64_t> functions_run() const { return scheduler.closures_run(); }
+  const std::vector<FunctionWorkerClient*> workers;
+  ClosureScheduler scheduler;
+};
+
 ClosureSchedulerOptions Fast() {
   ClosureSchedulerOptions o;
   o.startup_timeout = absl::Seconds(10);
@@ -90,10 +110,10 @@ ClosureSchedulerOptions Fast() {
   return o;
 }
 
-TEST(ClosureSchedulerTest, RunsEveryFunctionOnTheWorkersAndReturnsTheirValues) {
+TEST(FunctionClosureTest, RunsEveryFunctionOnTheWorkersAndReturnsTheirValues) {
   TestWorker w0(0), w1(1);
-  ClosureScheduler scheduler({&w0.client, &w1.client}, Fast());
-  std::vector<std::shared_ptr<ClosureState>> values;
+  Chief scheduler({&w0.client, &w1.client}, Fast());
+  std::vector<std::shared_ptr<FunctionClosure>> values;
   for (int i = 0; i < 40; ++i) values.push_back(scheduler.Schedule(Which()));
   ASSERT_TRUE(scheduler.Join().ok());
   std::vector<int> next_feature = {0, 0};  // each worker reads its own iterator in order
@@ -108,15 +128,15 @@ TEST(ClosureSchedulerTest, RunsEveryFunctionOnTheWorkersAndReturnsTheirValues) {
   const std::vector<int64_t> run = scheduler.functions_run();
   EXPECT_EQ(run[0] + run[1], 40);
   EXPECT_EQ(run[0], next_feature[0]);
-  EXPECT_EQ(values.back()->request().closure_id(), 39);
+  EXPECT_EQ(values.back()->id(), 39);
 }
 
-TEST(ClosureSchedulerTest, AFunctionWhoseWorkerIsLostRunsAgainOnAnother) {
+TEST(FunctionClosureTest, AFunctionWhoseWorkerIsLostRunsAgainOnAnother) {
   TestWorker w0(0), w1(1);
   w0.runner.SetReady(false);  // worker 1 takes the first function
   DiesAfterRunning dying(&w1.client);
-  ClosureScheduler scheduler({&w0.client, &dying}, Fast());
-  std::vector<std::shared_ptr<ClosureState>> values;
+  Chief scheduler({&w0.client, &dying}, Fast());
+  std::vector<std::shared_ptr<FunctionClosure>> values;
   for (int i = 0; i < 20; ++i) values.push_back(scheduler.Schedule(Which()));
   while (!dying.dead()) absl::SleepFor(absl::Milliseconds(1));
   w0.runner.SetReady(true);
@@ -132,12 +152,14 @@ TEST(ClosureSchedulerTest, AFunctionWhoseWorkerIsLostRunsAgainOnAnother) {
   EXPECT_EQ(scheduler.functions_run(), (std::vector<int64_t>{20, 0}));
 }
 
-TEST(ClosureSchedulerTest, JoinReturnsTheFirstFunctionErrorAndTheQueueIsCancelled) {
+TEST(FunctionClosureTest, JoinReturnsTheFirstFunctionErrorAndTheQueueIsCancelled) {
   TestWorker w0(0);
   w0.fail_with = absl::StatusCode::kInvalidArgument;
-  ClosureScheduler scheduler({&w0.client}, Fast());
-  std::vector<std::shared_ptr<ClosureState>> values;
+  w0.runner.SetReady(false);  // every function is queued before the first one fails
+  Chief scheduler({&w0.client}, Fast());
+  std::vector<std::shared_ptr<FunctionClosure>> values;
   for (int i = 0; i < 50; ++i) values.push_back(scheduler.Schedule(Which()));
+  w0.runner.SetReady(true);
   absl::Status joined = scheduler.Join();
   EXPECT_TRUE(absl::IsInvalidArgument(joined)) << joined;
   EXPECT_TRUE(absl::StrContains(joined.message(), "\"which\"")) << joined;
@@ -153,27 +175,64 @@ TEST(ClosureSchedulerTest, JoinReturnsTheFirstFunctionErrorAndTheQueueIsCancelle
   EXPECT_TRUE(after->Wait().ok());
 }
 
-TEST(ClosureSchedulerTest, WithNoWorkerTheQueueFailsNamingThemAfterTheStartupTimeout) {
+// A function whose ps is unreachable (its own UNAVAILABLE) is reported ABORTED by the
+// worker: the chief neither takes the worker for lost nor fails the loop, but recovers the
+// ps once and runs the function again.
+TEST(FunctionClosureTest, AFunctionThatFailedOnAPsRunsAgainAfterThePsIsRecovered) {
+  TestWorker w0(0);
+  w0.fail_with = absl::StatusCode::kUnavailable;
+  int recoveries = 0;
+  ClosureSchedulerOptions o = Fast();
+  o.recover_ps = [&] {
+    ++recoveries;
+    w0.fail_with = absl::StatusCode::kOk;
+    return absl::OkStatus();
+  };
+  Chief scheduler({&w0.client}, o);
+  auto v = scheduler.Schedule(Which());
+  ASSERT_TRUE(scheduler.Join().ok());
+  absl::StatusOr<std::vector<double>> r = v->Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(recoveries, 1);
+  EXPECT_EQ(w0.calls, 2);
+  EXPECT_EQ(scheduler.functions_run(), std::vector<int64_t>{1});
+}
+
+TEST(FunctionClosureTest, WithoutPsRecoveryAFunctionThatFailedOnAPsFailsJoinAsAborted) {
+  TestWorker w0(0);
+  w0.fail_with = absl::StatusCode::kNotFound;  // a restarted ps that lost its variables
+  Chief scheduler({&w0.client}, Fast());
+  auto v = scheduler.Schedule(Which());
+  const absl::Status joined = scheduler.Join();
+  EXPECT_TRUE(absl::IsAborted(joined)) << joined;
+  EXPECT_TRUE(absl::StrContains(joined.message(), "a ps failed: the function's own error"))
+      << joined;
+  EXPECT_TRUE(absl::StrContains(joined.message(), "on worker 0")) << joined;
+  EXPECT_TRUE(absl::IsAborted(v->Wait().status()));
+  EXPECT_EQ(w0.calls, 1);
+}
+
+TEST(FunctionClosureTest, WithNoWorkerTheQueueFailsNamingThemAfterTheStartupTimeout) {
   TestWorker w0(0), w1(1);
   w0.client.set_reachable(false);
   w1.runner.SetReady(false);  // up, but never serving
   ClosureSchedulerOptions o = Fast();
   o.startup_timeout = absl::Milliseconds(300);
-  ClosureScheduler scheduler({&w0.client, &w1.client}, o);
+  Chief scheduler({&w0.client, &w1.client}, o);
   auto v = scheduler.Schedule(Which());
   const absl::Time start = absl::Now();
   absl::Status joined = scheduler.Join();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
   EXPECT_TRUE(absl::IsUnavailable(joined)) << joined;
   EXPECT_TRUE(absl::StrContains(joined.message(), "worker 0: unreachable")) << joined;
-  EXPECT_TRUE(absl::StrContains(joined.message(), "worker 1: not serving")) << joined;
+  EXPECT_TRUE(absl::StrContains(joined.message(), "worker 1: not ready")) << joined;
   EXPECT_TRUE(absl::IsUnavailable(v->Wait().status()));
   EXPECT_EQ(w0.calls + w1.calls, 0);
 }
 
-TEST(ClosureSchedulerTest, AWorkerThatRegisteredOtherFunctionsIsToldWhy) {
+TEST(FunctionClosureTest, AWorkerThatRegisteredOtherFunctionsIsToldWhy) {
   TestWorker w0(0);
-  ClosureScheduler scheduler({&w0.client}, Fast());
+  Chief scheduler({&w0.client}, Fast());
   RunFunctionRequest other = Which();
   other.set_function("train");
   auto v = scheduler.Schedule(other);
@@ -188,12 +247,12 @@ TEST(ClosureSchedulerTest, AWorkerThatRegisteredOtherFunctionsIsToldWhy) {
   EXPECT_EQ(w0.calls, 0);
 }
 
-TEST(ClosureSchedulerTest, DestroyingTheSchedulerCancelsWhatIsQueued) {
+TEST(FunctionClosureTest, DestroyingTheSchedulerCancelsWhatIsQueued) {
   TestWorker w0(0);
   w0.runner.SetReady(false);
-  std::shared_ptr<ClosureState> v;
+  std::shared_ptr<FunctionClosure> v;
   {
-    ClosureScheduler scheduler({&w0.client}, Fast());
+    Chief scheduler({&w0.client}, Fast());
     v = scheduler.Schedule(Which());
   }
   EXPECT_TRUE(absl::IsCancelled(v->Wait().status())) << v->Wait().status();
