@@ -3,7 +3,8 @@
 // tiny synthetic job: the chief killed and restarted resumes from its newest checkpoint,
 // whose values (and optimizer slots, counts, versions) are then exactly what the ps hold;
 // a chief preempted by SIGTERM writes a checkpoint at once, exits 42 leaving its tasks
-// running, and its restart takes the job to the end from there.
+// running, and its restart takes the job to the end from there; a ps killed mid-epoch
+// and restarted gets its shards back from the newest checkpoint and training goes on.
 
 #include <signal.h>
 
@@ -280,6 +281,70 @@ TEST(CustomLoopRecoveryTest, APreemptedChiefCheckpointsExits42AndItsRestartFinis
     EXPECT_EQ(absl::StrContains(run.stderr_of[task], "Shutdown RPC: the job is done"), true)
         << task << "\n" << run.stderr_of[task];
   }
+}
+
+// ps1 is SIGKILLed in epoch 3, after ps0 has taken pushes past the epoch-2 checkpoint, and
+// restarted a second later (as an orchestrator restarts a failed pod). The functions that
+// failed on it make the chief pause the workers, wait for ps1 to answer, recreate its
+// shards from the newest checkpoint and run those functions again; training continues and
+// the job ends as every other: every step of every epoch run, every task exiting 0.
+TEST(CustomLoopRecoveryTest, AKilledPsIsRestoredFromTheNewestCheckpointAndTrainingGoesOn) {
+  const std::string dir = FreshTestDir("killed_ps");
+  ProcessGroup group;
+  group.SetRestartPolicy(RestartLikeAnOrchestrator, absl::Seconds(1));
+  const Cluster cluster =
+      StartCluster(group, {"--job=" + Job("killed_ps_job"), "--epochs=5",
+                           "--strategy=parameter_server", "--checkpoint_dir=" + dir});
+  ASSERT_EQ(cluster.size(), 3u);
+  std::unique_ptr<PsClient> ps0 = CreateGrpcPsClient(0, cluster[1].second[0], absl::Seconds(5));
+  std::string newest;          // the newest checkpoint the chief wrote so far
+  std::string before_kill;     // ... when ps1 was killed
+  std::string restored_from;   // what the chief says it restored ps1 from
+  int64_t pushes_at_checkpoint = -1;
+  bool killed = false;
+  ProcessRun run;
+  run.exits = group.Wait(
+      absl::Minutes(4), absl::Seconds(30),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        (is_stderr ? run.stderr_of : run.stdout_of)[name] += line + "\n";
+        if (name != "chief" || !is_stderr) return;
+        if (absl::StrContains(line, " written (epoch ")) {
+          newest = WordAfter(line, "checkpoint ");
+          if (pushes_at_checkpoint < 0 && absl::StrContains(line, " written (epoch 2,")) {
+            absl::StatusOr<PsStatusResponse> s = ps0->GetStatus();
+            pushes_at_checkpoint = s.ok() ? s->pushes() : -1;
+          }
+        }
+        if (absl::StrContains(line, "came back empty; its shards restored from ")) {
+          restored_from = WordAfter(line, "came back empty; its shards restored from ");
+        }
+      },
+      [&]() {
+        // Mid-epoch 3: ps0 took 20 more pushes since the epoch-2 checkpoint.
+        if (killed || pushes_at_checkpoint < 0) return false;
+        absl::StatusOr<PsStatusResponse> s = ps0->GetStatus();
+        if (s.ok() && s->pushes() >= pushes_at_checkpoint + 20) {
+          before_kill = newest;
+          EXPECT_TRUE(group.Signal("ps1", SIGKILL).ok());
+          killed = true;
+        }
+        return false;
+      });
+  const std::string& log = run.stderr_of["chief"];
+  const std::string& out = run.stdout_of["chief"];
+  ASSERT_TRUE(killed) << log;
+  for (const auto& exit : run.exits) {
+    EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
+                                 << run.stderr_of[exit.name];
+    EXPECT_EQ(exit.restarts, exit.name == "ps1" ? 1 : 0) << exit.name;
+  }
+  // Restored from the checkpoint that was the newest when ps1 died (epoch 2's, or epoch
+  // 3's if it was written between the kill and the recovery).
+  ASSERT_FALSE(restored_from.empty()) << log;
+  EXPECT_TRUE(restored_from == before_kill || absl::StrContains(restored_from, "ckpt-600"))
+      << restored_from << " vs " << before_kill << "\n" << log;
+  EXPECT_EQ(ParseEpochLosses(out).size(), 5u) << out;
+  EXPECT_TRUE(absl::StrContains(out, "Epoch 5/5")) << out;
 }
 
 }  // namespace

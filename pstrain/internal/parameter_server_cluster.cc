@@ -168,7 +168,9 @@ ClosureScheduler* ParameterServerCluster::scheduler() {
     ClosureSchedulerOptions so;
     so.startup_timeout = options_.startup_timeout;
     so.recovery_timeout = options_.worker_recovery_timeout;
-    // No ps recovery yet: a failed ps fails Join, naming it.
+    // A function that failed on a ps: the strategy recovers the ps (census, recreate from
+    // the newest checkpoint) with dispatch paused, and the function runs again.
+    so.recover_ps = recover_ps_;
     scheduler_ = std::make_unique<ClosureScheduler>(std::move(workers), so);
   }
   return scheduler_.get();

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ class ParameterServerCluster {
   absl::Status WaitForPs();
   // Chief: the scheduler over the workers (made on the first call).
   ClosureScheduler* scheduler() ABSL_LOCKS_EXCLUDED(mu_);
+  // Chief: what the scheduler calls when a function failed because a ps did (the
+  // strategy's ps recovery, set once the variables exist); without it a failed ps fails
+  // Join, naming it. Takes effect for a scheduler made after the call.
+  void set_recover_ps(std::function<absl::Status()> recover_ps) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    recover_ps_ = std::move(recover_ps);
+  }
   // Chief: the workers, in index order, as the scheduler's closures reach them.
   std::vector<FunctionWorkerClient*> worker_clients() const;
   // Chief: the placement fingerprint every scheduled function carries.
@@ -107,6 +115,7 @@ class ParameterServerCluster {
   std::atomic<bool> leave_tasks_running_{false};
   absl::Mutex mu_;
   std::unique_ptr<ClosureScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status()> recover_ps_ ABSL_GUARDED_BY(mu_);
 
   std::shared_ptr<grpc::ServerCredentials> credentials_;  // null: --insecure
   std::unique_ptr<grpc::Service> service_;  // this task's service (none on the chief)

@@ -234,6 +234,7 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::Creat
     auto chief = std::make_unique<ChiefModel>(std::move(backend), std::move(model), options.loss);
     PS_ASSIGN_OR_RETURN(variables_, chief->CreateVariables(cluster_.get(), options));
     checkpoint_job_ = CheckpointJob(options);
+    cluster_->set_recover_ps([this] { return RecoverPs(); });
     out = std::move(chief);
   } else {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model, BuildModel(options, backend.get()));
@@ -319,6 +320,7 @@ absl::StatusOr<TrainingProgress> ParameterServerStrategy::Restore(const std::str
 
 absl::Status ParameterServerStrategy::RecoverPs() {
   PS_RETURN_IF_ERROR(CheckChiefWithVariables("RecoverPs"));
+  LogWarning("a function failed on a ps: training paused until every ps answers");
   absl::MutexLock lock(&checkpoint_mu_);
   return RecoverPsLocked();
 }

@@ -31,6 +31,9 @@ class ParameterServerStrategy : public Strategy {
   // Errors: as CreateStrategy.
   static absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> Create(
       const StrategyOptions& options);
+  // The cluster goes first: its scheduler's threads may call RecoverPs, which uses the
+  // variables and checkpoints below.
+  ~ParameterServerStrategy() override { cluster_.reset(); }
 
   std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return 1; }
