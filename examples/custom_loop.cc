@@ -6,14 +6,22 @@
 //
 //   custom_loop --strategy=default|mirrored|multi_worker_mirrored|parameter_server
 //               [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]
+//               [--checkpoint_dir=DIR]
+//
+// With --checkpoint_dir (parameter_server) the chief resumes from the newest checkpoint in
+// DIR, writes one after every epoch, and on SIGTERM/SIGINT stops scheduling, writes one
+// and exits 42 (preempted) leaving the ps and workers running for its restart, as the
+// chief daemon does (TensorFlow's CheckpointManager and PreemptionCheckpointHandler).
 //
 // multi_worker_mirrored and parameter_server read the cluster and this task from
 // TF_CONFIG; every task runs this same program, with the job's token (PSTRAIN_AUTH_TOKEN
 // or --auth_token_file) or certificates (--tls_dir), as the daemons are (README
 // "Security"); --insecure turns authorization off. The task that reports (the one process,
 // rank 0, or the parameter_server chief) prints a Keras-style line per epoch, evaluated on
-// the job's validation data. Exit status: 0 trained; 2 bad flags or input; 1 a failure.
+// the job's validation data. Exit status: 0 trained; 2 bad flags or input; 1 a failure;
+// 42 preempted (a checkpoint was written to resume from).
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,6 +29,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "pstrain/pstrain.h"
 
@@ -31,6 +40,10 @@ ABSL_FLAG(std::string, job, "examples/fashion_mnist.json",
 ABSL_FLAG(int, epochs, 0, "Overrides the job's fit.epochs when > 0.");
 ABSL_FLAG(std::string, devices, "", "mirrored: cpu:0,cpu:1 or cuda:0,cuda:1.");
 ABSL_FLAG(std::string, device, "cpu", "The other strategies: cpu, auto, cuda or cuda:N.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "parameter_server: the chief writes a checkpoint here after every epoch and on "
+          "SIGTERM (then exits 42, leaving the ps and workers running), and resumes from the "
+          "newest one here when it starts.");
 
 namespace dist = pstrain::distribute;
 
@@ -56,6 +69,7 @@ struct Job {
   dist::JobFile file;
   dist::FitData data;
   int epochs = 0;
+  std::string checkpoint_dir;  // parameter_server only
 };
 
 // The epoch's line, as every pstrain trainer prints it, on the reporting task.
@@ -121,6 +135,37 @@ absl::Status TrainInSync(dist::Strategy& strategy, dist::DistributedModel& model
   return absl::OkStatus();
 }
 
+// TensorFlow: `checkpoint.restore(manager.latest_checkpoint)` on the parameter_server
+// chief, with SIGTERM watched (PreemptionCheckpointHandler) when there is a folder. The
+// progress to go on from: the newest checkpoint's, or the start.
+absl::StatusOr<dist::TrainingProgress> ResumeFrom(dist::Strategy& strategy,
+                                                  const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return dist::TrainingProgress();
+  dist::PreemptionWatcher::Watch();
+  absl::StatusOr<dist::TrainingProgress> restored = strategy.Restore(checkpoint_dir);
+  if (absl::IsNotFound(restored.status())) return dist::TrainingProgress();
+  if (!restored.ok()) return restored.status();
+  std::printf("resumed from the checkpoint of epoch %d, step %lld\n", restored->epochs_done,
+              static_cast<long long>(restored->global_step));
+  std::fflush(stdout);
+  return restored;
+}
+
+// After `signal`, with every function scheduled back (each variable belongs to one step):
+// a checkpoint of this step (unless the newest, of `saved_step`, is), the tasks left
+// running for the restarted chief, and ABORTED naming the checkpoint (exit 42).
+absl::Status StopForRestart(dist::Strategy& strategy, const std::string& checkpoint_dir,
+                            const dist::TrainingProgress& progress, int64_t saved_step,
+                            const char* signal) {
+  std::string newest = "of this step already";
+  if (progress.global_step != saved_step) {
+    PS_ASSIGN_OR_RETURN(newest, strategy.Save(checkpoint_dir, progress));
+  }
+  strategy.LeaveTasksRunning();
+  return absl::AbortedError(absl::StrCat(signal, ": preempted at step ", progress.global_step,
+                                         "; the newest checkpoint is ", newest));
+}
+
 // parameter_server: TensorFlow's
 //   coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 //   per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
@@ -167,21 +212,45 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
   const int64_t steps_per_epoch = job.file.spec.steps_per_epoch > 0
                                       ? job.file.spec.steps_per_epoch
                                       : (rows + batch - 1) / batch;
-  for (int epoch = 0; epoch < job.epochs; ++epoch) {
+  const std::string& checkpoint_dir = job.checkpoint_dir;
+  PS_ASSIGN_OR_RETURN(dist::TrainingProgress progress, ResumeFrom(strategy, checkpoint_dir));
+  int64_t saved_step = progress.global_step;  // the newest checkpoint's (or the start's)
+  // Without checkpoints an epoch is scheduled whole; with them, in rounds, so that a
+  // preemption waits for a round, not an epoch, before its checkpoint.
+  const int64_t round_steps = checkpoint_dir.empty() ? steps_per_epoch : 100;
+  for (int epoch = progress.epochs_done; epoch < job.epochs; ++epoch) {
     const absl::Time start = absl::Now();
-    std::vector<dist::RemoteValue<dist::StepResult>> results;
-    for (int64_t step = 0; step < steps_per_epoch; ++step) {
-      results.push_back(coordinator->Schedule(train_fn, per_worker_iterator));
-    }
-    PS_RETURN_IF_ERROR(coordinator->Join());
+    const int64_t done_before = progress.global_step - int64_t{epoch} * steps_per_epoch;
+    int64_t step = std::clamp<int64_t>(done_before, 0, steps_per_epoch);
     dist::StepResult totals;
-    for (const dist::RemoteValue<dist::StepResult>& result : results) {
-      PS_ASSIGN_OR_RETURN(dist::StepResult step, result.Fetch());
-      totals.loss_sum += step.loss_sum;
-      totals.correct += step.correct;
-      totals.samples += step.samples;
+    while (step < steps_per_epoch) {
+      std::vector<dist::RemoteValue<dist::StepResult>> results;
+      for (int64_t n = 0; n < round_steps && step < steps_per_epoch; ++n, ++step) {
+        results.push_back(coordinator->Schedule(train_fn, per_worker_iterator));
+      }
+      if (absl::Status joined = coordinator->Join(); !joined.ok()) {
+        // Preempted while a failed ps was awaited: no checkpoint can be read now; the
+        // restarted chief resumes from the newest one, and finds its tasks waiting.
+        if (dist::PreemptionWatcher::Preempted() != nullptr) strategy.LeaveTasksRunning();
+        return joined;
+      }
+      for (const dist::RemoteValue<dist::StepResult>& result : results) {
+        PS_ASSIGN_OR_RETURN(dist::StepResult one, result.Fetch());
+        totals.loss_sum += one.loss_sum;
+        totals.correct += one.correct;
+        totals.samples += one.samples;
+      }
+      progress.global_step += static_cast<int64_t>(results.size());
+      if (const char* signal = dist::PreemptionWatcher::Preempted(); signal != nullptr) {
+        return StopForRestart(strategy, checkpoint_dir, progress, saved_step, signal);
+      }
     }
     PS_RETURN_IF_ERROR(ReportEpoch(model, job, epoch, totals, steps_per_epoch, start));
+    progress.epochs_done = epoch + 1;
+    if (!checkpoint_dir.empty()) {
+      PS_RETURN_IF_ERROR(strategy.Save(checkpoint_dir, progress).status());
+      saved_step = progress.global_step;
+    }
   }
   std::printf("functions run per worker:");
   for (int64_t n : coordinator->functions_run_per_worker()) std::printf(" %lld", static_cast<long long>(n));
@@ -199,6 +268,12 @@ absl::Status Main() {
   if (strategy->task().type == "ps") return strategy->JoinServer();
 
   Job job;
+  job.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (!job.checkpoint_dir.empty() && strategy->name() != "parameter_server") {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir: a custom loop checkpoints under parameter_server; the other "
+        "strategies' checkpoints are train's (train --checkpoint_dir)");
+  }
   PS_ASSIGN_OR_RETURN(job.file, dist::ReadJobFile(absl::GetFlag(FLAGS_job)));
   job.epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : job.file.spec.epochs;
   PS_ASSIGN_OR_RETURN(job.data, dist::LoadJobData(job.file));
@@ -225,11 +300,15 @@ int main(int argc, char** argv) {
       "TensorFlow's custom training loop on pstrain's public API.\n"
       "  custom_loop --strategy=default|mirrored|multi_worker_mirrored|parameter_server\n"
       "              [--job=examples/fashion_mnist.json] [--epochs=N] [--devices=cpu:0,cpu:1]\n"
+      "              [--checkpoint_dir=DIR]\n"
       "multi_worker_mirrored and parameter_server read the cluster and this task from "
       "TF_CONFIG, and need the job's token (PSTRAIN_AUTH_TOKEN or --auth_token_file), "
       "certificates (--tls_dir) or --insecure.");
   const absl::Status status = Main();
   if (status.ok()) return 0;
   std::fprintf(stderr, "custom_loop: %s\n", std::string(status.message()).c_str());
+  if (absl::IsAborted(status) && dist::PreemptionWatcher::Preempted() != nullptr) {
+    return dist::kExitPreempted;
+  }
   return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ? 2 : 1;
 }

@@ -11,6 +11,7 @@ ModelOptions ModelOptions::FromJobSpec(const JobSpec& job) {
   options.initial_weights = job.initial_weights;
   options.scale_learning_rate = job.scale_learning_rate;
   options.placement = job.placement;
+  options.job = std::make_shared<const JobSpec>(job);
   return options;
 }
 

@@ -50,6 +50,10 @@ struct ModelOptions {
   bool scale_learning_rate = false;
   // parameter_server: how the variables are split and spread over the ps tasks.
   PlacementPolicy placement;
+  // The job spec these came from (FromJobSpec), which checkpoints record whole (its data
+  // too, so tools/evaluate finds it); null: they record the model, compile settings and
+  // seed above.
+  std::shared_ptr<const JobSpec> job;
 
   // The model, compile settings, seed, "scale_learning_rate" and "placement" of a job
   // spec (common/model/job_spec.h).

@@ -22,6 +22,10 @@
 //   coordinator.join(), remote_value.fetch()          coordinator->Join(), value.Fetch()
 //   server.join() on ps (and worker) tasks            strategy->JoinServer(),
 //                                                     coordinator->Serve() (workers)
+//   CheckpointManager(ckpt, dir).save()               strategy->Save(dir, progress)
+//   ckpt.restore(manager.latest_checkpoint)           strategy->Restore(dir)
+//   PreemptionCheckpointHandler (SIGTERM)             PreemptionWatcher::Watch(),
+//                                                     PreemptionWatcher::Preempted()
 //
 // The strategies (TF_CONFIG, in TensorFlow's format, says the cluster and this task):
 //
@@ -61,6 +65,7 @@
 #include "pstrain/create_strategy.h"
 #include "pstrain/distributed_model.h"
 #include "pstrain/job_file.h"
+#include "pstrain/preemption.h"
 #include "pstrain/replica.h"
 #include "pstrain/strategy.h"
 #include "pstrain/value_codec.h"

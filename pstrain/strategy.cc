@@ -19,6 +19,22 @@ absl::Status Strategy::JoinServer() {
                    task().type.empty() ? std::string() : absl::StrCat(" ", TaskIdToString(task()))));
 }
 
+absl::StatusOr<std::string> Strategy::Save(const std::string& dir,
+                                           const TrainingProgress& progress) {
+  (void)dir;
+  (void)progress;
+  return absl::UnimplementedError(absl::StrCat(
+      "Strategy::Save: a custom loop saves under parameter_server; ", name(),
+      " checkpoints are Fit's (train --checkpoint_dir)"));
+}
+
+absl::StatusOr<TrainingProgress> Strategy::Restore(const std::string& dir) {
+  (void)dir;
+  return absl::UnimplementedError(absl::StrCat(
+      "Strategy::Restore: a custom loop restores under parameter_server; ", name(),
+      " checkpoints are Fit's (train --checkpoint_dir)"));
+}
+
 absl::Status Strategy::CheckBatch(const DistributedBatch& batch) const {
   if (batch.first_replica != first_local_replica() ||
       static_cast<int>(batch.replicas.size()) != num_local_replicas()) {

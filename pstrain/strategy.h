@@ -11,6 +11,7 @@
 // function from several threads at once under mirrored (one per replica), so a step
 // function touches only its own replica's state.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,6 +72,10 @@ struct StrategyOptions {
   // parameter_server chief: how long scheduled functions wait for a lost worker to come
   // back when no worker is left, before Join fails naming them.
   absl::Duration worker_recovery_timeout = absl::Seconds(60);
+  // parameter_server chief: how long training waits for a failed ps to answer again
+  // (restarted by an orchestrator) before the job fails naming it, as the chief daemon's
+  // --ps_recovery_timeout.
+  absl::Duration ps_recovery_timeout = absl::Seconds(120);
 
   // multi_worker_mirrored and parameter_server: who may call this task's servers and what
   // its channels send, as for the daemons (README "Security",
@@ -88,6 +93,13 @@ struct StrategyOptions {
   std::string tls_cert;
   std::string tls_key;
   bool insecure = false;
+};
+
+// Where a training loop stands, as its checkpoints record it (the chief daemon's record
+// the same two figures): Strategy::Save writes it, Strategy::Restore gives it back.
+struct TrainingProgress {
+  int epochs_done = 0;      // epochs completed
+  int64_t global_step = 0;  // steps taken in all (under parameter_server: functions run)
 };
 
 class Strategy {
@@ -187,6 +199,34 @@ class Strategy {
 
   // The parameter_server strategy's cluster, for ClusterCoordinator; null otherwise.
   virtual internal::ParameterServerCluster* parameter_server_cluster() { return nullptr; }
+
+  // Checkpoints of the model's state, tf.train.CheckpointManager's save() and a restore
+  // of its latest_checkpoint: the values, optimizer slots and update counts of the
+  // strategy's model and `progress`, in the one layout every pstrain trainer writes
+  // (common/training/training_state.h), checksummed and written atomically (temp, fsync,
+  // rename) into a folder of its own under `dir`, the newest 3 kept; so the chief
+  // daemon (`chief --checkpoint_dir`), tools/evaluate and tools/export_safetensors read
+  // them, and Restore reads the daemons'. parameter_server: on the chief, read from (and
+  // restored onto) the ps tasks, sliced for the current placement; a ps that failed is
+  // recovered first (ps recovery: ps_server/client/ps_recovery.h). The other strategies
+  // answer UNIMPLEMENTED (their loop's checkpoints are Fit's: `train --checkpoint_dir`).
+  // Save returns the checkpoint's path.
+  // Errors: FAILED_PRECONDITION on a task other than the parameter_server chief, or
+  //         before CreateModel; the ps's errors (named); INTERNAL a failed write (naming
+  //         the path).
+  virtual absl::StatusOr<std::string> Save(const std::string& dir,
+                                           const TrainingProgress& progress);
+  // Replaces the model's state with the newest good checkpoint's in `dir` (a corrupt
+  // newest one is reported and skipped) and returns its progress. From then on a ps that
+  // comes back empty is restored from the newest checkpoint in `dir`.
+  // Errors: NOT_FOUND `dir` holds no checkpoint; INVALID_ARGUMENT it does not fit the
+  //         model; DATA_LOSS a malformed one; as Save.
+  virtual absl::StatusOr<TrainingProgress> Restore(const std::string& dir);
+  // parameter_server chief: when the strategy is destroyed, leave the ps and worker
+  // tasks running (their variables kept) for a chief restarted from a checkpoint, as the
+  // chief daemon does when it is preempted; by default they are told the job is done.
+  // Nothing on the other strategies and tasks.
+  virtual void LeaveTasksRunning() {}
 
  protected:
   // Replicas this process runs: [first_local_replica(), + num_local_replicas()).

@@ -2,13 +2,17 @@
 // Reduce trains exactly as Fit does, per-replica values come back and combine, and what a
 // step function gets wrong is refused before it changes the weights.
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/training/training_state.h"
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
 #include "pstrain/pstrain.h"
@@ -258,6 +262,98 @@ TEST(StrategyTest, ParameterServerStepsRunThroughTheCoordinator) {
   // Only the parameter_server strategy has a coordinator.
   std::unique_ptr<Strategy> sync = Make("default");
   EXPECT_TRUE(absl::IsInvalidArgument(ClusterCoordinator::Create(sync.get()).status()));
+}
+
+std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+// A parameter_server chief and its ps in this process (real gRPC servers on free ports):
+// Save writes the variables as the ps holds them, in the layout every pstrain trainer
+// reads; Restore puts the newest checkpoint of the folder onto the ps and gives back its
+// progress; the other strategies and a folder without checkpoints are refused.
+TEST(StrategyTest, AParameterServerChiefSavesAndRestoresTheVariablesOnThePs) {
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(3);
+  ASSERT_TRUE(ports.ok());
+  auto tf_config = [&](const std::string& type) {
+    return absl::StrCat(R"({"cluster":{"chief":["localhost:)", (*ports)[0],
+                        R"("],"ps":["localhost:)", (*ports)[1], R"("],"worker":["localhost:)",
+                        (*ports)[2], R"("]},"task":{"type":")", type, R"(","index":0}})");
+  };
+  StrategyOptions options;
+  options.strategy = "parameter_server";
+  options.tf_config = tf_config("ps");
+  absl::StatusOr<std::unique_ptr<Strategy>> ps = CreateStrategy(options);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  // Serves until the chief's strategy, destroyed, says the job is done.
+  absl::Status served = absl::UnknownError("not run");
+  std::thread serving([&] { served = (*ps)->JoinServer(); });
+  {
+    options.tf_config = tf_config("chief");
+    absl::StatusOr<std::unique_ptr<Strategy>> chief = CreateStrategy(options);
+    ASSERT_TRUE(chief.ok()) << chief.status();
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ps_checkpoints");
+    EXPECT_TRUE(absl::IsFailedPrecondition((*chief)->Save(dir, {}).status()));  // no model
+    auto model = (*chief)->CreateModel(ModelOptions::FromJobSpec(SmallJob(30, 1, true)));
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_TRUE(absl::IsNotFound((*chief)->Restore(dir).status()));
+
+    absl::StatusOr<std::vector<Tensor>> initial = (*model)->GetWeights();
+    ASSERT_TRUE(initial.ok()) << initial.status();
+    TrainingProgress progress;
+    progress.epochs_done = 2;
+    progress.global_step = 40;
+    absl::StatusOr<std::string> path = (*chief)->Save(dir, progress);
+    ASSERT_TRUE(path.ok()) << path.status();
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> saved = CheckpointReader::Open(dir);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ((*saved)->path(), *path);
+    EXPECT_EQ((*saved)->epoch(), 2);
+    EXPECT_EQ((*saved)->step(), 40);
+    absl::StatusOr<TrainingState> state = TrainingStateFromCheckpoint(**saved);
+    ASSERT_TRUE(state.ok()) << state.status();
+    // The checkpoint lists the variables by name; the model in its own order.
+    const std::vector<VariableSpec>& specs = (*model)->variables();
+    auto saved_value = [&](const TrainingState& s, size_t i) -> std::vector<float> {
+      for (const VariableSnapshot& v : s.variables) {
+        if (v.name == specs[i].name) return Values(v.value);
+      }
+      ADD_FAILURE() << specs[i].name << " is not in the checkpoint";
+      return {};
+    };
+    ASSERT_EQ(state->variables.size(), initial->size());
+    for (size_t i = 0; i < initial->size(); ++i) {
+      EXPECT_EQ(saved_value(*state, i), Values((*initial)[i])) << specs[i].name;
+      EXPECT_EQ(state->variables[i].slots.size(), 2u) << i;  // Adam's
+    }
+
+    // A newer checkpoint in the folder, every value moved by one: Restore takes it.
+    TrainingState newer = *state;
+    newer.epochs_done = 3;
+    newer.global_step = 99;
+    for (VariableSnapshot& v : newer.variables) {
+      for (float& x : v.value.values()) x += 1.0f;
+    }
+    CheckpointWriter writer(dir, CheckpointWriter::Options());
+    ASSERT_TRUE(writer.Write(CheckpointFromTrainingState(newer, SmallJob(30, 1, true), {})).ok());
+    absl::StatusOr<TrainingProgress> restored = (*chief)->Restore(dir);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(restored->epochs_done, 3);
+    EXPECT_EQ(restored->global_step, 99);
+    absl::StatusOr<std::vector<Tensor>> now = (*model)->GetWeights();
+    ASSERT_TRUE(now.ok()) << now.status();
+    ASSERT_EQ(now->size(), newer.variables.size());
+    for (size_t i = 0; i < now->size(); ++i) {
+      EXPECT_EQ(Values((*now)[i]), saved_value(newer, i)) << specs[i].name;
+      EXPECT_NE(Values((*now)[i]), Values((*initial)[i])) << specs[i].name;
+    }
+  }
+  serving.join();
+  EXPECT_TRUE(served.ok()) << served;
+
+  // The synchronous strategies' checkpoints are Fit's.
+  std::unique_ptr<Strategy> sync = Make("default");
+  EXPECT_TRUE(absl::IsUnimplemented(sync->Save("/tmp/unused", {}).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(sync->Restore("/tmp/unused").status()));
 }
 
 }  // namespace

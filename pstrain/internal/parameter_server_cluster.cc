@@ -110,7 +110,9 @@ ParameterServerCluster::~ParameterServerCluster() {
     absl::MutexLock lock(&mu_);
     scheduler_.reset();
   }
-  if (task_type() == "chief") {
+  if (task_type() == "chief" && leave_tasks_running_) {
+    LogInfo("leaving the ps and worker tasks running for a restarted chief");
+  } else if (task_type() == "chief") {
     std::vector<std::function<absl::Status()>> stops;
     for (auto& worker : workers_) {
       stops.push_back([&worker] { return worker->Shutdown("the job is done"); });
@@ -166,7 +168,9 @@ ClosureScheduler* ParameterServerCluster::scheduler() {
     ClosureSchedulerOptions so;
     so.startup_timeout = options_.startup_timeout;
     so.recovery_timeout = options_.worker_recovery_timeout;
-    // No ps recovery yet: a failed ps fails Join, naming it.
+    // A function that failed on a ps: the strategy recovers the ps (census, recreate from
+    // the newest checkpoint) with dispatch paused, and the function runs again.
+    so.recover_ps = recover_ps_;
     scheduler_ = std::make_unique<ClosureScheduler>(std::move(workers), so);
   }
   return scheduler_.get();

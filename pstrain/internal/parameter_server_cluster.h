@@ -15,7 +15,9 @@
 //
 // Thread-safety: built and destroyed by one thread; the accessors may be used from any.
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,8 +51,13 @@ class ParameterServerCluster {
   static absl::StatusOr<std::unique_ptr<ParameterServerCluster>> Start(
       const StrategyOptions& options, TfConfig config);
   // The chief tells every worker, then every ps, to exit (best effort, each bounded by
-  // rpc_timeout). Every task then stops serving.
+  // rpc_timeout), unless LeaveTasksRunning() was called. Every task then stops serving.
   ~ParameterServerCluster();
+
+  // Chief: the destructor tells no task to exit, so they keep their state for a chief
+  // restarted from a checkpoint (preemption); they leave by themselves if none comes
+  // back within their chief_timeout.
+  void LeaveTasksRunning() { leave_tasks_running_ = true; }
 
   const TfConfig& config() const { return config_; }
   const StrategyOptions& options() const { return options_; }
@@ -65,6 +72,13 @@ class ParameterServerCluster {
   absl::Status WaitForPs();
   // Chief: the scheduler over the workers (made on the first call).
   ClosureScheduler* scheduler() ABSL_LOCKS_EXCLUDED(mu_);
+  // Chief: what the scheduler calls when a function failed because a ps did (the
+  // strategy's ps recovery, set once the variables exist); without it a failed ps fails
+  // Join, naming it. Takes effect for a scheduler made after the call.
+  void set_recover_ps(std::function<absl::Status()> recover_ps) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    recover_ps_ = std::move(recover_ps);
+  }
   // Chief: the workers, in index order, as the scheduler's closures reach them.
   std::vector<FunctionWorkerClient*> worker_clients() const;
   // Chief: the placement fingerprint every scheduled function carries.
@@ -98,8 +112,10 @@ class ParameterServerCluster {
   // chief
   std::vector<std::unique_ptr<FunctionWorkerClient>> workers_;
   uint64_t placement_fingerprint_ = 0;
+  std::atomic<bool> leave_tasks_running_{false};
   absl::Mutex mu_;
   std::unique_ptr<ClosureScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status()> recover_ps_ ABSL_GUARDED_BY(mu_);
 
   std::shared_ptr<grpc::ServerCredentials> credentials_;  // null: --insecure
   std::unique_ptr<grpc::Service> service_;  // this task's service (none on the chief)

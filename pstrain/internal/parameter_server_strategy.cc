@@ -1,5 +1,6 @@
 #include "pstrain/internal/parameter_server_strategy.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,8 +11,10 @@
 #include "common/sharding/placement.h"
 #include "common/status_macros.h"
 #include "common/training/evaluator.h"
+#include "ps_server/client/ps_recovery.h"
 #include "ps_server/client/sharded_variables.h"
 #include "pstrain/internal/tf_config.h"
+#include "pstrain/preemption.h"
 #include "worker/ps_trainer.h"
 #include "worker/replicated_model.h"
 
@@ -70,14 +73,16 @@ class PsModel : public DistributedModel {
   const LossConfig loss_;
 };
 
-// The chief's view: the variables on the ps tasks, pulled for evaluation.
+// The chief's view: the variables on the ps tasks (the strategy's), pulled for evaluation.
 class ChiefModel : public PsModel {
  public:
   ChiefModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model, LossConfig loss)
       : PsModel(std::move(backend), std::move(model), nullptr, std::move(loss)) {}
 
-  // Places the variables and creates them on the ps tasks with their initial values.
-  absl::Status CreateVariables(ParameterServerCluster* cluster, const ModelOptions& options) {
+  // Places the variables and creates them on the ps tasks with their initial values;
+  // returns them for the strategy to own (it must outlive this model).
+  absl::StatusOr<std::unique_ptr<ShardedVariables>> CreateVariables(
+      ParameterServerCluster* cluster, const ModelOptions& options) {
     OptimizerConfig optimizer = options.optimizer;
     if (options.scale_learning_rate) {
       // Every worker pushes its own batch's gradient: the rate grows with the workers.
@@ -88,14 +93,15 @@ class ChiefModel : public PsModel {
     // folding in each push's batch statistics as a moving average (as the chief's job does).
     AddMovingAverageRules(variables(), &optimizer);
     PS_RETURN_IF_ERROR(cluster->WaitForPs());
-    sharded_ = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
-                                                  ConsistencyConfig());
-    sharded_->SetInitialValues(options.initial_weights);
-    PS_RETURN_IF_ERROR(sharded_->Create(options.placement, options.seed));
-    cluster->set_placement_fingerprint(PlacementFingerprint(sharded_->placement()));
+    auto sharded = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
+                                                      ConsistencyConfig());
+    sharded->SetInitialValues(options.initial_weights);
+    PS_RETURN_IF_ERROR(sharded->Create(options.placement, options.seed));
+    cluster->set_placement_fingerprint(PlacementFingerprint(sharded->placement()));
     LogInfo(absl::StrCat("created ", variables().size(), " variables on ",
                          cluster->num_ps(), " ps tasks"));
-    return absl::OkStatus();
+    sharded_ = sharded.get();
+    return sharded;
   }
 
   absl::StatusOr<Gradients> ComputeGradients(const ReplicaContext&, const ReplicaBatch&) override {
@@ -107,8 +113,29 @@ class ChiefModel : public PsModel {
   absl::StatusOr<std::vector<Tensor>> GetWeights() override { return sharded_->Pull(); }
 
  private:
-  std::unique_ptr<ShardedVariables> sharded_;
+  const ShardedVariables* sharded_ = nullptr;  // Not owned: the strategy's.
 };
+
+// What a checkpoint records of the job a custom loop runs: its job spec when the model
+// came from one (tools/evaluate rebuilds the model and reads the data from it), else the
+// model, compile settings and seed it was made from.
+JobSpec CheckpointJob(const ModelOptions& options) {
+  if (options.job != nullptr) {
+    JobSpec job = *options.job;
+    job.strategy = "parameter_server";
+    return job;
+  }
+  JobSpec job;
+  job.model = options.keras_model;
+  job.loss = options.loss;
+  job.optimizer = options.optimizer;
+  job.metrics = {"accuracy"};
+  job.seed = options.seed;
+  job.strategy = "parameter_server";
+  job.scale_learning_rate = options.scale_learning_rate;
+  job.placement = options.placement;
+  return job;
+}
 
 // A worker's view: its own model, the weights it last pulled, pushes to the ps.
 class WorkerModel : public PsModel {
@@ -205,7 +232,9 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::Creat
   std::unique_ptr<DistributedModel> out;
   if (type == "chief") {
     auto chief = std::make_unique<ChiefModel>(std::move(backend), std::move(model), options.loss);
-    PS_RETURN_IF_ERROR(chief->CreateVariables(cluster_.get(), options));
+    PS_ASSIGN_OR_RETURN(variables_, chief->CreateVariables(cluster_.get(), options));
+    checkpoint_job_ = CheckpointJob(options);
+    cluster_->set_recover_ps([this] { return RecoverPs(); });
     out = std::move(chief);
   } else {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model, BuildModel(options, backend.get()));
@@ -230,6 +259,90 @@ absl::Status ParameterServerStrategy::RunReplicas(
   }
   PS_RETURN_IF_ERROR(CheckBatch(batch));
   return fn(ReplicaContext());
+}
+
+absl::Status ParameterServerStrategy::CheckChiefWithVariables(const char* what) const {
+  if (cluster_->task_type() != "chief") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the parameter_server chief saves and restores the variables; this is ",
+        TaskIdToString(cluster_->config().task)));
+  }
+  if (variables_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": no variables yet (call Strategy::CreateModel first)"));
+  }
+  return absl::OkStatus();
+}
+
+Checkpointer* ParameterServerStrategy::CheckpointerFor(const std::string& dir) {
+  if (checkpointer_ == nullptr || checkpointer_->dir() != dir) {
+    Checkpointer::Options options;
+    options.dir = dir;
+    checkpointer_ = std::make_unique<Checkpointer>(options, &checkpoint_job_, variables_.get());
+  }
+  return checkpointer_.get();
+}
+
+absl::StatusOr<std::string> ParameterServerStrategy::Save(const std::string& dir,
+                                                          const TrainingProgress& progress) {
+  PS_RETURN_IF_ERROR(CheckChiefWithVariables("Strategy::Save"));
+  if (dir.empty()) return absl::InvalidArgumentError("Strategy::Save: no folder given");
+  absl::MutexLock lock(&checkpoint_mu_);
+  Checkpointer* checkpointer = CheckpointerFor(dir);
+  // A ps that failed is recovered (this very lock held) and the read done again.
+  absl::Status written = checkpointer->Write(progress.epochs_done, progress.global_step, nullptr);
+  if (!written.ok() && PsRecovery::IsPsGone(written)) {
+    LogWarning(absl::StrCat("a ps failed: ", written.message(), "; recovering it"));
+    PS_RETURN_IF_ERROR(RecoverPsLocked());
+    written = checkpointer->Write(progress.epochs_done, progress.global_step, nullptr);
+  }
+  PS_RETURN_IF_ERROR(written);
+  return checkpointer->last().path();
+}
+
+absl::StatusOr<TrainingProgress> ParameterServerStrategy::Restore(const std::string& dir) {
+  PS_RETURN_IF_ERROR(CheckChiefWithVariables("Strategy::Restore"));
+  if (dir.empty()) return absl::InvalidArgumentError("Strategy::Restore: no folder given");
+  absl::MutexLock lock(&checkpoint_mu_);
+  Checkpointer* checkpointer = CheckpointerFor(dir);
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> checkpoint, checkpointer->OpenLatest());
+  PS_RETURN_IF_ERROR(checkpointer->Restore(*checkpoint));
+  // The triggers and IsCurrent count from the restored step.
+  checkpointer->Start(checkpoint->step());
+  TrainingProgress progress;
+  progress.epochs_done = checkpoint->epoch();
+  progress.global_step = checkpoint->step();
+  LogInfo(absl::StrCat("restored the variables from checkpoint ", checkpoint->path(), " (epoch ",
+                       progress.epochs_done, ", step ", progress.global_step, ")"));
+  restored_ = std::move(checkpoint);
+  return progress;
+}
+
+absl::Status ParameterServerStrategy::RecoverPs() {
+  PS_RETURN_IF_ERROR(CheckChiefWithVariables("RecoverPs"));
+  LogWarning("a function failed on a ps: training paused until every ps answers");
+  absl::MutexLock lock(&checkpoint_mu_);
+  return RecoverPsLocked();
+}
+
+absl::Status ParameterServerStrategy::RecoverPsLocked() {
+  PsRecovery::Options options;
+  options.timeout = cluster_->options().ps_recovery_timeout;
+  options.seed = checkpoint_job_.seed;
+  // A preemption (pstrain/preemption.h) while the ps is awaited ends the wait: the loop
+  // then exits for its restart instead of holding the signal for up to the timeout.
+  options.wait = [](absl::Duration timeout) -> absl::Status {
+    const absl::Time until = absl::Now() + timeout;
+    while (absl::Now() < until) {
+      if (const char* signal = PreemptionWatcher::Preempted(); signal != nullptr) {
+        return absl::AbortedError(absl::StrCat(signal, ": preempted while a failed ps was awaited"));
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
+    }
+    return absl::OkStatus();
+  };
+  PsRecovery recovery(options, variables_.get(), checkpointer_.get(), restored_.get());
+  return recovery.Recover("training continues");
 }
 
 }  // namespace pstrain::distribute::internal

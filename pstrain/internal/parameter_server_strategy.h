@@ -13,8 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/math/backend.h"
+#include "common/model/job_spec.h"
+#include "ps_server/client/checkpointer.h"
+#include "ps_server/client/sharded_variables.h"
 #include "pstrain/internal/parameter_server_cluster.h"
 #include "pstrain/strategy.h"
 
@@ -25,6 +31,9 @@ class ParameterServerStrategy : public Strategy {
   // Errors: as CreateStrategy.
   static absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> Create(
       const StrategyOptions& options);
+  // The cluster goes first: its scheduler's threads may call RecoverPs, which uses the
+  // variables and checkpoints below.
+  ~ParameterServerStrategy() override { cluster_.reset(); }
 
   std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return 1; }
@@ -38,6 +47,20 @@ class ParameterServerStrategy : public Strategy {
       const ModelOptions& options) override;
   absl::Status JoinServer() override;
   ParameterServerCluster* parameter_server_cluster() override { return cluster_.get(); }
+  // Chief: checkpoints of the variables on the ps tasks (see Strategy::Save).
+  absl::StatusOr<std::string> Save(const std::string& dir, const TrainingProgress& progress)
+      override ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  absl::StatusOr<TrainingProgress> Restore(const std::string& dir) override
+      ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void LeaveTasksRunning() override { cluster_->LeaveTasksRunning(); }
+
+  // Chief: waits (StrategyOptions::ps_recovery_timeout) until every ps answers and
+  // recreates the shards of any that came back empty, from the newest checkpoint in the
+  // folder last saved to or restored from, else the checkpoint restored, else the initial
+  // values (PsRecovery::Recover). What the scheduler calls when a function failed because
+  // a ps did. Errors: FAILED_PRECONDITION before CreateModel or on another task;
+  // PsRecovery::Recover's.
+  absl::Status RecoverPs() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
 
  protected:
   int first_local_replica() const override { return 0; }
@@ -55,8 +78,29 @@ class ParameterServerStrategy : public Strategy {
 
   std::string device_;
   std::unique_ptr<Backend> first_backend_;  // made at creation so a bad device fails at once
+  // Errors: FAILED_PRECONDITION unless this is the chief and CreateModel made the
+  // variables (`what` names the call).
+  absl::Status CheckChiefWithVariables(const char* what) const;
+  // The Checkpointer of folder `dir` (made when it is another folder than the last).
+  Checkpointer* CheckpointerFor(const std::string& dir)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  absl::Status RecoverPsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+
   std::unique_ptr<ParameterServerCluster> cluster_;
   bool has_model_ = false;
+  // Chief, once CreateModel made the variables: where they live, and what a checkpoint
+  // records of the job (the model, compile settings and seed).
+  std::unique_ptr<ShardedVariables> variables_;
+  JobSpec checkpoint_job_;
+
+  // State below is protected by checkpoint_mu_: Save and Restore come from the loop's
+  // thread, RecoverPs from the scheduler's; they run one at a time.
+  absl::Mutex checkpoint_mu_;
+  // The folder last saved to or restored from (null: none yet).
+  std::unique_ptr<Checkpointer> checkpointer_ ABSL_GUARDED_BY(checkpoint_mu_);
+  // The checkpoint Restore read: a ps that comes back empty before the first Save is
+  // restored from it.
+  std::unique_ptr<CheckpointReader> restored_ ABSL_GUARDED_BY(checkpoint_mu_);
 };
 
 }  // namespace pstrain::distribute::internal
