@@ -92,6 +92,16 @@ constexpr absl::Duration kLostWorkerPoll = absl::Milliseconds(20);
 // rejoined at the segment's start is seen ready first.
 constexpr absl::Duration kEveryWorkerLostGrace = absl::Seconds(1);
 
+// A worker's channel to a ps that was down stays in gRPC's reconnect backoff (about 1 s,
+// then 1.6 times longer each time) after the ps is back, so the worker's calls may go on
+// failing fast for a second or more after a recovery that succeeded. Recoveries without a
+// step of progress in between are therefore spaced out (0.25 s before the second, doubling
+// up to 4 s) and the ps is given up on only after this many in a row (about 8 s of
+// pauses), not after a few that came milliseconds apart.
+constexpr int kMaxRecoveriesWithoutProgress = 6;
+constexpr absl::Duration kFirstRecoveryPause = absl::Milliseconds(250);
+constexpr absl::Duration kMaxRecoveryPause = absl::Seconds(4);
+
 }  // namespace
 
 // What the chunk closures of one epoch segment share. Each worker's closures run on that
@@ -515,9 +525,20 @@ absl::Status Coordinator::RecoverPsDuringEpoch() {
   recoveries_without_progress_ =
       step > step_at_last_recovery_ ? 1 : recoveries_without_progress_ + 1;
   step_at_last_recovery_ = step;
-  if (recoveries_without_progress_ > 3) {
-    return absl::UnavailableError(
-        "a ps keeps failing: 3 recoveries in a row without a step of progress");
+  if (recoveries_without_progress_ > kMaxRecoveriesWithoutProgress) {
+    return absl::UnavailableError(absl::StrCat("a ps keeps failing: ",
+                                               kMaxRecoveriesWithoutProgress,
+                                               " recoveries in a row without a step of progress"));
+  }
+  if (recoveries_without_progress_ > 1) {
+    const absl::Duration pause =
+        std::min(kFirstRecoveryPause * (1 << (recoveries_without_progress_ - 2)),
+                 kMaxRecoveryPause);
+    if (abort_ == nullptr) {
+      absl::SleepFor(pause);
+    } else if (abort_->WaitFor(pause)) {
+      return absl::CancelledError("the chief is shutting down");
+    }
   }
   PS_RETURN_IF_ERROR(RecoverPs());
   // Training resumes as after any pause: with the lost workers that are back.

@@ -193,8 +193,8 @@ class Coordinator {
   // checkpoint is due.
   absl::Status RunChunk(int w, SegmentRun* segment, bool* ran);
   // The scheduler's recover_ps during an epoch: RecoverPs, unless the ps keeps failing
-  // without a step of progress (3 recoveries in a row: UNAVAILABLE), then lets the lost
-  // workers that are back rejoin.
+  // without a step of progress (recoveries in a row, spaced out while the workers'
+  // channels reconnect, then UNAVAILABLE), then lets the lost workers that are back rejoin.
   absl::Status RecoverPsDuringEpoch();
   // A lost worker (the scheduler's on_worker_lost): marked in lost_, told to the observer.
   void MarkLost(int w) ABSL_LOCKS_EXCLUDED(mu_);
