@@ -68,7 +68,7 @@ if [ "$build" -eq 1 ] || ! podman image exists "$PSTRAIN_IMAGE"; then
   podman_base_images
   podman_build_image
 else
-  phase "image" "$PSTRAIN_IMAGE as it is (--no-build): $(podman_image_size)"
+  phase "image" "$PSTRAIN_IMAGE as it is (--no-build): $(image_size)"
 fi
 for p in "${pods[@]}"; do
   ! podman pod exists "$p" || fail "a pod named $p exists already (not this script's): remove it first"

@@ -5,6 +5,7 @@
 # The caller sets `work` (a temp folder it removes) before calling podman_setup.
 
 PSTRAIN_IMAGE=localhost/pstrain:latest   # what deploy/compose and deploy/k8s run ("pstrain:latest")
+ENGINE=podman   # the container CLI image_size and check_image use (container_e2e.sh: or docker)
 
 say() { echo "$(basename "$0" .sh): $*"; }
 fail() { say "FAILED: $*"; exit 1; }
@@ -85,20 +86,20 @@ podman_build_image() {
   started=$(date +%s)
   podman build --format docker -f deploy/docker/Dockerfile -t "$PSTRAIN_IMAGE" . \
     >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; fail "podman build"; }
-  phase "image" "$PSTRAIN_IMAGE built in $(seconds_since "$started") s: $(podman_image_size)"
+  phase "image" "$PSTRAIN_IMAGE built in $(seconds_since "$started") s: $(image_size)"
 }
 
-podman_image_size() {
-  podman image inspect --format '{{.Size}}' "$PSTRAIN_IMAGE" |
+image_size() {
+  "$ENGINE" image inspect --format '{{.Size}}' "$PSTRAIN_IMAGE" |
     awk '{ printf "%.0f MB", $1 / 1000000 }'
 }
 
 # What the image holds: the daemons and tools, their libraries all found, no toolchain, the
 # non-root user, a HEALTHCHECK running psctl health, the version label when the source
 # has a version constant.
-podman_check_image() {
+check_image() {
   local out
-  out=$(podman run --rm --no-healthcheck "$PSTRAIN_IMAGE" sh -c '
+  out=$("$ENGINE" run --rm --no-healthcheck "$PSTRAIN_IMAGE" sh -c '
     for b in ps_server worker chief psctl evaluate export_safetensors; do
       command -v "$b" >/dev/null || echo "missing: $b"
     done
@@ -107,13 +108,13 @@ podman_check_image() {
       command -v "$t" >/dev/null && echo "build tool in the image: $t"
     done
     [ "$(id -u)" = 10001 ] || echo "runs as uid $(id -u), not 10001"
-    true' 2>&1) || fail "podman run $PSTRAIN_IMAGE: $out"
+    true' 2>&1) || fail "$ENGINE run $PSTRAIN_IMAGE: $out"
   [ -z "$out" ] || fail "the image: $out"
   local health
-  health=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$PSTRAIN_IMAGE")
+  health=$("$ENGINE" image inspect --format '{{json .Config.Healthcheck}}' "$PSTRAIN_IMAGE")
   [[ "$health" == *psctl*health* ]] || fail "no HEALTHCHECK with psctl health: $health"
   local label="" version=""
-  label=$(podman image inspect \
+  label=$("$ENGINE" image inspect \
             --format '{{index .Config.Labels "org.opencontainers.image.version"}}' \
             "$PSTRAIN_IMAGE" 2>/dev/null)
   if [ -f common/version.h ]; then
