@@ -25,9 +25,10 @@
 #include "gtest/gtest.h"
 #include "proto/chief.grpc.pb.h"
 #include "proto/collective.grpc.pb.h"
+#include "proto/function.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
-#include "proto/worker.grpc.pb.h"
+#include "proto/worker.pb.h"
 #include "tests/cluster_test_util.h"
 #include "tests/ps_final_status.h"
 
@@ -185,14 +186,20 @@ void ExpectEveryCallRefused(const Caller& caller, const TestCluster& cluster,
     expect("chief RegisterTask as ps 0", chief->RegisterTask(Context().get(), request, &response));
     EXPECT_TRUE(response.job_json().empty());
   }
-  auto worker = StubAs<Worker::Stub>(caller.security, cluster.workers[0], &Worker::NewStub);
+  auto worker = StubAs<FunctionWorker::Stub>(caller.security, cluster.workers[0],
+                                             &FunctionWorker::NewStub);
   {
-    RunStepsRequest request;
-    request.set_steps(1);
-    request.set_batch_size(1);
-    request.add_ps_addresses("127.0.0.1:1");  // a foreign ps
-    RunStepsResponse response;
-    expect("worker RunSteps", worker->RunSteps(Context().get(), request, &response));
+    // The chief's training chunk, as the worker daemon's built-in function.
+    RunStepsRequest chunk;
+    chunk.set_steps(1);
+    chunk.set_batch_size(1);
+    chunk.add_ps_addresses("127.0.0.1:1");  // a foreign ps
+    RunFunctionRequest request;
+    request.set_function("pstrain.train_chunk");
+    request.set_arguments(chunk.SerializeAsString());
+    RunFunctionResponse response;
+    expect("worker RunFunction pstrain.train_chunk",
+           worker->RunFunction(Context().get(), request, &response));
   }
   {
     ShutdownRequest request;

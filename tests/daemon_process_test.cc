@@ -50,7 +50,7 @@ const std::vector<Daemon>& Daemons() {
       {"chief", "chief/chief", "chief", "pstrain.Chief",
        {"--job=tests/testdata/tiny_synthetic.json", kGrace}},
       {"ps0", "ps_server/ps_server", "ps", "pstrain.ParameterServer", {kGrace}},
-      {"worker0", "worker/worker", "worker", "pstrain.Worker", {"--device=cpu", kGrace}},
+      {"worker0", "worker/worker", "worker", "pstrain.FunctionWorker", {"--device=cpu", kGrace}},
   };
   return *daemons;
 }

@@ -208,12 +208,35 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
   return result;
 }
 
+absl::StatusOr<std::string> TrainingWorker::RunChunk(const std::string& arguments) {
+  RunStepsRequest request;
+  if (!request.ParseFromString(arguments)) {
+    return absl::InvalidArgumentError(
+        "the arguments of pstrain.train_chunk are not a RunStepsRequest");
+  }
+  absl::StatusOr<RunStepsResponse> response = RunSteps(request);
+  if (!response.ok()) return response.status();
+  return response->SerializeAsString();
+}
+
 WorkerStatusResponse TrainingWorker::GetStatus() const {
   WorkerStatusResponse status;
   status.set_steps_done(steps_done_.load());
   status.set_busy(busy_.load());
   status.set_backend(backend_->name());
   return status;
+}
+
+absl::Status RegisterTrainChunk(TrainingWorker* worker, WorkerFunctions* functions) {
+  functions->SetStatusSource([worker](FunctionWorkerStatusResponse* status) {
+    const WorkerStatusResponse state = worker->GetStatus();
+    status->set_busy(state.busy());
+    status->set_steps_done(state.steps_done());
+    status->set_backend(state.backend());
+  });
+  return functions->Register(kTrainChunkFunction, [worker](const std::string& arguments) {
+    return worker->RunChunk(arguments);
+  });
 }
 
 }  // namespace pstrain

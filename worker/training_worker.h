@@ -21,13 +21,14 @@
 #include "proto/worker.pb.h"
 #include "ps_server/ps_client.h"
 #include "worker/ps_trainer.h"
+#include "worker/worker_functions.h"
 
 namespace pstrain {
 
 // The core of a worker task in parameter-server mode: the job's model and training data,
 // and the steps the chief asks it to run. Knows nothing of gRPC servers
-// (worker/rpc/worker_service.h adapts it). RunSteps calls are serialised; GetStatus may
-// be called from any thread.
+// (worker/rpc/worker_service.h serves it as a function). RunSteps calls are serialised;
+// GetStatus may be called from any thread.
 class TrainingWorker {
  public:
   using PsClientFactory =
@@ -46,6 +47,11 @@ class TrainingWorker {
   //         another RunSteps is in progress; ps errors (naming the ps).
   absl::StatusOr<RunStepsResponse> RunSteps(const RunStepsRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // RunSteps as the built-in function "pstrain.train_chunk" (worker/worker_functions.h):
+  // `arguments` a serialized RunStepsRequest, the result a serialized RunStepsResponse.
+  // Errors: INVALID_ARGUMENT arguments that do not parse; those of RunSteps.
+  absl::StatusOr<std::string> RunChunk(const std::string& arguments) ABSL_LOCKS_EXCLUDED(mu_);
 
   WorkerStatusResponse GetStatus() const;
 
@@ -97,6 +103,11 @@ class TrainingWorker {
   std::shared_ptr<const Dataset> shard_ ABSL_GUARDED_BY(mu_);
   std::pair<int64_t, int64_t> shard_key_ ABSL_GUARDED_BY(mu_) = {-1, -1};
 };
+
+// Serves `worker` (not owned; it must outlive `functions`' use) as the built-in function
+// kTrainChunkFunction of `functions`, whose status then reports the worker's (busy, steps
+// done, backend). Errors: those of WorkerFunctions::Register.
+absl::Status RegisterTrainChunk(TrainingWorker* worker, WorkerFunctions* functions);
 
 }  // namespace pstrain
 

@@ -8,6 +8,7 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/worker_service.h"
 #include "worker/training_worker.h"
+#include "worker/worker_functions.h"
 #include "worker/worker_metrics.h"
 
 namespace pstrain {
@@ -26,7 +27,12 @@ int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
   }
   if (!note.empty()) LogInfo(note);
   WorkerMetrics worker_metrics(runtime->metrics()->registry(), (*backend)->name());
-  WorkerServiceImpl service([shutdown](const std::string& reason) {
+  // The chief runs its training chunks here as a function (kTrainChunkFunction), over the
+  // FunctionWorker service a custom loop's workers serve too.
+  // Declared before the server (TaskRuntime) so that they outlive every call it serves.
+  std::unique_ptr<TrainingWorker> training_worker;
+  WorkerFunctions functions;
+  WorkerServiceImpl service(&functions, [shutdown](const std::string& reason) {
     shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
   });
   absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
@@ -46,7 +52,9 @@ int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
       LogInfo(absl::StrCat("job received; computing on ", (*worker)->GetStatus().backend()));
       (*worker)->set_metrics(&worker_metrics);
       (*worker)->SetStepDelayForTesting(step_delay);
-      service.SetWorker(*std::move(worker));
+      training_worker = *std::move(worker);
+      absl::Status registered_chunk = RegisterTrainChunk(training_worker.get(), &functions);
+      if (!registered_chunk.ok()) LogError(registered_chunk.message());
       (*task)->StartHeartbeats();
     } else {
       // The chief's log should say why this worker will never become ready.

@@ -70,9 +70,10 @@ class CallAuthorizer {
   // server with no token).
   explicit CallAuthorizer(std::string token);
 
-  // Decides one call to `method` ("/pstrain.Worker/RunSteps"). `certificate_name`: the
-  // common name of the peer's verified certificate, empty without TLS; `call`: the
-  // call's metadata. Counts and logs a refusal; remembers an accepted call's nonce.
+  // Decides one call to `method` ("/pstrain.FunctionWorker/RunFunction").
+  // `certificate_name`: the common name of the peer's verified certificate, empty without
+  // TLS; `call`: the call's metadata. Counts and logs a refusal; remembers an accepted
+  // call's nonce.
   // Errors: UNAUTHENTICATED no certificate and no or a wrong MAC, a time outside the
   //         window, a replayed nonce, an identity that does not parse;
   //         PERMISSION_DENIED the identity's role may not call `method`.

@@ -11,7 +11,7 @@
 #include "common/rpc/grpc_util.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
-#include "proto/worker.grpc.pb.h"
+#include "proto/function.grpc.pb.h"
 
 namespace pstrain {
 namespace {
@@ -20,7 +20,7 @@ constexpr char kToken[] = "0123456789abcdef-test-token";
 
 // A worker service whose Shutdown only counts that it ran, and whose GetStatus answers
 // whether its caller is worker 1.
-class CountingWorker final : public Worker::Service {
+class CountingWorker final : public FunctionWorker::Service {
  public:
   grpc::Status Shutdown(grpc::ServerContext* context, const ShutdownRequest*,
                         ShutdownResponse*) override {
@@ -33,8 +33,8 @@ class CountingWorker final : public Worker::Service {
     metadata_seen += seen;
     return answer;
   }
-  grpc::Status GetStatus(grpc::ServerContext* context, const WorkerStatusRequest*,
-                         WorkerStatusResponse*) override {
+  grpc::Status GetStatus(grpc::ServerContext* context, const FunctionWorkerStatusRequest*,
+                         FunctionWorkerStatusResponse*) override {
     return CheckCallerIsTask(*context, "worker", 1);
   }
   std::atomic<int> shutdowns{0};
@@ -65,7 +65,7 @@ class CallAuthorizerTest : public ::testing::Test {
   // Shutdown as a client with `security`.
   grpc::Status CallShutdown(const ClientSecurity& security) {
     SetClientSecurity(security);
-    auto stub = Worker::NewStub(CreateChannel(address_));
+    auto stub = FunctionWorker::NewStub(CreateChannel(address_));
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(10));
     ShutdownRequest request;
@@ -119,11 +119,11 @@ TEST_F(CallAuthorizerTest, AHandlerSeesWhoCallsAndNotTheToken) {
         {{Role::kWorker, 0}, grpc::StatusCode::PERMISSION_DENIED},
         {{Role::kPs, 1}, grpc::StatusCode::PERMISSION_DENIED}}) {
     SetClientSecurity({kToken, identity});
-    auto stub = Worker::NewStub(CreateChannel(address_));
+    auto stub = FunctionWorker::NewStub(CreateChannel(address_));
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(10));
-    WorkerStatusRequest request;
-    WorkerStatusResponse response;
+    FunctionWorkerStatusRequest request;
+    FunctionWorkerStatusResponse response;
     const grpc::Status status = stub->GetStatus(&context, request, &response);
     EXPECT_EQ(status.error_code(), expected) << FormatIdentity(identity) << ": "
                                              << status.error_message();
@@ -137,12 +137,12 @@ TEST_F(CallAuthorizerTest, TheTokenIsNeverSent) {
   EXPECT_EQ(service_.metadata_seen.find(kToken), std::string::npos) << service_.metadata_seen;
 }
 
-constexpr char kShutdownMethod[] = "/pstrain.Worker/Shutdown";
+constexpr char kShutdownMethod[] = "/pstrain.FunctionWorker/Shutdown";
 
 // Shutdown on a channel with no interceptors, with the metadata given.
 grpc::Status RawShutdown(const std::string& address,
                          const std::vector<std::pair<std::string, std::string>>& metadata) {
-  auto stub = Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub = FunctionWorker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   SetTimeout(&context, absl::Seconds(10));
   for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
@@ -197,7 +197,7 @@ TEST_F(CallAuthorizerTest, AnAnswerWithoutTheServersProofIsRefused) {
   ClientSecurity chief{kToken, {Role::kChief, 0}};
   chief.require_server_proof = true;
   SetClientSecurity(chief);
-  auto stub = Worker::NewStub(CreateChannel(address));
+  auto stub = FunctionWorker::NewStub(CreateChannel(address));
   grpc::ClientContext context;
   SetTimeout(&context, absl::Seconds(10));
   ShutdownRequest request;
@@ -225,7 +225,7 @@ TEST_F(CallAuthorizerTest, AnAnswerWithoutTheServersProofIsRefused) {
     absl::StatusOr<RunningServer> started = StartServer(options);
     ASSERT_TRUE(started.ok()) << started.status();
     auto failing_stub =
-        Worker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(started->port)));
+        FunctionWorker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(started->port)));
     grpc::ClientContext failing_context;
     SetTimeout(&failing_context, absl::Seconds(10));
     const grpc::Status got = failing_stub->Shutdown(&failing_context, request, &response);
@@ -233,7 +233,7 @@ TEST_F(CallAuthorizerTest, AnAnswerWithoutTheServersProofIsRefused) {
     started->server->Shutdown();
   }
   // The job's own server proves it: its answers pass, the open health check's too.
-  auto real = Worker::NewStub(CreateChannel(address_));
+  auto real = FunctionWorker::NewStub(CreateChannel(address_));
   grpc::ClientContext real_context;
   SetTimeout(&real_context, absl::Seconds(10));
   const grpc::Status proven = real->Shutdown(&real_context, request, &response);

@@ -37,7 +37,7 @@ struct ServerOptions {
   // max_connection_age is asked to go away (its client reconnects at once) and closed
   // max_connection_age_grace later, whatever it still has in flight, so a call whose
   // message never completes (a length prefix claiming 2 GiB, then 1 KB) is dropped at
-  // last; the grace exceeds the longest legitimate call (a worker's RunSteps).
+  // last; the grace exceeds the longest legitimate call (a worker's training chunk).
   absl::Duration max_connection_age = absl::Minutes(30);
   absl::Duration max_connection_age_grace = absl::Minutes(15);
   // Calls one connection may have in flight at once.

@@ -32,9 +32,6 @@ const absl::flat_hash_map<std::string, RoleSet>& RoleTable() {
       {"/pstrain.ParameterServer/PushPullStream", kWorker},
       {"/pstrain.ParameterServer/PushRows", kWorker},
       {"/pstrain.ParameterServer/GetStatus", kAnyRole},
-      {"/pstrain.Worker/RunSteps", kChief},
-      {"/pstrain.Worker/Shutdown", kChief | kAdmin},
-      {"/pstrain.Worker/GetStatus", kAnyRole},
       {"/pstrain.Chief/RegisterTask", kPs | kWorker},
       {"/pstrain.Chief/Heartbeat", kPs | kWorker},
       {"/pstrain.Chief/Report", kPs | kWorker},
@@ -42,7 +39,8 @@ const absl::flat_hash_map<std::string, RoleSet>& RoleTable() {
       {"/pstrain.Chief/GetStatus", kAnyRole},
       {"/pstrain.Collective/PushChunk", kChief | kWorker},
       {"/pstrain.FunctionWorker/RunFunction", kChief},
-      {"/pstrain.FunctionWorker/Shutdown", kChief},
+      // An operator may stop a worker, as it may a ps (the worker daemon's only service).
+      {"/pstrain.FunctionWorker/Shutdown", kChief | kAdmin},
       {"/pstrain.FunctionWorker/GetStatus", kAnyRole},
   });
   return *table;

@@ -11,18 +11,18 @@
 //                    Pull, PullRows                     chief, worker
 //                    Push, PushPull, PushPullStream,    worker
 //                    PushRows
-//   Worker           RunSteps                           chief
-//                    Shutdown                           chief, admin
 //   Chief            RegisterTask, Heartbeat, Report    ps, worker (as the task it is:
 //                                                       chief/rpc/chief_service.cc)
 //                    SaveCheckpoint                     chief, admin
 //   Collective       PushChunk                          chief, worker (as the rank it is:
 //                                                       worker/allreduce)
-//   FunctionWorker   RunFunction, Shutdown              chief
+//   FunctionWorker   RunFunction (the worker daemon's    chief
+//                    training chunk among the functions)
+//                    Shutdown                           chief, admin
 //   every service    GetStatus                          any role
 //   grpc.health.v1, grpc.reflection: anyone, without a token or a certificate
 //
-// Knows nothing of gRPC: methods are named by their path, "/pstrain.Worker/RunSteps".
+// Knows nothing of gRPC: methods are named by their path, "/pstrain.FunctionWorker/RunFunction".
 
 #include <string>
 #include <vector>

@@ -30,7 +30,7 @@ TEST(MethodRolesTest, EveryMethodOfEveryPstrainServiceHasARow) {
   (void)RunFunctionRequest::descriptor();
   const std::vector<std::string> table = MethodsWithRoles();
   int methods = 0;
-  for (const char* service_name : {"pstrain.ParameterServer", "pstrain.Worker", "pstrain.Chief",
+  for (const char* service_name : {"pstrain.ParameterServer", "pstrain.Chief",
                                     "pstrain.Collective", "pstrain.FunctionWorker"}) {
     const google::protobuf::ServiceDescriptor* service =
         google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service_name);
@@ -47,7 +47,8 @@ TEST(MethodRolesTest, EveryMethodOfEveryPstrainServiceHasARow) {
 
 TEST(MethodRolesTest, OnlyTheChiefChangesOrRestoresAJob) {
   for (const char* method : {"/pstrain.ParameterServer/CreateVariables",
-                             "/pstrain.ParameterServer/RestoreState", "/pstrain.Worker/RunSteps"}) {
+                             "/pstrain.ParameterServer/RestoreState",
+                             "/pstrain.FunctionWorker/RunFunction"}) {
     EXPECT_TRUE(AuthorizeMethod(method, kChief).ok()) << method;
     for (const CallerIdentity& other : {kWorker1, kPs0, kAdmin}) {
       const absl::Status status = AuthorizeMethod(method, other);
@@ -67,7 +68,8 @@ TEST(MethodRolesTest, OnlyWorkersPushAndTheChiefAndWorkersPull) {
 
 TEST(MethodRolesTest, TheOperatorReadsStopsAndCheckpointsButDoesNotTrain) {
   for (const char* method : {"/pstrain.ParameterServer/GetStatus", "/pstrain.ParameterServer/ReadState",
-                             "/pstrain.ParameterServer/Shutdown", "/pstrain.Worker/Shutdown",
+                             "/pstrain.ParameterServer/Shutdown",
+                             "/pstrain.FunctionWorker/Shutdown",
                              "/pstrain.Chief/GetStatus", "/pstrain.Chief/SaveCheckpoint"}) {
     EXPECT_TRUE(AuthorizeMethod(method, kAdmin).ok()) << method;
   }
@@ -75,7 +77,8 @@ TEST(MethodRolesTest, TheOperatorReadsStopsAndCheckpointsButDoesNotTrain) {
                              "/pstrain.Collective/PushChunk", "/pstrain.ParameterServer/PushPull"}) {
     EXPECT_TRUE(absl::IsPermissionDenied(AuthorizeMethod(method, kAdmin))) << method;
   }
-  EXPECT_TRUE(absl::IsPermissionDenied(AuthorizeMethod("/pstrain.Worker/Shutdown", kWorker1)));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(AuthorizeMethod("/pstrain.FunctionWorker/Shutdown", kWorker1)));
 }
 
 TEST(MethodRolesTest, HealthAndReflectionAreOpenAndUnknownMethodsClosed) {

@@ -9,8 +9,9 @@
 
 namespace pstrain {
 
-// A WorkerClient over gRPC. RunSteps carries `run_steps_timeout` as its deadline (it
-// trains many batches); the other calls carry `timeout`.
+// A WorkerClient over gRPC, speaking the FunctionWorker service: RunSteps runs the
+// worker's function "pstrain.train_chunk". RunSteps carries `run_steps_timeout` as its
+// deadline (it trains many batches); the other calls carry `timeout`.
 std::unique_ptr<WorkerClient> CreateGrpcWorkerClient(int worker_index, const std::string& address,
                                                      absl::Duration timeout,
                                                      absl::Duration run_steps_timeout);

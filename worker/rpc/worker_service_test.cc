@@ -1,4 +1,5 @@
-// The worker service over real gRPC on a free port, against requests no chief sends.
+// The worker service over real gRPC on a free port: the training chunk as a function,
+// against requests no chief sends.
 
 #include "worker/rpc/worker_service.h"
 
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "ps_server/local_ps_client.h"
 #include "ps_server/variable_store.h"
+#include "worker/training_worker.h"
 
 namespace pstrain {
 namespace {
@@ -28,19 +30,31 @@ class WorkerServiceTest : public ::testing::Test {
         kJob, ".", 0, CreateCpuBackend(),
         [this](int index, const std::string&) { return CreateLocalPsClient(index, &store_); });
     ASSERT_TRUE(worker.ok()) << worker.status();
-    service_.SetWorker(*std::move(worker));
+    worker_ = *std::move(worker);
+    ASSERT_TRUE(RegisterTrainChunk(worker_.get(), &functions_).ok());
     auto running = StartServer({"127.0.0.1:0", {&service_}});
     ASSERT_TRUE(running.ok()) << running.status();
     server_ = std::move(running->server);
-    stub_ = Worker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(running->port)));
+    stub_ = FunctionWorker::NewStub(CreateChannel("127.0.0.1:" + std::to_string(running->port)));
   }
   void TearDown() override { server_->Shutdown(); }
 
-  grpc::Status RunSteps(const RunStepsRequest& request) {
-    RunStepsResponse response;
+  // The chunk's status: the RPC's when it failed, else the one in the response.
+  absl::Status RunFunction(const std::string& function, const std::string& arguments,
+                           std::string* result = nullptr) {
+    RunFunctionRequest request;
+    request.set_function(function);
+    request.set_arguments(arguments);
+    RunFunctionResponse response;
     grpc::ClientContext context;
     SetTimeout(&context, absl::Seconds(10));
-    return stub_->RunSteps(&context, request, &response);
+    absl::Status status = FromGrpcStatus(stub_->RunFunction(&context, request, &response), "w");
+    if (!status.ok()) return status;
+    if (result != nullptr) *result = response.result();
+    return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
+  }
+  absl::Status RunSteps(const RunStepsRequest& request) {
+    return RunFunction(kTrainChunkFunction, request.SerializeAsString());
   }
 
   static RunStepsRequest Good() {
@@ -53,30 +67,57 @@ class WorkerServiceTest : public ::testing::Test {
   }
 
   VariableStore store_;
-  WorkerServiceImpl service_{[](const std::string&) {}};
+  std::unique_ptr<TrainingWorker> worker_;
+  WorkerFunctions functions_;
+  WorkerServiceImpl service_{&functions_, [](const std::string&) {}};
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<Worker::Stub> stub_;
+  std::unique_ptr<FunctionWorker::Stub> stub_;
 };
 
 TEST_F(WorkerServiceTest, NegativeEpochStepsOrShardsAreInvalidArgument) {
   RunStepsRequest epoch = Good();
   epoch.set_epoch(-1);
-  const grpc::Status status = RunSteps(epoch);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("epoch -1 < 0"), std::string::npos)
-      << status.error_message();
+  const absl::Status status = RunSteps(epoch);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("epoch -1 < 0"), std::string::npos) << status;
   RunStepsRequest steps = Good();
   steps.set_steps(-1);
-  EXPECT_EQ(RunSteps(steps).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunSteps(steps).code(), absl::StatusCode::kInvalidArgument);
   RunStepsRequest first = Good();
   first.set_first_step(-5);
-  EXPECT_EQ(RunSteps(first).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunSteps(first).code(), absl::StatusCode::kInvalidArgument);
   RunStepsRequest shard = Good();
   shard.set_shard_index(3);
-  EXPECT_EQ(RunSteps(shard).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunSteps(shard).code(), absl::StatusCode::kInvalidArgument);
   RunStepsRequest no_ps = Good();
   no_ps.clear_ps_addresses();
-  EXPECT_EQ(RunSteps(no_ps).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunSteps(no_ps).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.num_pushes(), 0);
+}
+
+TEST_F(WorkerServiceTest, StatusSaysReadyWithTheChunk) {
+  FunctionWorkerStatusRequest request;
+  FunctionWorkerStatusResponse status;
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  ASSERT_TRUE(stub_->GetStatus(&context, request, &status).ok());
+  EXPECT_TRUE(status.ready());
+  EXPECT_FALSE(status.busy());
+  EXPECT_EQ(status.backend(), "cpu");
+  ASSERT_EQ(status.functions_size(), 1);
+  EXPECT_EQ(status.functions(0), kTrainChunkFunction);
+}
+
+TEST_F(WorkerServiceTest, HostileCallsAreRefusedAndPushNothing) {
+  // Arguments that are not a RunStepsRequest.
+  EXPECT_TRUE(absl::IsInvalidArgument(RunFunction(kTrainChunkFunction, "\xff\xff\xff")));
+  // A function the worker does not have.
+  EXPECT_TRUE(absl::IsFailedPrecondition(RunFunction("pstrain.no_such_function", "")));
+  // Arguments over the limit: refused as a call.
+  const absl::Status big = RunFunction(
+      kTrainChunkFunction, std::string(WorkerFunctions::kMaxArgumentsBytes + 1, '\0'));
+  EXPECT_TRUE(absl::IsInvalidArgument(big)) << big;
+  EXPECT_NE(big.message().find("exceed the limit"), std::string::npos) << big;
   EXPECT_EQ(store_.num_pushes(), 0);
 }
 
