@@ -40,6 +40,7 @@
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps_server/rpc/raw_http2.h"
 #include "tests/cluster_test_util.h"
 
 namespace pstrain {
@@ -53,26 +54,6 @@ constexpr char kPushMethod[] = "/pstrain.ParameterServer/Push";
 std::string JobToken() {
   const char* token = std::getenv(kAuthTokenEnvironmentVariable);
   return token != nullptr ? token : "";
-}
-
-void AppendFrame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload,
-                 std::string* out) {
-  const uint32_t n = static_cast<uint32_t>(payload.size());
-  for (int shift = 16; shift >= 0; shift -= 8) out->push_back(static_cast<char>(n >> shift));
-  out->push_back(static_cast<char>(type));
-  out->push_back(static_cast<char>(flags));
-  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(stream >> shift));
-  out->append(payload);
-}
-
-// HPACK "literal header field without indexing, new name", no Huffman coding; every
-// string here is shorter than 127 bytes.
-void AppendLiteral(const std::string& name, const std::string& value, std::string* out) {
-  out->push_back(0x00);
-  out->push_back(static_cast<char>(name.size()));
-  out->append(name);
-  out->push_back(static_cast<char>(value.size()));
-  out->append(value);
 }
 
 uint32_t ReadU32(const std::string& s, size_t at) {
@@ -107,26 +88,26 @@ class HalfSentPush {
       return;
     }
     std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    AppendFrame(kSettings, 0, 0, "", &out);
+    AppendHttp2Frame(kSettings, 0, 0, "", &out);
     const int64_t time_micros = absl::ToUnixMicros(absl::Now());
     const std::string nonce = NewCallNonce();
     std::string headers;
-    AppendLiteral(":method", "POST", &headers);
-    AppendLiteral(":scheme", "http", &headers);
-    AppendLiteral(":path", kPushMethod, &headers);
-    AppendLiteral(":authority", "localhost", &headers);
-    AppendLiteral("content-type", "application/grpc", &headers);
-    AppendLiteral("te", "trailers", &headers);
-    AppendLiteral(kIdentityMetadataKey, "worker-0", &headers);
-    AppendLiteral(kTimeMetadataKey, absl::StrCat(time_micros), &headers);
-    AppendLiteral(kNonceMetadataKey, nonce, &headers);
-    AppendLiteral(kMacMetadataKey,
+    AppendHpackLiteral(":method", "POST", &headers);
+    AppendHpackLiteral(":scheme", "http", &headers);
+    AppendHpackLiteral(":path", kPushMethod, &headers);
+    AppendHpackLiteral(":authority", "localhost", &headers);
+    AppendHpackLiteral("content-type", "application/grpc", &headers);
+    AppendHpackLiteral("te", "trailers", &headers);
+    AppendHpackLiteral(kIdentityMetadataKey, "worker-0", &headers);
+    AppendHpackLiteral(kTimeMetadataKey, absl::StrCat(time_micros), &headers);
+    AppendHpackLiteral(kNonceMetadataKey, nonce, &headers);
+    AppendHpackLiteral(kMacMetadataKey,
                   CallMac(JobToken(), kPushMethod, "worker-0", time_micros, nonce), &headers);
-    AppendFrame(kHeaders, kEndHeaders, 1, headers, &out);
+    AppendHttp2Frame(kHeaders, kEndHeaders, 1, headers, &out);
     // The gRPC message prefix: uncompressed, `declared` bytes follow.
     std::string prefix(5, '\0');
     for (int i = 0; i < 4; ++i) prefix[1 + i] = static_cast<char>(declared >> (24 - 8 * i));
-    AppendFrame(kData, 0, 1, prefix, &out);
+    AppendHttp2Frame(kData, 0, 1, prefix, &out);
     if (!Write(out)) return;
     stream_sent_ = connection_sent_ = 5;
     const std::string chunk(16384, 'x');
@@ -142,7 +123,7 @@ class HalfSentPush {
         continue;
       }
       std::string frame;
-      AppendFrame(kData, 0, 1, chunk.substr(0, static_cast<size_t>(n)), &frame);
+      AppendHttp2Frame(kData, 0, 1, chunk.substr(0, static_cast<size_t>(n)), &frame);
       if (!Write(frame)) return;
       sent += n;
       stream_sent_ += n;
@@ -205,9 +186,9 @@ class HalfSentPush {
           if (id == 0x4) stream_initial_window_ = value;  // SETTINGS_INITIAL_WINDOW_SIZE
           if (id == 0x5) max_frame_ = value;              // SETTINGS_MAX_FRAME_SIZE
         }
-        AppendFrame(kSettings, kAck, 0, "", &reply);
+        AppendHttp2Frame(kSettings, kAck, 0, "", &reply);
       } else if (type == kPing && (flags & kAck) == 0) {
-        AppendFrame(kPing, kAck, 0, payload, &reply);
+        AppendHttp2Frame(kPing, kAck, 0, payload, &reply);
       } else if (type == kWindowUpdate && payload.size() == 4) {
         const int64_t increment = ReadU32(payload, 0) & 0x7fffffff;
         (stream == 0 ? connection_window_ : stream_updates_) += increment;

@@ -19,28 +19,6 @@ constexpr uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4
                   kPing = 0x6, kGoAway = 0x7;
 constexpr uint8_t kEndHeaders = 0x4, kAck = 0x1;
 
-void AppendFrame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload,
-                 std::string* out) {
-  const uint32_t n = static_cast<uint32_t>(payload.size());
-  out->push_back(static_cast<char>(n >> 16));
-  out->push_back(static_cast<char>(n >> 8));
-  out->push_back(static_cast<char>(n));
-  out->push_back(static_cast<char>(type));
-  out->push_back(static_cast<char>(flags));
-  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(stream >> shift));
-  out->append(payload);
-}
-
-// HPACK "literal header field without indexing, new name", no Huffman coding (RFC 7541
-// 6.2.2); every string here is shorter than 127 bytes.
-void AppendLiteral(const std::string& name, const std::string& value, std::string* out) {
-  out->push_back(0x00);
-  out->push_back(static_cast<char>(name.size()));
-  out->append(name);
-  out->push_back(static_cast<char>(value.size()));
-  out->append(value);
-}
-
 bool SendAll(int fd, const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -52,6 +30,24 @@ bool SendAll(int fd, const std::string& bytes) {
 }
 
 }  // namespace
+
+void AppendHttp2Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload,
+                      std::string* out) {
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  for (int shift = 16; shift >= 0; shift -= 8) out->push_back(static_cast<char>(n >> shift));
+  out->push_back(static_cast<char>(type));
+  out->push_back(static_cast<char>(flags));
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(stream >> shift));
+  out->append(payload);
+}
+
+void AppendHpackLiteral(const std::string& name, const std::string& value, std::string* out) {
+  out->push_back(0x00);
+  out->push_back(static_cast<char>(name.size()));
+  out->append(name);
+  out->push_back(static_cast<char>(value.size()));
+  out->append(value);
+}
 
 namespace {
 
@@ -76,15 +72,15 @@ absl::StatusOr<int> Connect(int port) {
 // The preface, SETTINGS and the HEADERS that start a call of `method` on stream 1.
 std::string StartCall(const std::string& method) {
   std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  AppendFrame(kSettings, 0, 0, "", &out);
+  AppendHttp2Frame(kSettings, 0, 0, "", &out);
   std::string headers;
-  AppendLiteral(":method", "POST", &headers);
-  AppendLiteral(":scheme", "http", &headers);
-  AppendLiteral(":path", method, &headers);
-  AppendLiteral(":authority", "localhost", &headers);
-  AppendLiteral("content-type", "application/grpc", &headers);
-  AppendLiteral("te", "trailers", &headers);
-  AppendFrame(kHeaders, kEndHeaders, 1, headers, &out);
+  AppendHpackLiteral(":method", "POST", &headers);
+  AppendHpackLiteral(":scheme", "http", &headers);
+  AppendHpackLiteral(":path", method, &headers);
+  AppendHpackLiteral(":authority", "localhost", &headers);
+  AppendHpackLiteral("content-type", "application/grpc", &headers);
+  AppendHpackLiteral("te", "trailers", &headers);
+  AppendHttp2Frame(kHeaders, kEndHeaders, 1, headers, &out);
   return out;
 }
 
@@ -123,8 +119,8 @@ RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
       const std::string payload = in.substr(9, length);
       in.erase(0, 9 + length);
       std::string reply;
-      if (type == kSettings && (flags & kAck) == 0) AppendFrame(kSettings, kAck, 0, "", &reply);
-      if (type == kPing && (flags & kAck) == 0) AppendFrame(kPing, kAck, 0, payload, &reply);
+      if (type == kSettings && (flags & kAck) == 0) AppendHttp2Frame(kSettings, kAck, 0, "", &reply);
+      if (type == kPing && (flags & kAck) == 0) AppendHttp2Frame(kPing, kAck, 0, payload, &reply);
       if (!reply.empty()) SendAll(fd, reply);
       if (type == kRstStream) {
         outcome.stream_ended = true;
@@ -166,7 +162,7 @@ std::string MessageFrames(const std::vector<std::string>& messages, bool half_cl
   std::string out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const bool last = i + 1 == messages.size();
-    AppendFrame(kData, last && half_close ? kEndStream : 0, 1,
+    AppendHttp2Frame(kData, last && half_close ? kEndStream : 0, 1,
                 MessagePrefix(static_cast<uint32_t>(messages[i].size())) + messages[i], &out);
   }
   return out;
@@ -176,7 +172,7 @@ std::string ResetFrame() {
   std::string code(4, '\0');
   for (int i = 0; i < 4; ++i) code[i] = static_cast<char>(kCancel >> (24 - 8 * i));
   std::string out;
-  AppendFrame(kRstStream, 0, 1, code, &out);
+  AppendHttp2Frame(kRstStream, 0, 1, code, &out);
   return out;
 }
 
@@ -190,7 +186,7 @@ absl::StatusOr<RawFrameOutcome> SendTruncatedGrpcMessage(int port, const std::st
   std::string out = StartCall(method);
   std::string message = MessagePrefix(declared_bytes);
   message.append(static_cast<size_t>(sent_bytes), 'x');
-  AppendFrame(kData, 0, 1, message, &out);
+  AppendHttp2Frame(kData, 0, 1, message, &out);
   return SendAndWait(*fd, out, wait);
 }
 

@@ -14,6 +14,13 @@
 
 namespace pstrain {
 
+// Appends an HTTP/2 frame (RFC 9113 4.1) of `type` with `flags` on `stream` to `out`.
+void AppendHttp2Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload,
+                      std::string* out);
+// Appends an HPACK "literal header field without indexing, new name", no Huffman coding
+// (RFC 7541 6.2.2); `name` and `value` must be shorter than 127 bytes.
+void AppendHpackLiteral(const std::string& name, const std::string& value, std::string* out);
+
 struct RawFrameOutcome {
   // The server reset the stream, closed the connection, or answered with trailers.
   bool stream_ended = false;
