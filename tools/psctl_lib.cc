@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -390,17 +391,22 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << VersionText("psctl");
     return kPsctlOk;
   }
-  const SecurityFlags& security = flags.security;
-  if (!security.auth_token_file.empty() || !security.tls_dir.empty() ||
-      !security.tls_ca.empty() || !security.tls_cert.empty() || !security.tls_key.empty()) {
-    // Every channel made from here on uses them (common/rpc/client_security.h).
-    absl::StatusOr<ClientSecurity> client = ClientSecurityFromFlags(security, {Role::kAdmin, 0});
-    if (!client.ok()) {
-      err << "psctl: " << client.status().message() << "\n";
-      return kPsctlUsage;
-    }
-    SetClientSecurity(*std::move(client));
+  // Every channel made from here on uses them (common/rpc/client_security.h), until
+  // psctl returns.
+  absl::StatusOr<ClientSecurity> client =
+      ClientSecurityFromFlags(flags.security, {Role::kAdmin, 0});
+  if (!client.ok()) {
+    err << "psctl: " << client.status().message() << "\n";
+    return kPsctlUsage;
   }
+  // As a task of the job does, psctl prints and acts on no answer from a server that does
+  // not prove it holds the token (a process at a task's address that is not of the job):
+  // UNAUTHENTICATED, named by the address. Health is open to all, and a health-only port
+  // proves nothing.
+  client->require_server_proof = flags.command != "health";
+  const ClientSecurity before = GetClientSecurity();
+  SetClientSecurity(*std::move(client));
+  absl::Cleanup restore = [&before] { SetClientSecurity(before); };
   if (flags.command == "health") return CheckHealth(flags, out, err);
   if (flags.command == "ps") {
     std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);

@@ -18,6 +18,8 @@
 #include "chief/membership.h"
 #include "chief/rpc/chief_service.h"
 #include "common/cluster_spec.h"
+#include "common/rpc/call_authorizer.h"
+#include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "common/sharding/placement.h"
 #include "deploy/local/free_port.h"
@@ -35,6 +37,14 @@ struct Result {
   std::string err;
 };
 
+// A server of the job: psctl acts only on answers that prove they come from one.
+ServerOptions OfTheJob(ServerOptions options) {
+  const char* token = std::getenv(kAuthTokenEnvironmentVariable);
+  options.credentials = AuthorizingServerCredentials(
+      std::make_shared<CallAuthorizer>(token != nullptr ? token : ""));
+  return options;
+}
+
 Result RunArgs(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int code = RunPsctl(args, out, err);
@@ -45,7 +55,7 @@ class PsctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // A ps holding the shards the chief placed on ps 0.
-    auto ps = StartServer({"127.0.0.1:0", {&ps_service_}});
+    auto ps = StartServer(OfTheJob({"127.0.0.1:0", {&ps_service_}}));
     ASSERT_TRUE(ps.ok()) << ps.status();
     ps_server_ = std::move(ps->server);
     ps_address_ = absl::StrCat("127.0.0.1:", ps->port);
@@ -82,7 +92,7 @@ class PsctlTest : public ::testing::Test {
           response->set_global_step(1234);
           for (const auto& e : placement_) *response->add_placement() = e;
         });
-    auto chief = StartServer({"127.0.0.1:0", {chief_service_.get()}});
+    auto chief = StartServer(OfTheJob({"127.0.0.1:0", {chief_service_.get()}}));
     ASSERT_TRUE(chief.ok()) << chief.status();
     chief_server_ = std::move(chief->server);
     chief_address_ = absl::StrCat("127.0.0.1:", chief->port);
