@@ -119,7 +119,7 @@ TEST(RecoveryClusterTest, ARestoredPsHoldsTheCheckpointAndTheSurvivorKeepsItsOwn
       case Stage::kWaitForPause:
         // "recovering": every chunk came back, no push is in flight.
         if (absl::StatusOr<ChiefStatusResponse> s = chief->GetStatus();
-            s.ok() && s->phase() == "recovering") {
+            s.ok() && s->phase() == ChiefStatusResponse::RECOVERING) {
           EXPECT_TRUE(group.Signal("worker0", SIGSTOP).ok());
           EXPECT_TRUE(group.Signal("worker1", SIGSTOP).ok());
           ps0_paused = ReadAll(cluster.ps[0]);

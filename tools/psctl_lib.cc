@@ -25,6 +25,7 @@
 #include "common/tensor.h"
 #include "common/version.h"
 #include "common/training/consistency_config.h"
+#include "distribute/job_phase.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 
 namespace pstrain {
@@ -216,7 +217,14 @@ std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placeme
 }
 
 std::string FormatChiefStatus(const ChiefStatusResponse& status) {
-  std::string text = absl::StrCat("phase: ", status.phase(), "\nepoch: ", status.epoch(),
+  // The enum, or an older chief's phase name; a phase this psctl does not know is shown
+  // as the chief spelled it.
+  const absl::StatusOr<distribute::JobPhase> phase = distribute::PhaseOf(status);
+  const std::string phase_text =
+      phase.ok() ? std::string(distribute::JobPhaseName(*phase))
+                 : absl::StrCat(status.phase_name().empty() ? "unknown" : status.phase_name(),
+                                " (phase ", static_cast<int>(status.phase()), ")");
+  std::string text = absl::StrCat("phase: ", phase_text, "\nepoch: ", status.epoch(),
                                   "\nglobal step: ", status.global_step(), "\ntasks:\n");
   std::vector<std::vector<std::string>> tasks = {
       {"type", "index", "address", "registered", "last heartbeat"}};
@@ -315,7 +323,11 @@ int WatchStatus(const Flags& flags, std::ostream& out, std::ostream& err, bool t
           << FormatChiefStatus(*status);
     }
     out.flush();
-    if (status->phase() == "done" || status->phase() == "failed") return kPsctlOk;
+    // A phase this psctl does not know (a newer chief's) is not the end: keep watching.
+    if (absl::StatusOr<distribute::JobPhase> phase = distribute::PhaseOf(*status);
+        phase.ok() && distribute::IsFinal(*phase)) {
+      return kPsctlOk;
+    }
     if (flags.count > 0 && n >= flags.count) return kPsctlOk;
     absl::SleepFor(flags.interval);
   }
