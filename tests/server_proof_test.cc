@@ -45,7 +45,8 @@ class FakeChief final : public Chief::Service {
  public:
   grpc::Status GetStatus(grpc::ServerContext*, const ChiefStatusRequest*,
                          ChiefStatusResponse* response) override {
-    response->set_phase("training");
+    response->set_phase(ChiefStatusResponse::TRAINING);
+    response->set_phase_name("training");
     response->set_global_step(777);
     return grpc::Status::OK;
   }
