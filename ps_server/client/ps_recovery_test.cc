@@ -218,8 +218,8 @@ TEST_F(PsRecoveryTest, AnEmptiedPsStartsFromTheInitialValuesWithoutACheckpoint) 
       EXPECT_EQ(rows, std::vector<float>(trained[i].begin() + begin, trained[i].begin() + end))
           << e.name();
     } else {
-      EXPECT_EQ(rows, std::vector<float>(Values(initial[i]).begin() + begin,
-                                         Values(initial[i]).begin() + end))
+      const std::vector<float> drawn = Values(initial[i]);
+      EXPECT_EQ(rows, std::vector<float>(drawn.begin() + begin, drawn.begin() + end))
           << e.name();
       EXPECT_NE(rows, std::vector<float>(trained[i].begin() + begin, trained[i].begin() + end))
           << e.name();
