@@ -108,15 +108,18 @@ absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOpti
 }
 
 // Whether the chief's share of the model fits --max_memory (common/model/model_memory.h):
-// it makes the initial values, reads back every value and optimizer slot for a
-// checkpoint, and evaluates a batch at a time.
+// it reads back every value and optimizer slot for a checkpoint, evaluates a batch at a
+// time, and holds initial values only when the job gives them (a .keras model's weights):
+// otherwise each ps draws its own rows of them.
 absl::Status CheckChiefMemory(const Model& model, const JobSpec& job) {
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
   const int64_t slots = static_cast<int64_t>(optimizer->NewState(1)->slots().size());
+  const bool given = job.initial_weights != nullptr;
   ModelMemoryUse use;
-  use.copies_per_variable = 2 + slots;
-  use.copies_are = absl::StrCat("initial values, and values with ", slots, " optimizer slot",
-                                slots == 1 ? "" : "s", " read for checkpoints");
+  use.copies_per_variable = 1 + slots + (given ? 1 : 0);
+  use.copies_are = absl::StrCat(given ? "initial values, and " : "", "values with ", slots,
+                                " optimizer slot", slots == 1 ? "" : "s",
+                                " read for checkpoints");
   use.batch = job.batch_size;
   return CheckModelMemory(model, use, "chief");
 }

@@ -30,6 +30,13 @@ class LocalPsClient final : public PsClient {
     return Named(name_, store_->CreateVariables(std::move(variables), optimizer, consistency));
   }
 
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               std::vector<InitialShard> drawn, const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
+    return Named(name_, store_->CreateVariables(std::move(variables), std::move(drawn),
+                                                optimizer, consistency));
+  }
+
   absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
                                            std::vector<int64_t>* versions) override {
     absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, versions);

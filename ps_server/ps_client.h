@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/model/row_initializer.h"
 #include "common/tensor.h"
 #include "common/variable_snapshot.h"
 #include "proto/ps.pb.h"
@@ -37,6 +38,18 @@ class PsClient {
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer) {
     return CreateVariables(std::move(variables), optimizer, ConsistencyConfig());
+  }
+  // As above, and also the `drawn` variables, whose values the ps draws itself from their
+  // initializers (VariableStore::CreateVariables): only how to draw them travels. A
+  // client that cannot send initializers answers UNIMPLEMENTED when `drawn` is not empty.
+  virtual absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                                       std::vector<InitialShard> drawn,
+                                       const OptimizerConfig& optimizer,
+                                       const ConsistencyConfig& consistency) {
+    if (!drawn.empty()) {
+      return absl::UnimplementedError(name() + ": cannot send initializers");
+    }
+    return CreateVariables(std::move(variables), optimizer, consistency);
   }
 
   // `versions` (may be null) gets each variable's version.

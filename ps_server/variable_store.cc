@@ -31,50 +31,68 @@ ConsistencyConfig Normalized(const ConsistencyConfig& config) {
 
 absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
                                             const OptimizerConfig& optimizer,
+                                            const ConsistencyConfig& consistency) {
+  return CreateVariables(std::move(variables), {}, optimizer, consistency);
+}
+
+absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
+                                            std::vector<InitialShard> drawn,
+                                            const OptimizerConfig& optimizer,
                                             const ConsistencyConfig& consistency_in) {
   PS_RETURN_IF_ERROR(ValidateConsistency(consistency_in));
   const ConsistencyConfig consistency = Normalized(consistency_in);
   absl::flat_hash_set<std::string> seen;
-  for (const NamedTensor& v : variables) {
-    if (v.name.empty()) return absl::InvalidArgumentError("variable with an empty name");
-    if (!seen.insert(v.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat("variable \"", v.name, "\" given twice"));
+  auto check_name = [&seen](const std::string& name) -> absl::Status {
+    if (name.empty()) return absl::InvalidArgumentError("variable with an empty name");
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("variable \"", name, "\" given twice"));
     }
+    return absl::OkStatus();
+  };
+  for (const NamedTensor& v : variables) {
+    PS_RETURN_IF_ERROR(check_name(v.name));
     if (absl::Status finite =
             CheckFinite(v.tensor.values(), absl::StrCat("initial value of \"", v.name, "\""));
         !finite.ok()) {
       return RefuseNonFinite(std::move(finite));
     }
   }
-  absl::MutexLock lock(&mu_);
-  std::unique_ptr<UpdateRules> new_rules;
-  if (update_rules_ == nullptr) {
-    PS_ASSIGN_OR_RETURN(new_rules, UpdateRules::Create(optimizer));
-  } else if (!google::protobuf::util::MessageDifferencer::Equals(optimizer, optimizer_config_)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "this ps already runs optimizer \"", update_rules_->optimizer().name(),
-        "\" with other settings; one ps serves one optimizer configuration"));
-  }
-  if (consistency_set_ &&
-      !google::protobuf::util::MessageDifferencer::Equals(consistency, consistency_config_)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "this ps already runs consistency mode \"", ConsistencyModeName(consistency_config_.mode()),
-        "\" with other settings; one ps serves one consistency configuration"));
-  }
-  for (const NamedTensor& v : variables) {
-    auto it = variables_.find(v.name);
-    if (it == variables_.end()) continue;
-    absl::MutexLock var_lock(&it->second->mu);
-    if (it->second->value.shape() != v.tensor.shape()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "variable \"", v.name, "\" exists with shape ", it->second->value.ShapeString(),
-          ", not ", v.tensor.ShapeString()));
+  // Drawn values are checked as a hostile request must be, before anything is
+  // allocated: the initializers (sizes, rows, parameters), then under the lock what a
+  // create checks, the memory budget among it, for every variable at once. The values
+  // are then drawn without the lock (a large table takes seconds), and the create below
+  // checks again what may have changed meanwhile.
+  if (!drawn.empty()) {
+    std::vector<RequestedVariable> requested;
+    for (const NamedTensor& v : variables) requested.push_back({v.name, v.tensor.shape()});
+    for (const InitialShard& d : drawn) {
+      PS_RETURN_IF_ERROR(check_name(d.name));
+      if (absl::Status valid = ValidateRowRange(d.init, d.row_begin, d.row_end); !valid.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("initializer of variable \"", d.name, "\": ", valid.message()));
+      }
+      requested.push_back({d.name, RowRangeShape(d.init.shape, d.row_begin, d.row_end)});
+    }
+    std::vector<bool> exists(drawn.size());
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      std::unique_ptr<UpdateRules> unused;
+      PS_RETURN_IF_ERROR(CheckCreate(requested, optimizer, consistency, &unused));
+      for (size_t i = 0; i < drawn.size(); ++i) exists[i] = variables_.contains(drawn[i].name);
+    }
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      // One that exists has the shape asked for (checked above) and keeps its value.
+      if (exists[i]) continue;
+      PS_ASSIGN_OR_RETURN(Tensor value, DrawShard(drawn[i]));
+      variables.push_back({std::move(drawn[i].name), std::move(value)});
     }
   }
-  // The optimizer's slots bound every variable's (a moving average has none).
-  PS_RETURN_IF_ERROR(CheckVariablesFit(
-      variables, new_rules != nullptr ? new_rules->optimizer() : update_rules_->optimizer(),
-      consistency.mode() == CONSISTENCY_SYNC));
+  std::vector<RequestedVariable> requested;
+  requested.reserve(variables.size());
+  for (const NamedTensor& v : variables) requested.push_back({v.name, v.tensor.shape()});
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<UpdateRules> new_rules;
+  PS_RETURN_IF_ERROR(CheckCreate(requested, optimizer, consistency, &new_rules));
   if (new_rules != nullptr) {
     update_rules_ = std::move(new_rules);
     optimizer_config_ = optimizer;
@@ -103,7 +121,40 @@ absl::Status VariableStore::CreateVariables(std::vector<NamedTensor> variables,
   return absl::OkStatus();
 }
 
-absl::Status VariableStore::CheckVariablesFit(const std::vector<NamedTensor>& variables,
+absl::Status VariableStore::CheckCreate(const std::vector<RequestedVariable>& requested,
+                                        const OptimizerConfig& optimizer,
+                                        const ConsistencyConfig& consistency,
+                                        std::unique_ptr<UpdateRules>* new_rules) const {
+  if (update_rules_ == nullptr) {
+    PS_ASSIGN_OR_RETURN(*new_rules, UpdateRules::Create(optimizer));
+  } else if (!google::protobuf::util::MessageDifferencer::Equals(optimizer, optimizer_config_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this ps already runs optimizer \"", update_rules_->optimizer().name(),
+        "\" with other settings; one ps serves one optimizer configuration"));
+  }
+  if (consistency_set_ &&
+      !google::protobuf::util::MessageDifferencer::Equals(consistency, consistency_config_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this ps already runs consistency mode \"", ConsistencyModeName(consistency_config_.mode()),
+        "\" with other settings; one ps serves one consistency configuration"));
+  }
+  for (const RequestedVariable& v : requested) {
+    auto it = variables_.find(v.name);
+    if (it == variables_.end()) continue;
+    // The shape never changes once created: read without the variable's lock.
+    if (it->second->shape != v.shape) {
+      return absl::AlreadyExistsError(absl::StrCat("variable \"", v.name, "\" exists with shape ",
+                                                   ShapeToString(it->second->shape), ", not ",
+                                                   ShapeToString(v.shape)));
+    }
+  }
+  // The optimizer's slots bound every variable's (a moving average has none).
+  return CheckVariablesFit(
+      requested, *new_rules != nullptr ? (*new_rules)->optimizer() : update_rules_->optimizer(),
+      consistency.mode() == CONSISTENCY_SYNC);
+}
+
+absl::Status VariableStore::CheckVariablesFit(const std::vector<RequestedVariable>& requested,
                                               const Optimizer& optimizer, bool sync) const {
   // Per element: the value (already here) and each optimizer slot, twice (the second
   // copy is what a dense update is computed into before it is swapped in), and in sync
@@ -114,18 +165,22 @@ absl::Status VariableStore::CheckVariablesFit(const std::vector<NamedTensor>& va
   for (const auto& [name, v] : variables_) {
     total = SaturatingAdd(total, SaturatingMul(v->num_elements, copies * 4));
   }
-  const NamedTensor* largest = nullptr;
-  for (const NamedTensor& v : variables) {
+  const RequestedVariable* largest = nullptr;
+  int64_t largest_elements = 0;
+  for (const RequestedVariable& v : requested) {
     if (variables_.contains(v.name)) continue;
-    total = SaturatingAdd(total, SaturatingMul(v.tensor.num_elements(), copies * 4));
-    if (largest == nullptr || v.tensor.num_elements() > largest->tensor.num_elements()) {
+    // Validated shapes: no overflow (a negative count would saturate).
+    const int64_t elements = NumElements(v.shape);
+    total = SaturatingAdd(total, SaturatingMul(elements, copies * 4));
+    if (largest == nullptr || elements > largest_elements) {
       largest = &v;
+      largest_elements = elements;
     }
   }
   if (largest == nullptr) return absl::OkStatus();
   return CheckMemoryBudget(
       total, absl::StrCat("this ps's variables with the new ones (the largest \"", largest->name,
-                          "\" ", largest->tensor.ShapeString(), "; values and ", copies - 1,
+                          "\" ", ShapeToString(largest->shape), "; values and ", copies - 1,
                           " more arrays per element)"));
 }
 

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/model/optimizer.h"
+#include "common/model/row_initializer.h"
 #include "common/tensor.h"
 #include "ps_server/consistency.h"
 #include "ps_server/request_log.h"
@@ -71,6 +72,16 @@ class VariableStore {
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency = ConsistencyConfig());
+  // As above, and also the `drawn` variables, whose values this ps draws itself from
+  // their initializers (common/model/row_initializer.h): the chief sends how, never the
+  // values. Every initializer is validated, and the memory budget checked for every
+  // variable, before any value is drawn; a variable that exists already (same shape) is
+  // not drawn again. The values are drawn without holding the store's lock.
+  // Errors: as above, and INVALID_ARGUMENT an initializer that ValidateRowRange refuses
+  //         (named), a name given in both lists.
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               std::vector<InitialShard> drawn, const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency);
 
   // Current values of `names`, in order; `versions` (may be null) gets each variable's
   // count of applied updates. Nothing is copied before the request is found to fit.
@@ -193,9 +204,12 @@ class VariableStore {
  private:
   struct Variable {
     explicit Variable(Tensor initial)
-        : num_elements(initial.num_elements()), value(std::move(initial)) {}
-    // Never changes (a restore keeps the shape), so it is read without the lock.
+        : num_elements(initial.num_elements()),
+          shape(initial.shape()),
+          value(std::move(initial)) {}
+    // Never change (a restore keeps the shape), so they are read without the lock.
     const int64_t num_elements;
+    const std::vector<int64_t> shape;
     mutable absl::Mutex mu;
     Tensor value ABSL_GUARDED_BY(mu);
     // Its update (the optimizer, or a moving-average rule): set at creation, never changed.
@@ -235,10 +249,28 @@ class VariableStore {
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Whether the variables held and the new ones among `variables`, with `optimizer`'s
+  // A variable CreateVariables is asked for, as its checks see it (its value may not be
+  // drawn yet).
+  struct RequestedVariable {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+
+  // The checks CreateVariables makes under mu_ before it changes anything: `optimizer`
+  // and `consistency` (normalized) agree with those set, if any; a variable that exists
+  // has the requested shape; everything fits the memory budget. Sets `*new_rules` to the
+  // optimizer's rules when none are set yet.
+  // Errors: INVALID_ARGUMENT another optimizer or consistency; ALREADY_EXISTS another
+  //         shape; RESOURCE_EXHAUSTED (CheckVariablesFit).
+  absl::Status CheckCreate(const std::vector<RequestedVariable>& requested,
+                           const OptimizerConfig& optimizer, const ConsistencyConfig& consistency,
+                           std::unique_ptr<UpdateRules>* new_rules) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Whether the variables held and the new ones among `requested`, with `optimizer`'s
   // slots (and sync's aggregates), fit the memory budget (common/memory_budget.h).
   // Errors: RESOURCE_EXHAUSTED naming the largest new variable.
-  absl::Status CheckVariablesFit(const std::vector<NamedTensor>& variables,
+  absl::Status CheckVariablesFit(const std::vector<RequestedVariable>& requested,
                                  const Optimizer& optimizer, bool sync) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

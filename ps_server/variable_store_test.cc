@@ -1,6 +1,7 @@
 #include "ps_server/variable_store.h"
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -92,6 +93,94 @@ TEST(VariableStoreTest, BadCreateRequestsAreRejected) {
   EXPECT_EQ(store.CreateVariables({{"w", Tensor({1}, {1})}}, unknown).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(store.List().empty());
+}
+
+// Rows [begin, end) of a uniform [-1, 1) variable of `shape`.
+InitialShard Drawn(const std::string& name, std::vector<int64_t> shape, int64_t begin,
+                   int64_t end) {
+  InitialShard shard;
+  shard.name = name;
+  shard.init.distribution = InitialDistribution::kUniform;
+  shard.init.a = -1.0;
+  shard.init.b = 1.0;
+  shard.init.seed = 11;
+  shard.init.shape = std::move(shape);
+  shard.row_begin = begin;
+  shard.row_end = end;
+  return shard;
+}
+
+// The chief sends how to draw a shard, not its values: the ps draws its rows, exactly
+// the rows of the whole variable drawn at once.
+TEST(VariableStoreTest, DrawsItsOwnRowsOfAVariableFromItsInitializer) {
+  VariableStore store;
+  ASSERT_TRUE(store
+                  .CreateVariables({{"b", Tensor({2}, {1, 2})}}, {Drawn("t/part_1", {10, 3}, 4, 10)},
+                                   Sgd(1), ConsistencyConfig())
+                  .ok());
+  auto values = store.Pull({"t/part_1", "b"}, nullptr);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].shape(), (std::vector<int64_t>{6, 3}));
+  const absl::StatusOr<Tensor> whole = DrawShard(Drawn("t", {10, 3}, 0, 10));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(Values((*values)[0]),
+            std::vector<float>(whole->values().begin() + 12, whole->values().end()));
+  EXPECT_EQ(Values((*values)[1]), (std::vector<float>{1, 2}));
+  // A repeated create keeps the (trained) value; other rows are another shape.
+  ASSERT_TRUE(store.Push({{"t/part_1", Tensor({6, 3})}}).ok());
+  Tensor ones({6, 3});
+  for (float& x : ones.values()) x = 1.0f;
+  ASSERT_TRUE(store.Push({{"t/part_1", ones}}).ok());
+  const std::vector<float> trained = Values((*store.Pull({"t/part_1"}, nullptr))[0]);
+  ASSERT_TRUE(store.CreateVariables({}, {Drawn("t/part_1", {10, 3}, 4, 10)}, Sgd(1),
+                                    ConsistencyConfig())
+                  .ok());
+  EXPECT_EQ(Values((*store.Pull({"t/part_1"}, nullptr))[0]), trained);
+  EXPECT_EQ(store.CreateVariables({}, {Drawn("t/part_1", {10, 3}, 5, 10)}, Sgd(1),
+                                  ConsistencyConfig())
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+// Everything a hostile create could carry is refused before any value is drawn (a table
+// of 2^60 floats would take the ps down) and creates nothing.
+TEST(VariableStoreTest, BadInitializersAreRefusedBeforeAnythingIsDrawn) {
+  VariableStore store;
+  InitialShard nan = Drawn("n", {4}, 0, 4);
+  nan.init.b = std::nan("");
+  InitialShard kind = Drawn("k", {4}, 0, 4);
+  kind.init.distribution = static_cast<InitialDistribution>(9);
+  const std::vector<std::pair<InitialShard, std::string>> invalid = {
+      {Drawn("r", {4, 2}, 2, 5), "rows [2, 5)"},
+      {Drawn("e", {4, 2}, 2, 2), "rows [2, 2)"},
+      {Drawn("z", {4, 0}, 0, 4), "below 1"},
+      {Drawn("o", {int64_t{1} << 62, 4}, 0, 1), "too many elements"},
+      {nan, "finite"},
+      {kind, "unknown"},
+      {Drawn("", {4}, 0, 4), "empty name"},
+  };
+  for (const auto& [shard, expected] : invalid) {
+    const absl::Status status = store.CreateVariables({}, {shard}, Sgd(1), ConsistencyConfig());
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << expected << ": " << status;
+    EXPECT_NE(status.message().find(expected), std::string::npos) << status;
+  }
+  // A name in both lists, or twice among the drawn.
+  EXPECT_EQ(store.CreateVariables({{"w", Tensor({4})}}, {Drawn("w", {4}, 0, 4)}, Sgd(1),
+                                  ConsistencyConfig())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.CreateVariables({}, {Drawn("w", {4}, 0, 2), Drawn("w", {4}, 2, 4)}, Sgd(1),
+                                  ConsistencyConfig())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // 2^60 floats fit a tensor but no ps: refused by the memory budget, not by bad_alloc.
+  const absl::Status huge = store.CreateVariables(
+      {}, {Drawn("small", {8}, 0, 8), Drawn("huge", {int64_t{1} << 40, 1 << 20}, 0, int64_t{1} << 40)},
+      Sgd(1), ConsistencyConfig());
+  EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted) << huge;
+  EXPECT_NE(huge.message().find("\"huge\""), std::string::npos) << huge;
+  EXPECT_TRUE(store.List().empty());
+  EXPECT_TRUE(store.optimizer_config().name().empty());  // nothing was set either
 }
 
 TEST(VariableStoreTest, ConcurrentPushesAreNeverLostAndPullsNeverTorn) {

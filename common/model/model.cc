@@ -292,11 +292,17 @@ std::vector<Tensor> Model::InitialValues(uint64_t seed) const {
   std::vector<Tensor> out;
   out.reserve(variables_.size());
   for (size_t v = 0; v < variables_.size(); ++v) {
-    std::vector<float> values(NumElements(variables_[v].shape));
-    initializers_[v].Fill(variables_[v].shape, MixSeed(seed, v), &values);
-    out.emplace_back(variables_[v].shape, std::move(values));
+    const RowInitializer init = InitialValuesOf(v, seed);
+    Tensor value(variables_[v].shape);
+    FillRows(init, 0, variables_[v].shape.empty() ? 1 : variables_[v].shape[0], value.values());
+    out.push_back(std::move(value));
   }
   return out;
+}
+
+RowInitializer Model::InitialValuesOf(size_t v, uint64_t seed) const {
+  return initializers_[v].ForVariable(variables_[v].shape,
+                                      VariableSeed(seed, variables_[v].name));
 }
 
 json Model::ToKerasJson() const {

@@ -24,6 +24,7 @@
 #include "common/model/layers/layer.h"
 #include "common/model/layers/registry.h"
 #include "common/model/loss.h"
+#include "common/model/row_initializer.h"
 #include "common/model/variable_spec.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
@@ -87,10 +88,14 @@ class Model {
   const std::vector<VariableSpec>& variables() const { return variables_; }
   // The trainable ones only (Keras's model.trainable_variables), in the same order.
   const std::vector<VariableSpec>& trainable_variables() const { return trainable_; }
-  // One tensor per variable, drawn with the layer's initializer. An initializer's own
-  // seed wins over `seed`; otherwise each variable gets a stream derived from `seed` and
-  // its index. Deterministic for a given seed.
+  // One tensor per variable, drawn with the layer's initializer row by row
+  // (InitialValuesOf). An initializer's own seed wins over `seed`; otherwise each variable
+  // draws from a stream of (`seed`, its name). Deterministic for a given seed.
   std::vector<Tensor> InitialValues(uint64_t seed) const;
+  // How variable `v` (an index into variables()) is drawn for job seed `seed`: what
+  // InitialValues draws for it, and what a ps sent this draws for its rows of it (each
+  // row on its own, so the values do not depend on how the variable is split).
+  RowInitializer InitialValuesOf(size_t v, uint64_t seed) const;
 
   // Input shape without the batch dimension, and its element count.
   const std::vector<int64_t>& input_shape() const { return input_shape_; }

@@ -19,7 +19,8 @@ namespace pstrain {
 // variables sees it (the chief daemon's Coordinator, or a custom loop's chief under
 // parameter_server): a census until every ps answers again, then the shards of each ps
 // that came back empty (restarted) are created again from the newest good checkpoint,
-// else the checkpoint the run was restored from, else the initial values. Training goes
+// else the checkpoint the run was restored from, else the initial values (which that ps
+// draws again for its own rows: nobody holds them). Training goes
 // on after Recover() returns; the caller makes the workers pull afresh (their cached
 // values may be older than what was restored).
 //

@@ -58,8 +58,21 @@ class RestartablePs : public PsClient {
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency) override {
     PS_ASSIGN_OR_RETURN(PsClient * c, Up());
+    values_sent += static_cast<int64_t>(variables.size());
     return c->CreateVariables(std::move(variables), optimizer, consistency);
   }
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               std::vector<InitialShard> drawn, const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
+    PS_ASSIGN_OR_RETURN(PsClient * c, Up());
+    values_sent += static_cast<int64_t>(variables.size());
+    shards_drawn += static_cast<int64_t>(drawn.size());
+    return c->CreateVariables(std::move(variables), std::move(drawn), optimizer, consistency);
+  }
+
+  // Variables created from values sent, and from initializers the ps drew, so far.
+  std::atomic<int64_t> values_sent{0};
+  std::atomic<int64_t> shards_drawn{0};
   absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
                                            std::vector<int64_t>* versions) override {
     PS_ASSIGN_OR_RETURN(PsClient * c, Up());
@@ -190,16 +203,33 @@ TEST_F(PsRecoveryTest, AnEmptiedPsStartsFromTheInitialValuesWithoutACheckpoint) 
   PsRecovery recovery(FastOptions(), variables_.get(), nullptr, nullptr);
   const absl::Status recovered = recovery.Recover("training continues");
   ASSERT_TRUE(recovered.ok()) << recovered;
-  // Every variable is split over both ps: row 0 (ps 0) keeps its trained value; the last
-  // row (ps 1) is the initial value again.
+  // Every variable is split over both ps: ps 0's rows keep their trained values; ps 1
+  // drew its rows again, exactly the initial values (the ones the one-process trainer
+  // draws), with nobody sending them.
   const std::vector<Tensor> initial = model_->InitialValues(kSeed);
   const auto now = Pulled();
   ASSERT_EQ(now.size(), initial.size());
-  for (size_t i = 0; i < now.size(); ++i) {
-    EXPECT_EQ(now[i].front(), trained[i].front()) << i;
-    EXPECT_EQ(now[i].back(), Values(initial[i]).back()) << i;
-    EXPECT_NE(now[i].back(), trained[i].back()) << i;
+  for (const VariablePlacementEntry& e : variables_->placement()) {
+    const size_t i = e.variable_name() == "out/kernel" ? 0 : 1;
+    const int64_t row = static_cast<int64_t>(now[i].size()) / initial[i].shape()[0];
+    const auto begin = e.row_offset() * row, end = (e.row_offset() + e.num_rows()) * row;
+    const std::vector<float> rows(now[i].begin() + begin, now[i].begin() + end);
+    if (e.ps_index() == 0) {
+      EXPECT_EQ(rows, std::vector<float>(trained[i].begin() + begin, trained[i].begin() + end))
+          << e.name();
+    } else {
+      const std::vector<float> drawn = Values(initial[i]);
+      EXPECT_EQ(rows, std::vector<float>(drawn.begin() + begin, drawn.begin() + end))
+          << e.name();
+      EXPECT_NE(rows, std::vector<float>(trained[i].begin() + begin, trained[i].begin() + end))
+          << e.name();
+    }
   }
+  // Every shard was created from an initializer, at the start and again on ps 1: no
+  // values were sent.
+  EXPECT_EQ(ps_[0]->values_sent.load() + ps_[1]->values_sent.load(), 0);
+  EXPECT_EQ(ps_[0]->shards_drawn.load(), 2);  // out/kernel/part_0, out/bias/part_0
+  EXPECT_EQ(ps_[1]->shards_drawn.load(), 4);  // its two parts, twice
 }
 
 TEST_F(PsRecoveryTest, AnEmptiedPsIsRestoredFromTheNewestCheckpoint) {

@@ -27,8 +27,32 @@ std::vector<VariableShape> ShardedVariables::Shapes() const {
   return shapes;
 }
 
-std::vector<Tensor> ShardedVariables::InitialValues(uint64_t seed) const {
-  return initial_values_ != nullptr ? *initial_values_ : model_->InitialValues(seed);
+std::vector<std::vector<InitialShard>> ShardedVariables::DrawnShards(
+    const std::vector<VariableLayout>& layout, uint64_t seed) const {
+  std::vector<std::vector<InitialShard>> per_ps(ps_.size());
+  const std::vector<std::vector<ShardRef>> shards = ShardsByPs(layout, num_ps());
+  for (size_t p = 0; p < shards.size(); ++p) {
+    for (const ShardRef& ref : shards[p]) {
+      // The layout is in the model's order: ref.variable indexes its variables.
+      per_ps[p].push_back({ref.entry.name(),
+                           model_->InitialValuesOf(static_cast<size_t>(ref.variable), seed),
+                           ref.entry.row_offset(), ref.entry.row_offset() + ref.entry.num_rows()});
+    }
+  }
+  return per_ps;
+}
+
+absl::StatusOr<ShardedVariables::InitialShards> ShardedVariables::InitialShardsFor(
+    const std::vector<VariableLayout>& layout, uint64_t seed) const {
+  InitialShards out;
+  if (initial_values_ == nullptr) {
+    out.drawn = DrawnShards(layout, seed);
+    out.values.resize(ps_.size());
+    return out;
+  }
+  PS_ASSIGN_OR_RETURN(out.values, ScatterValues(layout, num_ps(), *initial_values_));
+  out.drawn.resize(ps_.size());
+  return out;
 }
 
 absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t seed) {
@@ -37,12 +61,12 @@ absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t se
                       PlaceVariables(shapes, num_ps(), policy));
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
                       ResolveLayout(shapes, placement, num_ps()));
-  PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> per_ps,
-                      ScatterValues(layout, num_ps(), InitialValues(seed)));
+  PS_ASSIGN_OR_RETURN(InitialShards initial, InitialShardsFor(layout, seed));
   std::vector<std::function<absl::Status()>> creates;
   for (size_t p = 0; p < ps_.size(); ++p) {
-    creates.push_back([this, p, &per_ps] {
-      return ps_[p]->CreateVariables(std::move(per_ps[p]), optimizer_, consistency_);
+    creates.push_back([this, p, &initial] {
+      return ps_[p]->CreateVariables(std::move(initial.values[p]), std::move(initial.drawn[p]),
+                                     optimizer_, consistency_);
     });
   }
   PS_RETURN_IF_ERROR(RunConcurrently(creates));
@@ -117,9 +141,10 @@ absl::Status ShardedVariables::Recreate(int p, const TrainingState* state,
                                         const std::string& source, uint64_t seed) const {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
   if (state == nullptr) {
-    PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> initial,
-                        ScatterValues(layout, num_ps(), InitialValues(seed)));
-    return ps_[p]->CreateVariables(std::move(initial[p]), optimizer_, consistency_);
+    // Only this ps's shards: a drawn variable is drawn by the ps, its rows only.
+    PS_ASSIGN_OR_RETURN(InitialShards initial, InitialShardsFor(layout, seed));
+    return ps_[p]->CreateVariables(std::move(initial.values[p]), std::move(initial.drawn[p]),
+                                   optimizer_, consistency_);
   }
   PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> variables,
                       VariablesForModel(*state, model_->variables(), source));

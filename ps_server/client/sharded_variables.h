@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/model/model.h"
+#include "common/model/row_initializer.h"
 #include "common/sharding/placement_policy.h"
 #include "common/sharding/shard_layout.h"
 #include "common/tensor.h"
@@ -23,9 +24,10 @@ namespace pstrain {
 
 // The model's variables as the ps tasks hold them, seen from the one task that places them
 // (the chief daemon, or the chief of a custom loop under parameter_server): where each shard
-// lives (the placement, decided once by Create), and whole variables moved to and from
-// the shards (create from initial values, pull for evaluation, read and restore the
-// training state for checkpoints, recreate the shards of a ps that came back empty).
+// lives (the placement, decided once by Create), the shards created (each ps draws its
+// own rows of the initial values: see Create), and whole variables moved to and from the
+// shards (pull for evaluation, read and restore the training state for checkpoints,
+// recreate the shards of a ps that came back empty).
 // Knows nothing of gRPC: the ps are PsClients. Every method may be called from any thread;
 // the ps calls of one method run concurrently, one per ps.
 class ShardedVariables {
@@ -37,14 +39,19 @@ class ShardedVariables {
                    ConsistencyConfig consistency);
 
   // Places the variables by `policy` (common/sharding/placement.h) and creates every shard
-  // on its ps with its rows of the model's initial values for `seed`. Called once, before
-  // any other method but placement().
+  // on its ps with its rows of the model's initial values for `seed`: each ps is sent how
+  // to draw its rows (Model::InitialValuesOf: the same values the one-process trainer
+  // draws, however the variable is split), never the values, so no task holds a whole
+  // variable. Initial values set by SetInitialValues are sliced and sent instead. Called
+  // once, before any other method but placement().
   // Errors: PlaceVariables' (a bad policy); the first failed CreateVariables (naming the ps).
   absl::Status Create(const PlacementPolicy& policy, uint64_t seed) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Values that Create and Recreate use instead of the model's initial values (a .keras
   // model's weights, JobSpec::initial_weights), in the model's variables() order; null
-  // (the default) draws them from the seed. Call before Create.
+  // (the default) has each ps draw them from the seed. Call before Create. These are held
+  // whole here and sliced for the ps (each ps reading its own rows of the file is a later
+  // step).
   void SetInitialValues(std::shared_ptr<const std::vector<Tensor>> values) {
     initial_values_ = std::move(values);
   }
@@ -78,8 +85,9 @@ class ShardedVariables {
   };
   absl::StatusOr<Census> TakeCensus() const;
 
-  // Creates the shards of ps `p` again: from `state`'s values, slots and counts, or from
-  // the model's initial values for `seed` when `state` is null.
+  // Creates the shards of ps `p` again: from `state`'s values, slots and counts, or, when
+  // `state` is null, from the initial values for `seed`, which the ps draws again for its
+  // rows (exactly what Create gave it), or SetInitialValues' values sliced.
   // Errors: as Restore, or CreateVariables'.
   absl::Status Recreate(int p, const TrainingState* state, const std::string& source,
                         uint64_t seed) const;
@@ -97,8 +105,19 @@ class ShardedVariables {
   const OptimizerConfig optimizer_;
   const ConsistencyConfig consistency_;
 
-  // The values shards are created from: initial_values_, or the model's for `seed`.
-  std::vector<Tensor> InitialValues(uint64_t seed) const;
+  // What each ps's shards are created from (index: the ps): initial_values_ sliced into
+  // `values`, or, without them, the rows each ps draws itself in `drawn`; the other is
+  // empty.
+  struct InitialShards {
+    std::vector<std::vector<NamedTensor>> values;
+    std::vector<std::vector<InitialShard>> drawn;
+  };
+  // Errors: ScatterValues' (initial values that do not fit the model).
+  absl::StatusOr<InitialShards> InitialShardsFor(const std::vector<VariableLayout>& layout,
+                                                 uint64_t seed) const;
+  // Every shard of `layout`, by ps, as its rows of its variable's initializer for `seed`.
+  std::vector<std::vector<InitialShard>> DrawnShards(const std::vector<VariableLayout>& layout,
+                                                     uint64_t seed) const;
 
   std::shared_ptr<const std::vector<Tensor>> initial_values_;  // null: from the seed
   mutable absl::Mutex mu_;

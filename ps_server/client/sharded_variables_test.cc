@@ -68,6 +68,59 @@ TEST(ShardedVariablesTest, CreatesEveryShardWithItsRowsOfTheInitialValues) {
   for (size_t i = 0; i < initial.size(); ++i) EXPECT_EQ(Values((*pulled)[i]), Values(initial[i]));
 }
 
+// Each ps draws its own rows, and a variable's values do not depend on how it is split:
+// on 1, 2 or 3 ps, whole or in shards, every variable starts bit for bit as the
+// one-process trainer's (Model::InitialValues).
+TEST(ShardedVariablesTest, EveryPlacementStartsFromTheSameValues) {
+  Cluster reference(1);
+  const std::vector<Tensor> initial = reference.model().InitialValues(5);
+  for (int num_ps : {1, 2, 3}) {
+    for (int shards : {1, 2, 3}) {
+      Cluster cluster(num_ps);
+      ASSERT_TRUE(cluster.variables().Create(Split(shards), 5).ok());
+      auto pulled = cluster.variables().Pull();
+      ASSERT_TRUE(pulled.ok()) << pulled.status();
+      ASSERT_EQ(pulled->size(), initial.size());
+      for (size_t i = 0; i < initial.size(); ++i) {
+        EXPECT_TRUE((*pulled)[i].values() == initial[i].values())
+            << num_ps << " ps, " << shards << " shards, variable " << i;
+      }
+    }
+  }
+  // Another seed, other values.
+  Cluster other(2);
+  ASSERT_TRUE(other.variables().Create(Split(2), 6).ok());
+  auto pulled = other.variables().Pull();
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_NE(Values((*pulled)[0]), Values(initial[0]));
+}
+
+// Initial values given whole (a .keras model's weights) are sliced and sent as before.
+TEST(ShardedVariablesTest, GivenInitialValuesAreSlicedForThePs) {
+  Cluster cluster(2);
+  auto given = std::make_shared<std::vector<Tensor>>();
+  float next = 0.5f;
+  for (const VariableSpec& v : cluster.model().variables()) {
+    Tensor t(v.shape);
+    for (float& x : t.values()) x = (next += 0.25f);
+    given->push_back(std::move(t));
+  }
+  cluster.variables().SetInitialValues(given);
+  ASSERT_TRUE(cluster.variables().Create(Split(2), 5).ok());
+  auto pulled = cluster.variables().Pull();
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  ASSERT_EQ(pulled->size(), given->size());
+  for (size_t i = 0; i < given->size(); ++i) {
+    EXPECT_EQ(Values((*pulled)[i]), Values((*given)[i])) << i;
+  }
+  // Recreating a ps's shards without a checkpoint sends the given values again (a ps
+  // that still holds them keeps its own).
+  ASSERT_TRUE(cluster.variables().Recreate(1, nullptr, "", 5).ok());
+  pulled = cluster.variables().Pull();
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(Values((*pulled)[3]), Values((*given)[3]));
+}
+
 // A state read under one placement restores under another: the ps count and the split
 // may change between the run that wrote a checkpoint and the one that reads it.
 TEST(ShardedVariablesTest, AStateMovesBetweenPlacements) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/row_initializer.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
@@ -52,6 +53,34 @@ void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& contex
   }
 }
 
+// `shard` as CreateVariables carries it (the ps's InitialShardOf reads it back).
+void ToInitializerSpec(const InitialShard& shard, InitializerSpec* spec) {
+  const RowInitializer& init = shard.init;
+  switch (init.distribution) {
+    case InitialDistribution::kConstant:
+      spec->set_kind(INITIALIZER_CONSTANT);
+      spec->set_value(init.a);
+      break;
+    case InitialDistribution::kNormal:
+    case InitialDistribution::kTruncatedNormal:
+      spec->set_kind(init.distribution == InitialDistribution::kNormal
+                         ? INITIALIZER_NORMAL
+                         : INITIALIZER_TRUNCATED_NORMAL);
+      spec->set_mean(init.a);
+      spec->set_stddev(init.b);
+      break;
+    case InitialDistribution::kUniform:
+      spec->set_kind(INITIALIZER_UNIFORM);
+      spec->set_minval(init.a);
+      spec->set_maxval(init.b);
+      break;
+  }
+  spec->set_seed(init.seed);
+  for (int64_t d : init.shape) spec->add_variable_shape(d);
+  spec->set_row_begin(shard.row_begin);
+  spec->set_row_end(shard.row_end);
+}
+
 // A start for a client's request ids: distinct clients (workers, restarts) never share ids.
 uint64_t RandomStart() {
   std::random_device device;
@@ -80,6 +109,12 @@ class GrpcPsClient final : public PsClient {
   absl::Status CreateVariables(std::vector<NamedTensor> variables,
                                const OptimizerConfig& optimizer,
                                const ConsistencyConfig& consistency) override {
+    return CreateVariables(std::move(variables), {}, optimizer, consistency);
+  }
+
+  absl::Status CreateVariables(std::vector<NamedTensor> variables,
+                               std::vector<InitialShard> drawn, const OptimizerConfig& optimizer,
+                               const ConsistencyConfig& consistency) override {
     CreateVariablesRequest request;
     *request.mutable_optimizer() = optimizer;
     *request.mutable_consistency() = consistency;
@@ -87,6 +122,11 @@ class GrpcPsClient final : public PsClient {
       VariableDef* def = request.add_variables();
       def->set_name(v.name);
       v.tensor.ToProto(def->mutable_initial_value());
+    }
+    for (const InitialShard& d : drawn) {
+      VariableDef* def = request.add_variables();
+      def->set_name(d.name);
+      ToInitializerSpec(d, def->mutable_initializer());
     }
     CreateVariablesResponse response;
     grpc::ClientContext context;

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/model/row_initializer.h"
 #include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
@@ -23,6 +24,51 @@ absl::Status CheckLength(absl::string_view what, absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat(
       what, " of ", text.size(), " bytes is longer than the ", kMaxWireNameBytes,
       " bytes a name may have (it starts \"", absl::CHexEscape(text.substr(0, 32)), "\")"));
+}
+
+// A VariableDef's initializer as the store takes it; the store validates the rest
+// (shape, rows, parameters) before it draws anything.
+// Errors: INVALID_ARGUMENT both an initial value and an initializer, an unknown kind,
+//         more dimensions than kMaxInitializerRank.
+absl::StatusOr<InitialShard> InitialShardOf(const VariableDef& def) {
+  const InitializerSpec& spec = def.initializer();
+  auto refuse = [&def](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("variable \"", def.name(), "\": ", why));
+  };
+  if (def.has_initial_value()) return refuse("both an initial value and an initializer");
+  InitialShard shard;
+  shard.name = def.name();
+  switch (spec.kind()) {
+    case INITIALIZER_CONSTANT:
+      shard.init.distribution = InitialDistribution::kConstant;
+      shard.init.a = spec.value();
+      break;
+    case INITIALIZER_NORMAL:
+    case INITIALIZER_TRUNCATED_NORMAL:
+      shard.init.distribution = spec.kind() == INITIALIZER_NORMAL
+                                    ? InitialDistribution::kNormal
+                                    : InitialDistribution::kTruncatedNormal;
+      shard.init.a = spec.mean();
+      shard.init.b = spec.stddev();
+      break;
+    case INITIALIZER_UNIFORM:
+      shard.init.distribution = InitialDistribution::kUniform;
+      shard.init.a = spec.minval();
+      shard.init.b = spec.maxval();
+      break;
+    default:
+      return refuse(absl::StrCat("unknown initializer kind ", static_cast<int>(spec.kind())));
+  }
+  if (spec.variable_shape_size() > kMaxInitializerRank) {
+    return refuse(absl::StrCat("an initializer for a variable of rank ",
+                               spec.variable_shape_size(), "; at most ", kMaxInitializerRank,
+                               " dimensions are drawn"));
+  }
+  shard.init.shape.assign(spec.variable_shape().begin(), spec.variable_shape().end());
+  shard.init.seed = spec.seed();
+  shard.row_begin = spec.row_begin();
+  shard.row_end = spec.row_end();
+  return shard;
 }
 
 template <typename Names>
@@ -182,9 +228,16 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                             const CreateVariablesRequest* request,
                                             CreateVariablesResponse*) {
   std::vector<NamedTensor> variables;
+  std::vector<InitialShard> drawn;
   for (const VariableDef& def : request->variables()) {
     if (absl::Status name = CheckLength("variable name", def.name()); !name.ok()) {
       return Answer("CreateVariables", name);
+    }
+    if (def.has_initializer()) {
+      absl::StatusOr<InitialShard> shard = InitialShardOf(def);
+      if (!shard.ok()) return Answer("CreateVariables", shard.status());
+      drawn.push_back(*std::move(shard));
+      continue;
     }
     absl::StatusOr<Tensor> value = Tensor::FromProto(def.initial_value());
     if (!value.ok()) {
@@ -194,9 +247,9 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
     }
     variables.push_back({def.name(), *std::move(value)});
   }
-  return Answer("CreateVariables", store_->CreateVariables(std::move(variables),
-                                                           request->optimizer(),
-                                                           request->consistency()));
+  return Answer("CreateVariables",
+                store_->CreateVariables(std::move(variables), std::move(drawn),
+                                        request->optimizer(), request->consistency()));
 }
 
 grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,

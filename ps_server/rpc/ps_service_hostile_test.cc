@@ -3,6 +3,7 @@
 // changed (values, versions, optimizer slots), and what the ps counted.
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -323,6 +324,111 @@ TEST_F(HostileTest, ShapesWhoseElementCountOverflowsAreInvalidArgument) {
         << ShapeToString(shape);
   }
   EXPECT_EQ(store_.List().size(), 1u);
+}
+
+// A create carrying initializers instead of values (what the chief sends, so that each ps
+// draws its own rows) is checked as any request from the network: every malformed spec
+// is refused with INVALID_ARGUMENT (or RESOURCE_EXHAUSTED past the memory budget) before
+// anything is drawn, and a good one creates exactly the rows it names.
+TEST_F(HostileTest, InitializersOnTheWireAreValidatedBeforeAnythingIsDrawn) {
+  Start();
+  auto spec = [](VariableDef* def) {
+    def->set_name("t");
+    InitializerSpec* init = def->mutable_initializer();
+    init->set_kind(INITIALIZER_NORMAL);
+    init->set_stddev(0.5);
+    init->set_seed(3);
+    init->add_variable_shape(10);
+    init->add_variable_shape(4);
+    init->set_row_begin(2);
+    init->set_row_end(7);
+    return init;
+  };
+  struct Case {
+    const char* what;
+    std::function<void(VariableDef*)> spoil;
+    grpc::StatusCode expected;
+  };
+  const std::vector<Case> cases = {
+      {"no kind", [&](VariableDef* d) { spec(d)->set_kind(INITIALIZER_KIND_UNSPECIFIED); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"an unknown kind", [&](VariableDef* d) { spec(d)->set_kind(static_cast<InitializerKind>(42)); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"a value as well",
+       [&](VariableDef* d) {
+         spec(d);
+         Tensor({5, 4}).ToProto(d->mutable_initial_value());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"rank 100",
+       [&](VariableDef* d) {
+         InitializerSpec* init = spec(d);
+         for (int i = 0; i < 98; ++i) init->add_variable_shape(1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"a negative dimension", [&](VariableDef* d) { spec(d)->set_variable_shape(1, -4); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"an overflowing shape",
+       [&](VariableDef* d) {
+         spec(d)->set_variable_shape(0, int64_t{1} << 62);
+         d->mutable_initializer()->set_variable_shape(1, int64_t{1} << 62);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"rows past the end", [&](VariableDef* d) { spec(d)->set_row_end(11); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"rows reversed", [&](VariableDef* d) { spec(d)->set_row_begin(8); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"a NaN stddev",
+       [&](VariableDef* d) { spec(d)->set_stddev(std::numeric_limits<double>::quiet_NaN()); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"an infinite mean",
+       [&](VariableDef* d) { spec(d)->set_mean(std::numeric_limits<double>::infinity()); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"a stddev past the floats", [&](VariableDef* d) { spec(d)->set_stddev(1e38); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"2^60 floats",
+       [&](VariableDef* d) {
+         spec(d)->set_variable_shape(0, int64_t{1} << 40);
+         d->mutable_initializer()->set_variable_shape(1, int64_t{1} << 20);
+         d->mutable_initializer()->set_row_end(int64_t{1} << 40);
+       },
+       grpc::StatusCode::RESOURCE_EXHAUSTED},
+  };
+  for (const Case& c : cases) {
+    CreateVariablesRequest create;
+    create.mutable_optimizer()->set_name("adam");
+    c.spoil(create.add_variables());
+    CreateVariablesResponse created;
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    const grpc::Status status = stub_->CreateVariables(&context, create, &created);
+    EXPECT_EQ(status.error_code(), c.expected) << c.what << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find("\"t\""), std::string::npos)
+        << c.what << ": " << status.error_message();
+  }
+  EXPECT_TRUE(store_.List().empty());
+
+  // The good one, through the client the chief uses: rows 2..6 of the variable.
+  InitialShard shard;
+  shard.name = "t";
+  shard.init.distribution = InitialDistribution::kNormal;
+  shard.init.b = 0.5;
+  shard.init.seed = 3;
+  shard.init.shape = {10, 4};
+  shard.row_begin = 2;
+  shard.row_end = 7;
+  OptimizerConfig adam;
+  adam.set_name("adam");
+  ASSERT_TRUE(unary_client_->CreateVariables({}, {shard}, adam, ConsistencyConfig()).ok());
+  absl::StatusOr<std::vector<Tensor>> pulled = unary_client_->Pull({"t"});
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  shard.row_begin = 0;
+  shard.row_end = 10;
+  absl::StatusOr<Tensor> whole = DrawShard(shard);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ((*pulled)[0].shape(), (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(Values((*pulled)[0]),
+            std::vector<float>(whole->values().begin() + 8, whole->values().begin() + 28));
 }
 
 // A Pull naming one 10 MiB variable 60 times took the ps from 548 MB to 1.2 GB before

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "ps_server/rpc/ps_service.h"
 
 namespace {
@@ -51,6 +52,9 @@ void CheckStore(const pstrain::VariableStore& store) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // A create may carry initializers, which the ps draws itself: a few bytes can ask for
+  // as many values as the memory budget allows. 64 MiB keeps every input fast.
+  pstrain::SetMemoryBudgetForTesting(int64_t{64} << 20);
   pstrain::VariableStore store;
   pstrain::PsServiceImpl service(&store, [](const std::string&) {});
   size_t at = 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <set>
 
 #include "absl/status/status.h"
@@ -14,28 +13,6 @@ namespace pstrain {
 namespace {
 
 using json = nlohmann::json;
-
-// Our own distributions over mt19937_64 so values do not depend on the standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : gen_(seed) {}
-  double Uniform() { return static_cast<double>(gen_() >> 11) * (1.0 / 9007199254740992.0); }
-  double Normal() {  // Box-Muller
-    double u1 = Uniform();
-    while (u1 <= 0.0) u1 = Uniform();
-    const double u2 = Uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-  double TruncatedNormal() {  // re-draw outside two standard deviations, as TF does
-    for (;;) {
-      const double z = Normal();
-      if (std::fabs(z) <= 2.0) return z;
-    }
-  }
-
- private:
-  std::mt19937_64 gen_;
-};
 
 absl::StatusOr<double> Number(const json& config, const char* key, double def) {
   auto it = config.find(key);
@@ -54,17 +31,6 @@ absl::StatusOr<std::string> String(const json& config, const char* key, const ch
   }
   return it->get<std::string>();
 }
-
-}  // namespace
-
-uint64_t MixSeed(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + (index + 1) * 0xD1B54A32D192ED03ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-namespace {
 
 // A Keras initializer value is a class name, or {"class_name", "config"} (Keras 3 adds
 // "module" and "registered_name").
@@ -231,7 +197,9 @@ absl::Status Initializer::CheckConfig(const json& config, const std::set<std::st
   if (kind_ == Kind::kUniform && b_ < a_) {
     return absl::InvalidArgumentError("maxval must not be below minval");
   }
-  return absl::OkStatus();
+  // Every value drawn must be a finite float, as a ps checks the initializer it is sent;
+  // a one-element variable (fans of 1) has the widest distribution.
+  return ValidateRowRange(ForVariable({1}, 0), 0, 1);
 }
 
 Initializer DefaultInitializer(const std::string& name) {
@@ -239,9 +207,34 @@ Initializer DefaultInitializer(const std::string& name) {
   return init.ok() ? *init : Initializer();
 }
 
-void Initializer::Fill(const std::vector<int64_t>& shape, uint64_t fallback_seed,
-                       std::vector<float>* out) const {
-  Rng rng(has_seed_ ? seed_ : fallback_seed);
+RowInitializer Initializer::ForVariable(const std::vector<int64_t>& shape,
+                                        uint64_t variable_seed) const {
+  RowInitializer out;
+  out.shape = shape;
+  out.seed = has_seed_ ? seed_ : variable_seed;
+  switch (kind_) {
+    case Kind::kConstant:
+      out.distribution = InitialDistribution::kConstant;
+      out.a = a_;
+      return out;
+    case Kind::kNormal:
+      out.distribution = InitialDistribution::kNormal;
+      out.a = a_;
+      out.b = b_;
+      return out;
+    case Kind::kTruncatedNormal:
+      out.distribution = InitialDistribution::kTruncatedNormal;
+      out.a = a_;
+      out.b = b_;
+      return out;
+    case Kind::kUniform:
+      out.distribution = InitialDistribution::kUniform;
+      out.a = a_;
+      out.b = b_;
+      return out;
+    case Kind::kVarianceScaling:
+      break;
+  }
   double fan_in = 1.0, fan_out = 1.0;
   if (shape.size() == 1) {
     fan_in = fan_out = static_cast<double>(shape[0]);
@@ -251,45 +244,29 @@ void Initializer::Fill(const std::vector<int64_t>& shape, uint64_t fallback_seed
     fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
     fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
   }
-  for (float& v : *out) {
-    double x = 0.0;
-    switch (kind_) {
-      case Kind::kConstant:
-        x = a_;
-        break;
-      case Kind::kNormal:
-        x = a_ + b_ * rng.Normal();
-        break;
-      case Kind::kTruncatedNormal:
-        x = a_ + b_ * rng.TruncatedNormal();
-        break;
-      case Kind::kUniform:
-        x = a_ + (b_ - a_) * rng.Uniform();
-        break;
-      case Kind::kVarianceScaling: {
-        double fan = fan_in;
-        if (mode_ == Mode::kFanOut) fan = fan_out;
-        if (mode_ == Mode::kFanAvg) fan = (fan_in + fan_out) / 2.0;
-        const double scale = scale_ / std::max(1.0, fan);
-        switch (dist_) {
-          case Dist::kTruncatedNormal:
-            // 0.8796...: stddev of a unit normal truncated to [-2, 2] (Keras's constant).
-            x = std::sqrt(scale) / 0.87962566103423978 * rng.TruncatedNormal();
-            break;
-          case Dist::kUntruncatedNormal:
-            x = std::sqrt(scale) * rng.Normal();
-            break;
-          case Dist::kUniform: {
-            const double limit = std::sqrt(3.0 * scale);
-            x = -limit + 2.0 * limit * rng.Uniform();
-            break;
-          }
-        }
-        break;
-      }
+  double fan = fan_in;
+  if (mode_ == Mode::kFanOut) fan = fan_out;
+  if (mode_ == Mode::kFanAvg) fan = (fan_in + fan_out) / 2.0;
+  const double scale = scale_ / std::max(1.0, fan);
+  switch (dist_) {
+    case Dist::kTruncatedNormal:
+      // 0.8796...: stddev of a unit normal truncated to [-2, 2] (Keras's constant).
+      out.distribution = InitialDistribution::kTruncatedNormal;
+      out.b = std::sqrt(scale) / 0.87962566103423978;
+      break;
+    case Dist::kUntruncatedNormal:
+      out.distribution = InitialDistribution::kNormal;
+      out.b = std::sqrt(scale);
+      break;
+    case Dist::kUniform: {
+      const double limit = std::sqrt(3.0 * scale);
+      out.distribution = InitialDistribution::kUniform;
+      out.a = -limit;
+      out.b = limit;
+      break;
     }
-    v = static_cast<float>(x);
   }
+  return out;
 }
 
 json Initializer::ToKeras() const {

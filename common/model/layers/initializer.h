@@ -1,8 +1,9 @@
 #ifndef PSTRAIN_COMMON_MODEL_LAYERS_INITIALIZER_H_
 #define PSTRAIN_COMMON_MODEL_LAYERS_INITIALIZER_H_
 
-// Keras's weight initializers: read from a layer config, drawn deterministically, and
-// written back as Keras 3 config dicts.
+// Keras's weight initializers: read from a layer config, resolved for a variable into a
+// RowInitializer (common/model/row_initializer.h: drawn row by row, the same however the
+// variable is split), and written back as Keras 3 config dicts.
 //
 // Supported: Zeros, Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal,
 // VarianceScaling and its named forms (GlorotUniform/Normal, HeUniform/Normal,
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/model/row_initializer.h"
 #include "nlohmann/json.hpp"
 
 namespace pstrain {
@@ -27,16 +29,18 @@ class Initializer {
 
   // Reads a Keras initializer value (a name or a config dict, Keras 3's "module" and
   // "registered_name" accepted). Errors: INVALID_ARGUMENT for an unknown initializer,
-  // an unknown or mistyped config key, or an out-of-range parameter; the message starts
+  // an unknown or mistyped config key, or an out-of-range parameter (one that would draw
+  // values beyond the floats among them); the message starts
   // with what is wrong, for the caller to prefix with the layer and field.
   static absl::StatusOr<Initializer> FromKeras(const nlohmann::json& value);
 
-  // Fills `out` (as many values as `shape` has elements) with draws for a variable of
-  // `shape`. Fans follow Keras: rank 1 uses the length for both, rank >= 2 the last two
-  // axes times the product of the others (a receptive field, as for convolution kernels).
-  // The initializer's own seed, when it has one, wins over `fallback_seed`.
-  void Fill(const std::vector<int64_t>& shape, uint64_t fallback_seed,
-            std::vector<float>* out) const;
+  // How a variable of `shape` is drawn: the distribution with its parameters worked out
+  // for the shape (fans follow Keras: rank 1 uses the length for both, rank >= 2 the last
+  // two axes times the product of the others, a receptive field as for convolution
+  // kernels) and the seed: the initializer's own seed when it has one (so, as in Keras,
+  // variables of one shape with one seeded initializer start equal), else
+  // `variable_seed` (VariableSeed of the job seed and the variable's name).
+  RowInitializer ForVariable(const std::vector<int64_t>& shape, uint64_t variable_seed) const;
 
   // The Keras 3 config dict ({"module": "keras.initializers", "class_name": ...,
   // "config": {...}, "registered_name": null}); FromKeras reads it back to an equal one.
@@ -72,10 +76,6 @@ class Initializer {
 // Keras's string form of a layer's default initializer, e.g. Initializer::FromKeras
 // ("glorot_uniform"); for defaults known to be valid (never fails).
 Initializer DefaultInitializer(const std::string& name);
-
-// A 64-bit stream id derived from (seed, index): distinct variables and layers get
-// unrelated streams from one job seed.
-uint64_t MixSeed(uint64_t seed, uint64_t index);
 
 }  // namespace pstrain
 
