@@ -20,7 +20,7 @@
 #include "common/cluster_spec.h"
 #include "common/math/backend.h"
 #include "pstrain/distributed_model.h"
-#include "pstrain/internal/multi_worker_ring.h"
+#include "worker/allreduce/multi_worker_ring.h"
 #include "pstrain/strategy.h"
 #include "worker/replicated_model.h"
 #include "worker/strategy.h"

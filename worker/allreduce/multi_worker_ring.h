@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_PSTRAIN_INTERNAL_MULTI_WORKER_RING_H_
-#define PSTRAIN_PSTRAIN_INTERNAL_MULTI_WORKER_RING_H_
+#ifndef PSTRAIN_WORKER_ALLREDUCE_MULTI_WORKER_RING_H_
+#define PSTRAIN_WORKER_ALLREDUCE_MULTI_WORKER_RING_H_
 
 // The all-reduce ring of a multi_worker_mirrored job, from TF_CONFIG as TensorFlow orders
 // it (the chief, if any, then the workers are the ranks): the mailbox, the collective
@@ -54,4 +54,4 @@ class MultiWorkerRing {
 
 }  // namespace pstrain::distribute::internal
 
-#endif  // PSTRAIN_PSTRAIN_INTERNAL_MULTI_WORKER_RING_H_
+#endif  // PSTRAIN_WORKER_ALLREDUCE_MULTI_WORKER_RING_H_

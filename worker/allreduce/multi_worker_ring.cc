@@ -1,4 +1,4 @@
-#include "pstrain/internal/multi_worker_ring.h"
+#include "worker/allreduce/multi_worker_ring.h"
 
 #include <chrono>
 #include <utility>
