@@ -79,7 +79,7 @@ TEST_F(HostileInputTest, ValuesThatWouldBeDefaultedOrIgnoredAreRefusedAtStart) {
   quantum["strategy"] = "quantum";
   Outcome strategy = Train({"--job=" + WriteJob(dir_, "quantum.json", quantum)});
   EXPECT_EQ(strategy.exit_code, 2) << strategy.err;
-  EXPECT_THAT(strategy.err, HasSubstr("strategy \"quantum\" is unknown"));
+  EXPECT_THAT(strategy.err, HasSubstr("strategy \"quantum\" is not one of default, mirrored"));
 
   Outcome memory = Train({"--job=tests/testdata/tiny_synthetic.json", "--max_memory=lots"});
   EXPECT_NE(memory.exit_code, 0);
