@@ -7,7 +7,7 @@
 // under every strategy, and README.md shows it next to the Python.
 //
 //   TensorFlow                                        pstrain::distribute
-//   tf.distribute.MirroredStrategy() etc.             CreateStrategy({.strategy = "mirrored"})
+//   tf.distribute.MirroredStrategy() etc.             CreateStrategy({.strategy = StrategyKind::kMirrored})
 //   strategy.num_replicas_in_sync                     strategy->num_replicas_in_sync()
 //   with strategy.scope(): model, optimizer           strategy->CreateModel(ModelOptions)
 //   strategy.experimental_distribute_dataset(ds)      strategy->ExperimentalDistributeDataset

@@ -25,7 +25,10 @@ namespace {
 
 std::unique_ptr<Strategy> Make(const std::string& name, const std::string& devices = "") {
   StrategyOptions options;
-  options.strategy = name;
+  absl::StatusOr<StrategyKind> kind = ParseStrategyKind(name);
+  EXPECT_TRUE(kind.ok()) << kind.status();
+  if (!kind.ok()) return nullptr;
+  options.strategy = *kind;
   options.devices = devices;
   absl::StatusOr<std::unique_ptr<Strategy>> s = CreateStrategy(options);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -240,7 +243,7 @@ TEST(StrategyTest, ParameterServerStepsRunThroughTheCoordinator) {
   absl::StatusOr<std::vector<int>> ports = PickFreePorts(3);
   ASSERT_TRUE(ports.ok());
   StrategyOptions options;
-  options.strategy = "parameter_server";
+  options.strategy = StrategyKind::kParameterServer;
   options.tf_config = absl::StrCat(
       R"({"cluster":{"chief":["localhost:)", (*ports)[0], R"("],"ps":["localhost:)", (*ports)[1],
       R"("],"worker":["localhost:)", (*ports)[2], R"("]},"task":{"type":"chief","index":0}})");
@@ -279,7 +282,7 @@ TEST(StrategyTest, AParameterServerChiefSavesAndRestoresTheVariablesOnThePs) {
                         (*ports)[2], R"("]},"task":{"type":")", type, R"(","index":0}})");
   };
   StrategyOptions options;
-  options.strategy = "parameter_server";
+  options.strategy = StrategyKind::kParameterServer;
   options.tf_config = tf_config("ps");
   absl::StatusOr<std::unique_ptr<Strategy>> ps = CreateStrategy(options);
   ASSERT_TRUE(ps.ok()) << ps.status();

@@ -13,25 +13,21 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/keras_export.h"
 #include "common/daemon/exit_codes.h"
 #include "common/logging.h"
-#include "common/math/backend_factory.h"
 #include "common/model/job_spec.h"
+#include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
+#include "common/training/strategy_kind.h"
 #include "common/training/training_state.h"
-#include "worker/allreduce/chunk_mailbox.h"
 #include "worker/allreduce/collective_selection.h"
-#include "worker/allreduce/grpc_ring_transport.h"
 #include "worker/allreduce/ring_allreduce.h"
+#include "worker/create_sync_strategy.h"
 #include "worker/fit.h"
-#include "worker/mirrored_strategy.h"
-#include "worker/multi_worker_mirrored_strategy.h"
 #include "worker/strategy.h"
 #include "worker/train_monitoring.h"
 
@@ -113,138 +109,68 @@ absl::StatusOr<TrainJob> LoadTrainJob() {
   return train;
 }
 
-// The strategy and, for multi_worker_mirrored, the ring under it: the mailbox the
-// all-reduce service fills and the transport that sends. Members are destroyed in reverse
-// order: the strategy before the transport it uses.
+// The strategy --strategy names, made by the one factory the library uses too
+// (worker/create_sync_strategy.h); for multi_worker_mirrored its ring serves the
+// all-reduce through this daemon's server.
 struct TrainStrategy {
-  std::string name;
-  ChunkMailbox mailbox;
-  std::unique_ptr<CollectiveService> collective_service;
-  std::unique_ptr<GrpcRingTransport> transport;
-  std::unique_ptr<Strategy> strategy;
-  std::vector<std::string> replica_devices;  // mirrored: CreateBackend strings per replica
+  SyncStrategySetup setup;
   bool serving = false;  // the all-reduce service runs: peers may be waiting in it
   bool prints = true;    // only rank 0 of a multi-worker job writes epoch lines
 };
 
-// The replicas' order in TensorFlow: the chief (if any) is worker 0 of the collective,
-// then the workers. Errors: INVALID_ARGUMENT this task is not a chief or a worker.
-absl::StatusOr<GrpcRingOptions> RingFromTfConfig(const TfConfig& config) {
-  GrpcRingOptions ring;
-  int rank = -1;
-  for (const char* job_name : {"chief", "worker"}) {
-    const std::vector<std::string>& tasks = config.cluster.tasks(job_name);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      if (config.task.type == job_name && config.task.index == static_cast<int>(i)) {
-        rank = static_cast<int>(ring.addresses.size());
-      }
-      ring.addresses.push_back(tasks[i]);
-      ring.names.push_back(absl::StrCat(job_name, " ", i));
-    }
-  }
-  if (rank < 0) {
+// The synchronous strategy --strategy names, said in one line with the job's batch
+// (fit.batch_size: the global batch, as Keras reads it under these strategies).
+absl::Status SetUpStrategy(DaemonRuntime* runtime, int batch_size, TrainStrategy* out) {
+  PS_ASSIGN_OR_RETURN(const StrategyKind kind, ParseStrategyKind(absl::GetFlag(FLAGS_strategy)));
+  if (kind == StrategyKind::kParameterServer) {
     return absl::InvalidArgumentError(
-        absl::StrCat("TF_CONFIG: multi_worker_mirrored runs on chief and worker tasks, not ",
-                     config.task.type.empty() ? std::string("a process without TF_CONFIG")
-                                              : TaskIdToString(config.task)));
+        "--strategy=parameter_server: train runs default, mirrored and multi_worker_mirrored; "
+        "parameter_server runs as the chief, ps and worker daemons");
   }
-  ring.rank = rank;
-  return ring;
-}
-
-// This worker's CUDA device (--device=cuda[:N], or auto resolved to CUDA), else -1.
-int CudaDeviceOf(const Backend& backend) {
-  int cuda_device = -1;
-  const std::string name = backend.name();
-  if (absl::StartsWith(name, "cuda:") && absl::SimpleAtoi(name.substr(5), &cuda_device)) {
-    return cuda_device;
+  SyncStrategyOptions options;
+  options.kind = kind;
+  options.device = absl::GetFlag(FLAGS_device);
+  options.devices = absl::GetFlag(FLAGS_devices);
+  if (kind == StrategyKind::kMultiWorkerMirrored) {
+    absl::StatusOr<CollectiveKind> collective =
+        ParseCollectiveKind(absl::GetFlag(FLAGS_collective));
+    if (!collective.ok()) return BadConfiguration("--collective: ", collective.status());
+    options.collective = *collective;
+    options.config = runtime->options().config;
+    options.multi_worker.ring.timeout = absl::GetFlag(FLAGS_collective_timeout);
+    options.multi_worker.ring.bucket_bytes = absl::GetFlag(FLAGS_allreduce_bucket_bytes);
+    options.multi_worker.ring.chunk_bytes = absl::GetFlag(FLAGS_allreduce_chunk_bytes);
+    options.multi_worker.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
+    // On this task's port, beside health and reflection.
+    options.serve = [runtime, out](grpc::Service* service,
+                                   const std::string&) -> absl::StatusOr<RunningServer> {
+      PS_RETURN_IF_ERROR(runtime->Serve({service}));
+      out->serving = true;
+      RunningServer served;  // the daemon's server, stopped by RunTrainTask
+      served.port = runtime->port();
+      return served;
+    };
   }
-  return -1;
-}
-
-// multi_worker_mirrored: serves the all-reduce on this task's port, connects the ring and
-// agrees with the other workers on the collective (the gRPC ring or NCCL).
-absl::Status SetUpMultiWorkerMirrored(DaemonRuntime* runtime, const Backend& first_backend,
-                                      int batch_size, TrainStrategy* out) {
-  PS_ASSIGN_OR_RETURN(GrpcRingOptions ring, RingFromTfConfig(runtime->options().config));
-  const int rank = ring.rank;
-  const int n = static_cast<int>(ring.addresses.size());
-  const std::vector<std::string> names = ring.names;
-  absl::StatusOr<CollectiveKind> collective_kind =
-      ParseCollectiveKind(absl::GetFlag(FLAGS_collective));
-  if (!collective_kind.ok()) return BadConfiguration("--collective: ", collective_kind.status());
-  // Only the left neighbour's task may send this rank chunks (RingFromTfConfig's order).
-  const int left = (rank + n - 1) % n;
-  const int chiefs = runtime->options().config.cluster.num_tasks("chief");
-  out->collective_service = std::make_unique<CollectiveService>(
-      &out->mailbox, left, left < chiefs ? "chief" : "worker", left < chiefs ? left : left - chiefs);
-  PS_RETURN_IF_ERROR(runtime->Serve({out->collective_service.get()}));
-  out->serving = true;
-  absl::StatusOr<std::unique_ptr<GrpcRingTransport>> transport =
-      GrpcRingTransport::Create(std::move(ring), &out->mailbox);
-  if (!transport.ok()) return BadConfiguration("", transport.status());
-  out->transport = *std::move(transport);
-  MultiWorkerMirroredOptions mo;
-  mo.ring.timeout = absl::GetFlag(FLAGS_collective_timeout);
-  mo.ring.bucket_bytes = absl::GetFlag(FLAGS_allreduce_bucket_bytes);
-  mo.ring.chunk_bytes = absl::GetFlag(FLAGS_allreduce_chunk_bytes);
-  mo.startup_timeout = absl::GetFlag(FLAGS_startup_timeout);
-  auto mw = std::make_unique<MultiWorkerMirroredStrategy>(out->transport.get(), mo);
-  out->prints = rank == 0;
-  LogInfo(absl::StrCat("multi_worker_mirrored: rank ", rank, " of ", n,
-                       ", serving the all-reduce on port ", runtime->port()));
-  // All workers agree (one small ring all-reduce) on the ring or NCCL.
-  absl::StatusOr<CollectiveSelection> selection = SelectCollective(
-      [&mw](absl::Span<const absl::Span<float>> t) { return mw->RingSumAtStartup(t); }, rank, n,
-      *collective_kind, CudaDeviceOf(first_backend), absl::GetFlag(FLAGS_collective_timeout));
-  if (!selection.ok()) {
-    return absl::IsFailedPrecondition(selection.status())
-               ? BadConfiguration("", selection.status())
-               : selection.status();
+  absl::Status created = CreateSyncStrategy(options, &out->setup);
+  // The collective asked for cannot be had: the configuration's fault (exit 2).
+  if (absl::IsFailedPrecondition(created)) return BadConfiguration("", created);
+  PS_RETURN_IF_ERROR(created);
+  const Strategy& strategy = *out->setup.strategy;
+  const int n = strategy.num_replicas_in_sync();
+  std::string replicas;  // "(cpu:0, cpu:1)" / "(chief 0, worker 0)"
+  if (kind == StrategyKind::kMirrored) {
+    replicas = absl::StrCat(" (", absl::StrJoin(out->setup.devices, ", "), ")");
+  } else if (kind == StrategyKind::kMultiWorkerMirrored) {
+    replicas = absl::StrCat(" (", absl::StrJoin(out->setup.ring->options().names, ", "), ")");
+    out->prints = out->setup.ring->rank() == 0;
   }
-  LogInfo(selection->description);
-  if (selection->nccl != nullptr) mw->UseCollective(std::move(selection->nccl));
-  out->strategy = std::move(mw);
   if (out->prints) {
-    std::cout << "pstrain: multi_worker_mirrored strategy, num_replicas_in_sync=" << n << " ("
-              << absl::StrJoin(names, ", ") << "), " << DescribeGlobalBatch(batch_size, n)
-              << std::endl;
+    std::cout << "pstrain: " << strategy.name() << " strategy"
+              << (kind == StrategyKind::kDefault ? std::string()
+                                                 : absl::StrCat(", num_replicas_in_sync=", n))
+              << replicas << ", " << DescribeGlobalBatch(batch_size, n) << std::endl;
   }
   return absl::OkStatus();
-}
-
-// The strategy --strategy names, said in one line with the job's batch (fit.batch_size:
-// the global batch, as Keras reads it under the synchronous strategies). `first_backend`
-// is replica 0's (null for mirrored, which makes its backends from --devices).
-absl::Status SetUpStrategy(DaemonRuntime* runtime, const Backend* first_backend,
-                           int batch_size, TrainStrategy* out) {
-  out->name = absl::GetFlag(FLAGS_strategy);
-  if (out->name == "default") {
-    out->strategy = CreateDefaultStrategy();
-    std::cout << "pstrain: default strategy, " << DescribeGlobalBatch(batch_size, 1)
-              << std::endl;
-    return absl::OkStatus();
-  }
-  if (out->name == "mirrored") {
-    absl::StatusOr<std::unique_ptr<MirroredStrategy>> mirrored =
-        CreateMirroredStrategy(absl::GetFlag(FLAGS_devices));
-    if (!mirrored.ok()) return BadConfiguration("--devices: ", mirrored.status());
-    for (const std::string& d : (*mirrored)->devices()) {
-      out->replica_devices.push_back(BackendDeviceFor(d));
-    }
-    std::cout << "pstrain: mirrored strategy, num_replicas_in_sync="
-              << out->replica_devices.size() << " (" << absl::StrJoin((*mirrored)->devices(), ", ")
-              << "), "
-              << DescribeGlobalBatch(batch_size, static_cast<int>(out->replica_devices.size()))
-              << std::endl;
-    out->strategy = *std::move(mirrored);
-    return absl::OkStatus();
-  }
-  if (out->name == "multi_worker_mirrored") {
-    return SetUpMultiWorkerMirrored(runtime, *first_backend, batch_size, out);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--strategy=", out->name, " is not one of default, mirrored, multi_worker_mirrored"));
 }
 
 // The state to continue from, read by the process that keeps checkpoints (rank 0): none
@@ -302,22 +228,14 @@ std::string AbsoluteJobDir(const std::string& base_dir) {
 // Fit's callbacks: the monitoring (metrics, dashboard, TensorBoard, the progress bar),
 // the epoch lines, the restore line, the checkpoints and the stop on SIGTERM. Pointers are
 // not owned and outlive Fit.
-FitOptions MakeFitOptions(const TrainJob& train, const TrainStrategy& ts,
-                          const Restored& restored, std::unique_ptr<Backend>* first_backend,
+FitOptions MakeFitOptions(const TrainJob& train, TrainStrategy* ts, const Restored& restored,
                           CheckpointWriter* writer, TrainMonitoring* watch,
                           ShutdownSignal* shutdown) {
   FitOptions options;
   options.epochs = absl::GetFlag(FLAGS_epochs);
-  const std::string device = absl::GetFlag(FLAGS_device);
-  const std::vector<std::string> replica_devices = ts.replica_devices;
-  // Replica 0 takes the backend made first (a CUDA context is costly to create twice).
-  options.make_backend = [replica_devices, device,
-                          first_backend](int replica) -> absl::StatusOr<std::unique_ptr<Backend>> {
-    if (!replica_devices.empty()) return CreateBackend(replica_devices[replica], nullptr);
-    if (replica == 0 && *first_backend != nullptr) return std::move(*first_backend);
-    return CreateBackend(device, nullptr);
-  };
-  const bool prints = ts.prints;
+  SyncStrategySetup* setup = &ts->setup;
+  options.make_backend = [setup](int replica) { return setup->MakeBackend(replica); };
+  const bool prints = ts->prints;
   options.on_batch = [watch](const BatchProgress& p) { watch->OnBatch(p); };
   // A signal stops training once the epoch in progress is done (and checkpointed).
   options.on_epoch = [watch, prints, shutdown](const EpochSummary& s) {
@@ -339,8 +257,8 @@ FitOptions MakeFitOptions(const TrainJob& train, const TrainStrategy& ts,
   };
   if (writer != nullptr) {
     const nlohmann::json metadata = {{"job_dir", AbsoluteJobDir(train.base_dir)},
-                                     {"strategy", ts.strategy->name()},
-                                     {"num_replicas", ts.strategy->num_replicas_in_sync()}};
+                                     {"strategy", ts->setup.strategy->name()},
+                                     {"num_replicas", ts->setup.strategy->num_replicas_in_sync()}};
     const JobSpec* job = &train.job;
     options.on_checkpoint = [writer, job, metadata,
                              watch](const TrainingState& state) -> absl::Status {
@@ -396,22 +314,12 @@ int RunTrainTask(DaemonRuntime* runtime) {
   absl::StatusOr<TrainJob> train = LoadTrainJob();
   if (!train.ok()) return Fail(ts, ExitCodeFor(train.status()), train.status().message());
 
-  // The backend is chosen before training so a bad --device fails at once; "auto" says in
-  // one line why it fell back to the CPU, as get_strategy()'s fallback does. mirrored
-  // makes its backends from --devices; --device serves the other strategies.
-  const std::string device = absl::GetFlag(FLAGS_device);
-  std::string note;
-  absl::StatusOr<std::unique_ptr<Backend>> first_backend =
-      absl::GetFlag(FLAGS_strategy) == "mirrored" ? std::unique_ptr<Backend>()
-                                                  : CreateBackend(device, &note);
-  if (!first_backend.ok()) {
-    return Fail(ts, absl::IsInvalidArgument(first_backend.status()) ? 2 : 1,
-                absl::StrCat("--device=", device, ": ", first_backend.status().message()));
-  }
-  if (!note.empty()) LogInfo(note);
-  if (absl::Status set_up = SetUpStrategy(runtime, first_backend->get(), train->job.batch_size, &ts); !set_up.ok()) {
+  // The backend is made with the strategy, so a bad --device fails at once; "auto" says
+  // in one line why it fell back to the CPU, as get_strategy()'s fallback does.
+  if (absl::Status set_up = SetUpStrategy(runtime, train->job.batch_size, &ts); !set_up.ok()) {
     return Fail(ts, ExitCodeFor(set_up), set_up.message());
   }
+  Strategy* strategy = ts.setup.strategy.get();
 
   // Checkpoints: written and read by one process, as TensorFlow's chief (here rank 0,
   // which is the chief when TF_CONFIG has one); Fit sends the restored state to the rest.
@@ -434,20 +342,20 @@ int RunTrainTask(DaemonRuntime* runtime) {
 
   // Metrics and the dashboard (--metrics_port), TensorBoard files (--logdir) and the
   // progress bar on a terminal; every worker of a multi-worker job serves its metrics.
-  const int replicas = ts.strategy->num_replicas_in_sync();
+  const int replicas = strategy->num_replicas_in_sync();
   absl::StatusOr<std::unique_ptr<TrainMonitoring>> monitoring = TrainMonitoring::Start(
       runtime->metrics(), train->job,
-      absl::StrCat("pstrain train: ", ts.strategy->name(), ", ", replicas, " replica",
+      absl::StrCat("pstrain train: ", strategy->name(), ", ", replicas, " replica",
                    replicas == 1 ? "" : "s"),
       replicas, ts.prints);
   if (!monitoring.ok()) {
     return Fail(ts, ExitCodeFor(monitoring.status()), monitoring.status().message());
   }
-  const FitOptions options = MakeFitOptions(*train, ts, *restored, &*first_backend,
-                                            writer.get(), monitoring->get(), shutdown);
-  absl::StatusOr<FitResult> result = Fit(train->job, train->data, ts.strategy.get(), options);
+  const FitOptions options =
+      MakeFitOptions(*train, &ts, *restored, writer.get(), monitoring->get(), shutdown);
+  absl::StatusOr<FitResult> result = Fit(train->job, train->data, strategy, options);
   if (ts.serving) {
-    ts.mailbox.Close();
+    ts.setup.ring->Close();
     runtime->StopServing(absl::Seconds(1));
   }
   if (!result.ok()) {

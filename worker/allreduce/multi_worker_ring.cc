@@ -4,10 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/daemon/daemon_options.h"
 #include "common/status_macros.h"
 
-namespace pstrain::distribute::internal {
+namespace pstrain {
 
 namespace {
 
@@ -35,38 +34,36 @@ absl::StatusOr<GrpcRingOptions> RingFromTfConfig(const TfConfig& config) {
   if (rank < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("TF_CONFIG: multi_worker_mirrored runs on chief and worker tasks, not ",
-                     TaskIdToString(config.task)));
+                     config.task.type.empty() ? std::string("a process without TF_CONFIG")
+                                              : TaskIdToString(config.task)));
   }
   ring.rank = rank;
   return ring;
 }
 
 absl::StatusOr<std::unique_ptr<MultiWorkerRing>> MultiWorkerRing::Start(
-    const TfConfig& config, std::shared_ptr<grpc::ServerCredentials> credentials) {
+    const TfConfig& config, const ServeCollective& serve) {
   std::unique_ptr<MultiWorkerRing> ring(new MultiWorkerRing());
   PS_ASSIGN_OR_RETURN(ring->options_, RingFromTfConfig(config));
   const int rank = ring->options_.rank;
   const int n = static_cast<int>(ring->options_.addresses.size());
-  PS_ASSIGN_OR_RETURN(ring->listen_address_, ListenAddressFor(ring->options_.addresses[rank]));
   // Only the left neighbour, as itself, sends chunks (checked when authorization is on).
   const int left = (rank + n - 1) % n;
   const TaskId sender = RingTasks(config)[left];
   ring->service_ =
       std::make_unique<CollectiveService>(&ring->mailbox_, left, sender.type, sender.index);
-  ServerOptions so;
-  so.listen_address = ring->listen_address_;
-  so.credentials = std::move(credentials);
-  so.services = {ring->service_.get()};
-  PS_ASSIGN_OR_RETURN(ring->server_, StartServer(so));
+  PS_ASSIGN_OR_RETURN(ring->server_, serve(ring->service_.get(), ring->options_.addresses[rank]));
   PS_ASSIGN_OR_RETURN(ring->transport_, GrpcRingTransport::Create(ring->options_, &ring->mailbox_));
   return ring;
 }
 
+void MultiWorkerRing::Close() { mailbox_.Close(); }
+
 MultiWorkerRing::~MultiWorkerRing() {
-  mailbox_.Close();
+  Close();
   if (server_.server != nullptr) {
     server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 }
 
-}  // namespace pstrain::distribute::internal
+}  // namespace pstrain
