@@ -37,7 +37,7 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "worker/fit.h"
-#include "worker/train_monitoring.h"
+#include "train/train_monitoring.h"
 #include "worker/strategy.h"
 
 ABSL_FLAG(bool, watch, true,
@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(
       argc, argv,
       "train_throughput: single-process training throughput of the seed model against OpenBLAS and PyTorch.\n  bazel run -c opt //bench:train_throughput -- [--threads=1] [--batch_sizes=64,256] [--seconds=3]");
-  // As worker/train does: batch tensors stay in the heap instead of being mmapped per batch.
+  // As train/train does: batch tensors stay in the heap instead of being mmapped per batch.
   pstrain::KeepLargeBlocksInHeap();
   return pstrain::Main(argv[0]);
 }

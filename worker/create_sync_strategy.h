@@ -5,7 +5,7 @@
 // from its typed kind, with what it needs: the replicas' devices and replica 0's backend,
 // and for multi_worker_mirrored the ring from TF_CONFIG (worker/allreduce/
 // multi_worker_ring.h) and the collective the workers agree on (the gRPC ring or NCCL).
-// `train` (worker/train_task.cc) and the library's CreateStrategy
+// `train` (train/train_task.cc) and the library's CreateStrategy
 // (pstrain/internal/sync_strategy.cc) both call it; each says the strategy in its own
 // words (train's stdout line, the library's log).
 //

@@ -164,9 +164,9 @@ std::string MakeAuthTokenFile(const std::string& path) {
 // How the launcher runs the job: which processes it starts (the strategy itself is the
 // trainers' business; they get the flag as it was given).
 enum class LaunchMode {
-  kOneProcess,           // default, mirrored: worker/train alone, no cluster
+  kOneProcess,           // default, mirrored: train/train alone, no cluster
   kParameterServer,      // a chief, --ps ps and --workers workers
-  kMultiWorkerMirrored,  // --workers worker/train processes in a ring, no chief or ps
+  kMultiWorkerMirrored,  // --workers train/train processes in a ring, no chief or ps
 };
 
 LaunchMode LaunchModeOf(StrategyKind kind) {
@@ -215,10 +215,10 @@ std::vector<std::string> EpochsFlag() {
 }
 
 // default and mirrored: TensorFlow's strategies of one process, no cluster. This process
-// becomes worker/train; returns only when that fails.
+// becomes train/train; returns only when that fails.
 int ExecOneProcessTrainer(const std::string& bin_dir, StrategyKind kind) {
   const std::string strategy(StrategyKindName(kind));
-  const std::string train = bin_dir + "/worker/train";
+  const std::string train = bin_dir + "/train/train";
   std::vector<std::string> args = {train, JobFlag(),
                                    absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
                                    absl::StrCat("--strategy=", strategy)};
@@ -368,7 +368,7 @@ pstrain::LocalClusterOptions ParameterServerOptions(const std::string& bin_dir,
 }
 
 // multi_worker_mirrored: worker processes only (TF_CONFIG with worker entries), each
-// worker/train serving the all-reduce on its own port, started in `group`; their metrics
+// train/train serving the all-reduce on its own port, started in `group`; their metrics
 // ports are recorded in `metrics_ports` with --metrics. Errors: UNAVAILABLE no free
 // port; INTERNAL a process that cannot be started.
 absl::Status StartMultiWorkerMirrored(const std::string& bin_dir, const RunFolders& folders,
@@ -401,7 +401,7 @@ absl::Status StartMultiWorkerMirrored(const std::string& bin_dir, const RunFolde
       args.push_back(absl::StrCat("--collective_timeout=", absl::GetFlag(FLAGS_collective_timeout)));
     }
     absl::Status started = group->Start(
-        {absl::StrCat("worker", i), bin_dir + "/worker/train", args,
+        {absl::StrCat("worker", i), bin_dir + "/train/train", args,
          {{"TF_CONFIG", pstrain::MakeTfConfig(cluster, "worker", i)},
           // Several processes share the cores: one BLAS thread each.
           {"OPENBLAS_NUM_THREADS", "1"}}});

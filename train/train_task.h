@@ -1,11 +1,11 @@
-#ifndef PSTRAIN_WORKER_TRAIN_TASK_H_
-#define PSTRAIN_WORKER_TRAIN_TASK_H_
+#ifndef PSTRAIN_TRAIN_TRAIN_TASK_H_
+#define PSTRAIN_TRAIN_TRAIN_TASK_H_
 
 #include "common/daemon/daemon_runtime.h"
 
 namespace pstrain {
 
-// train's body (worker/train_main.cc): trains the job spec of --job in this process,
+// train's body (train/main.cc): trains the job spec of --job in this process,
 // printing Keras-style epoch lines on stdout and, when stderr is a terminal, a progress
 // bar there.
 //
@@ -41,4 +41,4 @@ int RunTrainTask(DaemonRuntime* runtime);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_TRAIN_TASK_H_
+#endif  // PSTRAIN_TRAIN_TRAIN_TASK_H_

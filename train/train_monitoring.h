@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_TRAIN_MONITORING_H_
-#define PSTRAIN_WORKER_TRAIN_MONITORING_H_
+#ifndef PSTRAIN_TRAIN_TRAIN_MONITORING_H_
+#define PSTRAIN_TRAIN_TRAIN_MONITORING_H_
 
 #include <memory>
 #include <string>
@@ -53,4 +53,4 @@ class TrainMonitoring {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_TRAIN_MONITORING_H_
+#endif  // PSTRAIN_TRAIN_TRAIN_MONITORING_H_

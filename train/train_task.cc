@@ -1,4 +1,4 @@
-#include "worker/train_task.h"
+#include "train/train_task.h"
 
 #include <cblas.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@
 #include "worker/create_sync_strategy.h"
 #include "worker/fit.h"
 #include "worker/strategy.h"
-#include "worker/train_monitoring.h"
+#include "train/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs when > 0.");

@@ -1,4 +1,4 @@
-#include "worker/train_monitoring.h"
+#include "train/train_monitoring.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
-// train: trains a job spec in this process (worker/train_task.h says how). --metrics_port
+// train: trains a job spec in this process (train/train_task.h says how). --metrics_port
 // serves Prometheus metrics and a live dashboard; --logdir writes TensorBoard event files
-// (worker/train_monitoring.h).
+// (train/train_monitoring.h).
 //
 //   train --job=examples/fashion_mnist.json [--epochs=N] [--device=cpu|auto|cuda[:N]]
 //         [--strategy=default|mirrored|multi_worker_mirrored] [--checkpoint_dir=DIR]
 
 #include "common/daemon/daemon_runtime.h"
-#include "worker/train_task.h"
+#include "train/train_task.h"
 
 int main(int argc, char** argv) {
   return pstrain::RunDaemon(
