@@ -36,9 +36,9 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
-#include "worker/fit.h"
+#include "distribute/fit.h"
 #include "train/train_monitoring.h"
-#include "worker/strategy.h"
+#include "distribute/strategy.h"
 
 ABSL_FLAG(bool, watch, true,
           "fit reports every step to train's metrics and dashboard (false: as before them)");

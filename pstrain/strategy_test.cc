@@ -16,9 +16,9 @@
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
 #include "pstrain/pstrain.h"
-#include "worker/fit.h"
-#include "worker/fit_test_util.h"
-#include "worker/mirrored_strategy.h"
+#include "distribute/fit.h"
+#include "distribute/fit_test_util.h"
+#include "distribute/mirrored_strategy.h"
 
 namespace pstrain::distribute {
 namespace {

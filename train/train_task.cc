@@ -24,11 +24,11 @@
 #include "common/status_macros.h"
 #include "common/training/strategy_kind.h"
 #include "common/training/training_state.h"
-#include "worker/allreduce/collective_selection.h"
-#include "worker/allreduce/ring_allreduce.h"
-#include "worker/create_sync_strategy.h"
-#include "worker/fit.h"
-#include "worker/strategy.h"
+#include "distribute/allreduce/collective_selection.h"
+#include "distribute/allreduce/ring_allreduce.h"
+#include "distribute/create_sync_strategy.h"
+#include "distribute/fit.h"
+#include "distribute/strategy.h"
 #include "train/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
@@ -110,7 +110,7 @@ absl::StatusOr<TrainJob> LoadTrainJob() {
 }
 
 // The strategy --strategy names, made by the one factory the library uses too
-// (worker/create_sync_strategy.h); for multi_worker_mirrored its ring serves the
+// (distribute/create_sync_strategy.h); for multi_worker_mirrored its ring serves the
 // all-reduce through this daemon's server.
 struct TrainStrategy {
   SyncStrategySetup setup;

@@ -204,7 +204,7 @@ TEST(JobSpecTest, ConsistencyAndPlacementAreTyped) {
                 "placement.strategy");
 }
 
-// The global batch is split across the replicas (as worker/fit.cc slices it); the
+// The global batch is split across the replicas (as distribute/fit.cc slices it); the
 // parameter-server batch is each worker's.
 TEST(JobSpecTest, BatchDescriptionsFollowKeras) {
   EXPECT_EQ(DescribeGlobalBatch(64, 1), "global batch 64 (64 per replica x 1)");

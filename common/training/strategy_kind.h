@@ -4,7 +4,7 @@
 // Which tf.distribute strategy a job trains under, parsed once where the name comes in
 // (train's --strategy, the job spec's "strategy", pstrain's StrategyOptions) so that no
 // code past that edge compares strings. The strategy core makes the strategy of a kind in
-// one place (worker/create_sync_strategy.h; pstrain/create_strategy.h for the library).
+// one place (distribute/create_sync_strategy.h; pstrain/create_strategy.h for the library).
 
 #include <string>
 

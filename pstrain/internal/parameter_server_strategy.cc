@@ -16,7 +16,7 @@
 #include "pstrain/internal/tf_config.h"
 #include "pstrain/preemption.h"
 #include "worker/ps_trainer.h"
-#include "worker/replicated_model.h"
+#include "distribute/replicated_model.h"
 
 namespace pstrain::distribute::internal {
 namespace {

@@ -11,7 +11,7 @@
 #include "common/status_macros.h"
 #include "pstrain/internal/task_security.h"
 #include "pstrain/internal/tf_config.h"
-#include "worker/allreduce/collective_selection.h"
+#include "distribute/allreduce/collective_selection.h"
 
 namespace pstrain::distribute::internal {
 

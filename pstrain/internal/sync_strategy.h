@@ -3,8 +3,8 @@
 
 // The synchronous strategies behind the public Strategy (pstrain/strategy.h): default,
 // mirrored and multi_worker_mirrored, over the core strategies Fit uses, made by the one
-// factory `train` uses too (worker/create_sync_strategy.h), and their models over
-// worker/replicated_model.h, so a custom loop and Fit take the same synchronous step.
+// factory `train` uses too (distribute/create_sync_strategy.h), and their models over
+// distribute/replicated_model.h, so a custom loop and Fit take the same synchronous step.
 //
 // Thread-safety: as Strategy. SyncModel::ComputeGradients and ApplyGradients run on the
 // replicas' threads, each touching only its replica's slots.
@@ -21,9 +21,9 @@
 #include "pstrain/distributed_model.h"
 #include "common/training/strategy_kind.h"
 #include "pstrain/strategy.h"
-#include "worker/create_sync_strategy.h"
-#include "worker/replicated_model.h"
-#include "worker/strategy.h"
+#include "distribute/create_sync_strategy.h"
+#include "distribute/replicated_model.h"
+#include "distribute/strategy.h"
 
 namespace pstrain::distribute::internal {
 
