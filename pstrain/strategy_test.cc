@@ -104,6 +104,7 @@ TEST(StrategyTest, ACustomLoopTrainsExactlyAsFitUnderDefaultAndMirrored) {
 TEST(StrategyTest, RunReturnsEveryReplicasValueAndReduceCombinesThem) {
   std::unique_ptr<Strategy> strategy = Make("mirrored", "cpu:0,cpu:1,cpu:2");
   ASSERT_NE(strategy, nullptr);
+  EXPECT_EQ(strategy->kind(), StrategyKind::kMirrored);
   EXPECT_EQ(strategy->num_replicas_in_sync(), 3);
   EXPECT_TRUE(strategy->is_chief());
   DistributedDatasetOptions o;
