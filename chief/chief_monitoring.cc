@@ -11,12 +11,6 @@
 #include "common/tensorboard/tensorboard_flags.h"
 
 namespace pstrain {
-namespace {
-
-// A task whose last heartbeat is older than this shows as lost on the dashboard.
-constexpr int64_t kLostAfterMs = 5000;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ChiefMonitoring>> ChiefMonitoring::Start(
     DaemonMetrics* metrics, const JobSpec& job, int num_workers, const Membership* membership,
@@ -30,8 +24,8 @@ absl::StatusOr<std::unique_ptr<ChiefMonitoring>> ChiefMonitoring::Start(
   m->tasks_collector_ = m->metrics_->registry()->AddCollector(
       [membership](std::vector<prometheus::MetricFamily>* families) {
         std::map<std::string, int> registered;
-        for (const TaskState& t : membership->Snapshot()) {
-          registered[t.task_type()] += t.registered() ? 1 : 0;
+        for (const distribute::MemberStatus& t : membership->Snapshot()) {
+          registered[t.type] += t.registered ? 1 : 0;
         }
         MetricFamilyBuilder family("pstrain_chief_tasks_registered",
                                    "Tasks registered with the chief, by type",
@@ -79,16 +73,21 @@ nlohmann::json ChiefMonitoring::DashboardStatus() const {
   ChiefStatusResponse status;
   describe_(&status);
   nlohmann::json tasks = nlohmann::json::array();
-  for (const TaskState& t : membership_->Snapshot()) {
-    nlohmann::json task = {{"role", t.task_type()},
-                           {"index", t.task_index()},
-                           {"address", t.address()}};
-    if (!t.registered()) {
-      task["state"] = "waiting";
-    } else {
-      task["state"] = t.last_heartbeat_age_ms() <= kLostAfterMs ? "up" : "lost";
-      task["last_heartbeat_ms"] = t.last_heartbeat_age_ms();
+  for (const distribute::MemberStatus& t : membership_->Snapshot()) {
+    nlohmann::json task = {{"role", t.type}, {"index", t.index}, {"address", t.address}};
+    // The membership's own rule (distribute/membership.h) says who is lost.
+    switch (t.state) {
+      case distribute::MemberState::kUnregistered:
+        task["state"] = "waiting";
+        break;
+      case distribute::MemberState::kAlive:
+        task["state"] = "up";
+        break;
+      case distribute::MemberState::kLost:
+        task["state"] = "lost";
+        break;
     }
+    if (t.registered) task["last_heartbeat_ms"] = absl::ToInt64Milliseconds(t.since_heard);
     tasks.push_back(std::move(task));
   }
   nlohmann::json layout = nlohmann::json::array();
@@ -101,7 +100,9 @@ nlohmann::json ChiefMonitoring::DashboardStatus() const {
          {"rows", e.num_rows() > 0 ? absl::StrCat(first, "-", first + e.num_rows() - 1) : "-"},
          {"shape", ShapeToString(std::vector<int64_t>(e.shape().begin(), e.shape().end()))}});
   }
-  return {{"phase", status.phase()}, {"tasks", std::move(tasks)}, {"layout", std::move(layout)}};
+  return {{"phase", status.phase_name()},
+          {"tasks", std::move(tasks)},
+          {"layout", std::move(layout)}};
 }
 
 }  // namespace pstrain

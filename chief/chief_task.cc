@@ -35,6 +35,10 @@
 namespace pstrain {
 namespace {
 
+// How long a task's heartbeats may be missing before the chief's membership counts it
+// lost: five of the default --heartbeat_interval.
+constexpr absl::Duration kTaskLostAfter = absl::Seconds(5);
+
 // The job file's folder as an absolute path: workers may run from another directory.
 std::string DirectoryOf(const std::string& path) {
   char resolved[PATH_MAX];
@@ -387,7 +391,9 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
     return ExitCodeFor(chief.status());
   }
   const ClusterSpec& cluster = daemon.config.cluster;
-  Membership membership(cluster);
+  // A task is lost once its heartbeats (every --heartbeat_interval, 1 s by default) have
+  // been missing for kTaskLostAfter (the dashboard shows it so).
+  Membership membership(cluster, ChiefMembershipOptions(kTaskLostAfter));
   auto handle = std::make_shared<CoordinatorHandle>();
   ChiefServiceImpl service(
       &membership, SerializeJobSpec(chief->job), DirectoryOf(options.job_path),

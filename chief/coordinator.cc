@@ -16,6 +16,7 @@
 #include "common/training/evaluator.h"
 #include "common/training/training_state.h"
 #include "distribute/failure.h"
+#include "distribute/watched_worker.h"
 
 namespace pstrain {
 namespace {
@@ -158,24 +159,6 @@ class Coordinator::ChunkClosure : public distribute::Closure {
   SegmentRun* const segment_;       // Not owned.
 };
 
-const char* JobPhaseName(JobPhase phase) {
-  switch (phase) {
-    case JobPhase::kWaitingForTasks:
-      return "waiting_for_tasks";
-    case JobPhase::kRestoring:
-      return "restoring";
-    case JobPhase::kTraining:
-      return "training";
-    case JobPhase::kRecovering:
-      return "recovering";
-    case JobPhase::kDone:
-      return "done";
-    case JobPhase::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                          Membership* membership, std::vector<PsClient*> ps,
                          std::vector<WorkerClient*> workers, const Dataset* validation,
@@ -214,7 +197,7 @@ int64_t Coordinator::global_step() const {
 void Coordinator::Describe(ChiefStatusResponse* response) const {
   {
     absl::MutexLock lock(&mu_);
-    response->set_phase(JobPhaseName(phase_));
+    distribute::SetPhase(phase_, response);
     response->set_epoch(epoch_);
     response->set_global_step(global_step_);
   }
@@ -225,7 +208,8 @@ absl::Status Coordinator::Run() {
   ps_generation_ = absl::ToUnixNanos(absl::Now());
   checkpointer_.Start(0);
   absl::Status status = [&]() -> absl::Status {
-    PS_RETURN_IF_ERROR(membership_->WaitForAll(options_.register_timeout, abort_));
+    PS_RETURN_IF_ERROR(membership_->WaitForAll(
+        options_.register_timeout, [this] { return abort_ != nullptr && abort_->requested(); }));
     LogInfo(absl::StrCat("all ", ps_.size(), " ps and ", workers_.size(),
                          " worker tasks registered"));
     PS_RETURN_IF_ERROR(WaitForWorkersReady());
@@ -294,7 +278,10 @@ void Coordinator::StartScheduler() {
   so.recovery_timeout = kEveryWorkerLostGrace;
   so.poll_interval = kLostWorkerPoll;
   so.recover_ps = [this] { return RecoverPsDuringEpoch(); };
-  so.on_worker_lost = [this](int w, const absl::Status&) { MarkLost(w); };
+  // The membership hears of the loss as a custom loop's does: the worker is lost there
+  // too until its next heartbeat.
+  so.on_worker_lost = distribute::ReportLostTo(
+      membership_, [this](int w, const absl::Status&) { MarkLost(w); });
   scheduler_ = std::make_unique<distribute::ClosureScheduler>(std::move(scheduled), so);
 }
 

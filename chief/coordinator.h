@@ -26,6 +26,7 @@
 #include "common/daemon/shutdown_signal.h"
 #include "common/training/training_observer.h"
 #include "distribute/closure_scheduler.h"
+#include "distribute/job_phase.h"
 #include "proto/chief.pb.h"
 #include "proto/ps.pb.h"
 #include "ps_server/client/ps_recovery.h"
@@ -35,19 +36,9 @@
 
 namespace pstrain {
 
-// Where a parameter-server job stands, as the chief's GetStatus names it.
-enum class JobPhase {
-  kWaitingForTasks,
-  kRestoring,
-  kTraining,
-  kRecovering,  // a ps failed: training waits for it
-  kDone,
-  kFailed,
-};
-
-// "waiting_for_tasks", "restoring", "training", "recovering", "done", "failed": the
-// ChiefStatusResponse.phase strings (proto/chief.proto).
-const char* JobPhaseName(JobPhase phase);
+// Where a parameter-server job stands, as the chief's GetStatus reports it (a proto enum
+// on the wire: distribute/job_phase.h).
+using JobPhase = distribute::JobPhase;
 
 // Runs a parameter-server job from the chief (TensorFlow's ClusterCoordinator): waits for
 // every task, splits and places the variables (Options::placement_policy) and creates each
@@ -77,7 +68,7 @@ class Coordinator {
     // Steps per RunSteps call: smaller chunks mean finer progress and shorter deadlines.
     int64_t steps_per_call = 100;
     // A lost worker is tried again at the start of an epoch only when its last heartbeat
-    // is at most this old.
+    // is at most this old and came after it was lost (Membership::IsLive).
     absl::Duration rejoin_heartbeat_age = absl::Seconds(3);
     // Where workers reach each ps (the cluster spec's addresses), in ps order.
     std::vector<std::string> ps_addresses;

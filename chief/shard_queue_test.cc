@@ -129,6 +129,7 @@ TEST(ShardQueueTest, TakeEndsWhenTheLastHeldShardFinishesOrTheQueueCloses) {
 
   ShardQueue closing(1, 2, -1);
   std::optional<ShardQueue::Chunk> h = closing.Take({0});
+  ASSERT_TRUE(h.has_value());  // held, so the next Take blocks
   std::optional<ShardQueue::Chunk> n = ShardQueue::Chunk{};
   std::thread w([&] { n = closing.Take({0}); });
   EXPECT_TRUE(WaitForBlockedTakes(closing, 1));  // blocked, so the Close below wakes it

@@ -450,6 +450,7 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json_text) {
     PS_ASSIGN_OR_RETURN(config.task.index, ParseIndex(*index_it, kPrefix));
   }
   PS_RETURN_IF_ERROR(ValidateTask(config.cluster, &config.task, kPrefix));
+  PS_ASSIGN_OR_RETURN(config.role, RoleFromTaskType(config.task.type));
 
   PS_ASSIGN_OR_RETURN(config.environment, OptionalString(root, "environment", kPrefix));
   PS_ASSIGN_OR_RETURN(config.rpc_layer, OptionalString(root, "rpc_layer", kPrefix));
@@ -487,7 +488,33 @@ absl::StatusOr<TfConfig> TfConfigFromFlags(const std::string& cluster_flag,
   config.task.type = task_type;
   config.task.index = task_index;
   PS_RETURN_IF_ERROR(ValidateTask(config.cluster, &config.task, kPrefix));
+  PS_ASSIGN_OR_RETURN(config.role, RoleFromTaskType(config.task.type));
   return config;
+}
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kChief:
+      return kChief;
+    case Role::kWorker:
+      return "worker";
+    case Role::kPs:
+      return "ps";
+    case Role::kEvaluator:
+      return kEvaluator;
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Role> RoleFromTaskType(absl::string_view type) {
+  if (type == kChief || type == kMaster) return Role::kChief;
+  if (type == "worker") return Role::kWorker;
+  if (type == "ps") return Role::kPs;
+  if (type == kEvaluator) return Role::kEvaluator;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown task type ", Quote(type.substr(0, 64)), " (expected chief, worker, ps or evaluator)"));
 }
 
 absl::StatusOr<TfConfig> TfConfigFromEnvironment() {

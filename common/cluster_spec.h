@@ -25,6 +25,24 @@
 
 namespace pstrain {
 
+// What a task is (TF_CONFIG's task type), or who calls an RPC (common/rpc/caller_identity.h:
+// an operator's tool is kAdmin). Parsed once where TF_CONFIG or the flags come in
+// (TfConfig::role), so no code compares task type strings.
+enum class Role {
+  kChief,      // the coordinator (TF_CONFIG "chief" or "master")
+  kWorker,     // computes and pushes gradients; a ring member in multi_worker_mirrored
+  kPs,         // holds variables
+  kEvaluator,  // TF's side-car evaluator (runs no pstrain daemon)
+  kAdmin,      // an operator's tool (psctl) or a test harness: never a task of TF_CONFIG
+};
+
+// "chief", "worker", "ps", "evaluator", "admin".
+absl::string_view RoleName(Role role);
+
+// A TF_CONFIG task type ("chief", "master", "worker", "ps", "evaluator") as a role.
+// Errors: INVALID_ARGUMENT any other name (naming it).
+absl::StatusOr<Role> RoleFromTaskType(absl::string_view type);
+
 // One task of the cluster: job name ("chief", "worker", "ps", "evaluator") and index.
 struct TaskId {
   std::string type;
@@ -88,6 +106,8 @@ class ClusterSpec {
 struct TfConfig {
   ClusterSpec cluster;
   TaskId task;              // type normalised: "master" -> "chief"
+  // task.type, parsed once by the parsers below (kAdmin: no task, a placeholder config).
+  Role role = Role::kAdmin;
   std::string environment;  // "" when absent ("cloud" and "google" exist in TF)
   std::string rpc_layer;    // "" when absent ("grpc" in TF)
 };

@@ -262,6 +262,37 @@ TEST(TfConfigFromFlagsTest, Good) {
   EXPECT_EQ(master->task, (TaskId{"chief", 0}));
 }
 
+// The role is parsed once, by the parser: "master" is the chief, an evaluator beside the
+// cluster is one too, and the flags give the same roles as TF_CONFIG.
+TEST(RoleTest, TheParsersSetTheTasksRole) {
+  EXPECT_EQ(ParseTfConfig(kTfExample)->role, Role::kWorker);
+  EXPECT_EQ(ParseTfConfig(WithTask(R"({"master":["h:1"],"ps":["h:2"]})", R"({"type":"master"})"))
+                ->role,
+            Role::kChief);
+  EXPECT_EQ(ParseTfConfig(WithTask(R"({"chief":["h:1"]})", R"({"type":"evaluator"})"))->role,
+            Role::kEvaluator);
+  EXPECT_EQ(TfConfigFromFlags("chief=h:1;ps=h:4,h:5", "ps", 1)->role, Role::kPs);
+  EXPECT_EQ(TfConfigFromFlags("master=h:1;worker=h:2", "master", 0)->role, Role::kChief);
+  EXPECT_EQ(TfConfig().role, Role::kAdmin);  // a placeholder: no task
+}
+
+TEST(RoleTest, NamesGoBothWaysAndUnknownTypesAreRefused) {
+  for (Role role : {Role::kChief, Role::kWorker, Role::kPs, Role::kEvaluator}) {
+    absl::StatusOr<Role> back = RoleFromTaskType(RoleName(role));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, role);
+  }
+  EXPECT_EQ(*RoleFromTaskType("master"), Role::kChief);
+  EXPECT_EQ(RoleName(Role::kAdmin), "admin");
+  // admin is a caller (common/rpc/caller_identity.h), never a TF_CONFIG task.
+  for (const char* bad : {"admin", "Worker", "", "trainer"}) {
+    absl::StatusOr<Role> role = RoleFromTaskType(bad);
+    EXPECT_EQ(role.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(std::string(RoleFromTaskType("trainer").status().message()),
+              HasSubstr("\"trainer\""));
+}
+
 TEST(TfConfigFromFlagsTest, Bad) {
   auto expect_error = [](const std::string& cluster, const std::string& type, int index,
                          const std::string& want) {

@@ -255,6 +255,13 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
   std::printf("functions run per worker:");
   for (int64_t n : coordinator->functions_run_per_worker()) std::printf(" %lld", static_cast<long long>(n));
   std::printf("\n");
+  // Who the chief found alive, lost or back (the chief daemon's membership rules).
+  std::string members;
+  for (const dist::MemberStatus& m : coordinator->members()) {
+    absl::StrAppend(&members, members.empty() ? "" : ", ", m.type, " ", m.index, " ",
+                    dist::MemberStateName(m.state));
+  }
+  std::printf("members: %s\n", members.c_str());
   return absl::OkStatus();
 }
 

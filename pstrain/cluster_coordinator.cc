@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
 absl::StatusOr<PerWorkerIterator> ClusterCoordinator::CreatePerWorkerIterator(
     const IteratorFactory& make_iterator) {
   std::unique_ptr<DistributedIterator> iterator;
-  if (cluster_->task_type() == "worker") {
+  if (cluster_->role() == Role::kWorker) {
     PS_ASSIGN_OR_RETURN(iterator, make_iterator(cluster_->config().task.index));
     if (iterator == nullptr) {
       return absl::InvalidArgumentError("the per-worker iterator factory returned none");
@@ -46,7 +46,7 @@ std::shared_ptr<internal::FunctionClosure> ClusterCoordinator::ScheduleFunction(
   request.set_function_index(index);
   request.set_function(name);
   request.set_iterator_index(iterator);
-  if (cluster_->task_type() != "chief") {
+  if (cluster_->role() != Role::kChief) {
     auto refused = std::make_shared<internal::FunctionClosure>(
         std::move(request), std::vector<internal::FunctionWorkerClient*>());
     refused->Finish(absl::FailedPreconditionError(absl::StrCat(
@@ -61,7 +61,7 @@ std::shared_ptr<internal::FunctionClosure> ClusterCoordinator::ScheduleFunction(
 }
 
 absl::Status ClusterCoordinator::Join() {
-  if (cluster_->task_type() != "chief") {
+  if (cluster_->role() != Role::kChief) {
     return absl::FailedPreconditionError(absl::StrCat(
         "only the chief joins scheduled functions; this is ",
         TaskIdToString(cluster_->config().task)));
@@ -70,7 +70,7 @@ absl::Status ClusterCoordinator::Join() {
 }
 
 absl::Status ClusterCoordinator::Serve() {
-  if (cluster_->task_type() != "worker") {
+  if (cluster_->role() != Role::kWorker) {
     return absl::FailedPreconditionError(absl::StrCat(
         "only workers serve scheduled functions; this is ",
         TaskIdToString(cluster_->config().task)));
@@ -79,8 +79,13 @@ absl::Status ClusterCoordinator::Serve() {
 }
 
 std::vector<int64_t> ClusterCoordinator::functions_run_per_worker() const {
-  if (cluster_->task_type() != "chief") return {};
+  if (cluster_->role() != Role::kChief) return {};
   return cluster_->scheduler()->closures_run();
+}
+
+std::vector<MemberStatus> ClusterCoordinator::members() const {
+  if (cluster_->role() != Role::kChief) return {};
+  return cluster_->membership().Snapshot();
 }
 
 absl::StatusOr<std::vector<double>> ClusterCoordinator::WaitFor(

@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "distribute/membership.h"
 #include "pstrain/replica.h"
 #include "pstrain/strategy.h"
 #include "pstrain/value_codec.h"
@@ -133,6 +134,12 @@ class ClusterCoordinator {
 
   // Chief: how many functions each worker ran (to success or to its own error).
   std::vector<int64_t> functions_run_per_worker() const;
+
+  // Chief: every ps and worker and whether it is alive, lost or back (times_back), by the
+  // rules the chief daemon's membership keeps too (distribute/membership.h): a task is
+  // alive once it answers the chief, lost when a function could not reach it, and back
+  // when it answers again. Empty on another task.
+  std::vector<MemberStatus> members() const;
 
  private:
   template <typename T>

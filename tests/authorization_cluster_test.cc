@@ -80,7 +80,10 @@ bool WaitForTraining(const std::string& chief) {
     ChiefStatusRequest request;
     ChiefStatusResponse response;
     const grpc::Status status = stub->GetStatus(Context().get(), request, &response);
-    if (status.ok() && response.phase() == "training" && response.global_step() > 0) return true;
+    if (status.ok() && response.phase() == ChiefStatusResponse::TRAINING &&
+        response.global_step() > 0) {
+      return true;
+    }
     absl::SleepFor(absl::Milliseconds(100));
   }
   return false;

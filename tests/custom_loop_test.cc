@@ -165,6 +165,8 @@ TEST(CustomLoopTest, ParameterServerChiefSchedulesTheStepOnEveryWorker) {
   EXPECT_EQ(per_worker[0] + per_worker[1], 4 * 938) << out;
   EXPECT_GT(per_worker[0], 938) << out;
   EXPECT_GT(per_worker[1], 938) << out;
+  EXPECT_TRUE(absl::StrContains(
+      out, "members: ps 0 alive, ps 1 alive, worker 0 alive, worker 1 alive\n")) << out;
   // The chief told every task the job was done.
   for (const char* task : {"ps0", "ps1", "worker0", "worker1"}) {
     EXPECT_TRUE(absl::StrContains(run.stderr_of[task], "Shutdown RPC: the job is done"))
@@ -203,6 +205,9 @@ TEST(CustomLoopTest, AKilledWorkersFunctionsRunOnTheOtherWorker) {
   ASSERT_EQ(per_worker.size(), 2u) << out;
   EXPECT_EQ(per_worker[0] + per_worker[1], 2 * 938) << out;
   EXPECT_GE(per_worker[0], 938) << out;
+  // The chief's membership (distribute/membership.h) holds worker 1 lost: never back.
+  EXPECT_TRUE(absl::StrContains(out, "members: ps 0 alive, worker 0 alive, worker 1 lost\n"))
+      << out;
 }
 
 TEST(CustomLoopTest, AStrategyOrTaskItCannotRunIsRefusedInOneLine) {

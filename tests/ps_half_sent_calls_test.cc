@@ -231,6 +231,13 @@ int64_t ProcStatusBytes(pid_t pid, const std::string& field) {
   return -1;
 }
 
+// Resets the process's peak resident memory (VmHWM) to its resident memory now; a kernel
+// without the feature leaves the peak as it was, which only makes the check stricter.
+void ResetPeakResidentMemory(pid_t pid) {
+  std::ofstream clear_refs(absl::StrCat("/proc/", pid, "/clear_refs"));
+  clear_refs << "5" << std::flush;
+}
+
 bool Serves(const std::string& address) {
   auto stub = ParameterServer::NewStub(CreateChannel(address));
   grpc::ClientContext context;
@@ -244,6 +251,7 @@ TEST(PsHalfSentCallsTest, HalfSentMessagesHoldNoMoreThanTheReceiveMemory) {
   ASSERT_GE(JobToken().size(), 16u);
   constexpr int64_t kMiB = 1 << 20;
   constexpr int64_t kBound = 64 * kMiB;
+  constexpr int64_t kSlack = 2 * kBound;
   constexpr int kCalls = 8;
   constexpr int64_t kSentPerCall = 60 * kMiB;
   const auto cluster = LoopbackCluster(1, 1);
@@ -268,6 +276,9 @@ TEST(PsHalfSentCallsTest, HalfSentMessagesHoldNoMoreThanTheReceiveMemory) {
   bool serving = false;
   for (int i = 0; i < 300 && !(serving = Serves(ps)); ++i) absl::SleepFor(absl::Milliseconds(100));
   ASSERT_TRUE(serving) << "the ps did not start serving";
+  // The peak is measured from here: "5" in clear_refs resets VmHWM to the current VmRSS
+  // (Linux 4.0 and later), so that what the ps touched while it started is not counted.
+  ResetPeakResidentMemory(*pid);
   const int64_t before = ProcStatusBytes(*pid, "VmRSS");
   ASSERT_GT(before, 0);
 
@@ -288,8 +299,11 @@ TEST(PsHalfSentCallsTest, HalfSentMessagesHoldNoMoreThanTheReceiveMemory) {
             << " MiB (now " << (now - before) / kMiB << " MiB)" << std::endl;
   // The calls did send a lot: more than the bound, so that the bound is what held.
   EXPECT_GT(sent, 2 * kBound) << "sent " << sent / kMiB << " MiB, " << ended << " calls ended";
-  // The bound, and slack for gRPC's own buffers and allocator caches.
-  EXPECT_LT(peak - before, kBound + 48 * kMiB)
+  // The bound, and slack for gRPC's own buffers and allocator caches: alone, the growth
+  // was 65-83 MiB; beside other tests 113 MiB once. Without the bound the ps keeps every
+  // byte that arrived (480 MiB here), so a slack of twice the bound still tells the two
+  // apart with room on both sides.
+  EXPECT_LT(peak - before, kBound + kSlack)
       << "the ps's peak resident memory grew by " << (peak - before) / kMiB << " MiB (now "
       << (now - before) / kMiB << " MiB) for " << sent / kMiB << " MiB half-sent; "
       << ended << " of " << kCalls << " calls were ended by the ps";

@@ -119,7 +119,7 @@ TEST(RecoveryClusterTest, ARestoredPsHoldsTheCheckpointAndTheSurvivorKeepsItsOwn
       case Stage::kWaitForPause:
         // "recovering": every chunk came back, no push is in flight.
         if (absl::StatusOr<ChiefStatusResponse> s = chief->GetStatus();
-            s.ok() && s->phase() == "recovering") {
+            s.ok() && s->phase() == ChiefStatusResponse::RECOVERING) {
           EXPECT_TRUE(group.Signal("worker0", SIGSTOP).ok());
           EXPECT_TRUE(group.Signal("worker1", SIGSTOP).ok());
           ps0_paused = ReadAll(cluster.ps[0]);
@@ -239,7 +239,9 @@ TEST(RecoveryClusterTest, APsThatNeverReturnsFailsTheJobWithinTheRecoveryTimeout
   ASSERT_TRUE(run.signalled);
   const std::string& log = run.stderr_of["chief"];
   for (const auto& exit : run.exits) {
-    if (exit.name == "chief") EXPECT_EQ(exit.exit_code, 1) << log;
+    if (exit.name == "chief") {
+      EXPECT_EQ(exit.exit_code, 1) << log;
+    }
   }
   ExpectTheOthersExitedByThemselves(run, {"ps1"});
   const std::string failure = FirstLineWith(log, "job failed: ");
@@ -277,7 +279,9 @@ TEST(RecoveryClusterTest, LosingEveryWorkerFailsTheJobNamingThem) {
   ASSERT_TRUE(killed);
   const std::string& log = run.stderr_of["chief"];
   for (const auto& exit : run.exits) {
-    if (exit.name == "chief") EXPECT_EQ(exit.exit_code, 1) << log;
+    if (exit.name == "chief") {
+      EXPECT_EQ(exit.exit_code, 1) << log;
+    }
   }
   ExpectTheOthersExitedByThemselves(run, {"worker0", "worker1"});
   const std::string failure = FirstLineWith(log, "job failed: ");

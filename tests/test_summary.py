@@ -74,6 +74,29 @@ def target_cases(target_dir):
     return cases, skipped
 
 
+def failure_lines(target_dir, limit=12):
+    """What a failed target said, so that a CI log shows why without its test.log: each
+    failed case's gtest failure messages from test.xml, or else the end of test.log (a
+    crash, a timeout). At most LIMIT lines, each indented."""
+    lines = []
+    try:
+        root = ElementTree.parse(os.path.join(target_dir, "test.xml")).getroot()
+        for case in root.iter("testcase"):
+            for failure in case.findall("failure"):
+                name = "%s.%s" % (case.get("classname", "?"), case.get("name", "?"))
+                text = (failure.get("message") or failure.text or "").strip()
+                lines.append("%s: %s" % (name, " | ".join(text.splitlines())[:400]))
+    except (OSError, ElementTree.ParseError):
+        pass
+    if not lines:
+        try:
+            with open(os.path.join(target_dir, "test.log"), errors="replace") as log:
+                lines = [line[:400] for line in log.read().splitlines()[-limit:]]
+        except OSError:
+            pass
+    return ["    " + line for line in lines[:limit]]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
@@ -98,6 +121,9 @@ def main():
         if status in FAILED:
             failed += 1
             print("%s%s %s" % (target, label, status))
+            package, name = target[2:].split(":", 1)
+            for line in failure_lines(os.path.join(args.testlogs, package, name)):
+                print(line)
             continue
         if status == "SKIPPED":
             skipped += 1

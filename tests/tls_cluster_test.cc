@@ -100,7 +100,7 @@ bool WaitForTraining(const ClientSecurity& admin, const std::string& chief) {
     ChiefStatusRequest request;
     ChiefStatusResponse response;
     if (stub->GetStatus(Context().get(), request, &response).ok() &&
-        response.phase() == "training" && response.global_step() > 0) {
+        response.phase() == ChiefStatusResponse::TRAINING && response.global_step() > 0) {
       return true;
     }
     absl::SleepFor(absl::Milliseconds(100));

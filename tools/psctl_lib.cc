@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,7 @@
 #include "common/tensor.h"
 #include "common/version.h"
 #include "common/training/consistency_config.h"
+#include "distribute/job_phase.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 
 namespace pstrain {
@@ -215,7 +217,14 @@ std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placeme
 }
 
 std::string FormatChiefStatus(const ChiefStatusResponse& status) {
-  std::string text = absl::StrCat("phase: ", status.phase(), "\nepoch: ", status.epoch(),
+  // The enum, or an older chief's phase name; a phase this psctl does not know is shown
+  // as the chief spelled it.
+  const absl::StatusOr<distribute::JobPhase> phase = distribute::PhaseOf(status);
+  const std::string phase_text =
+      phase.ok() ? std::string(distribute::JobPhaseName(*phase))
+                 : absl::StrCat(status.phase_name().empty() ? "unknown" : status.phase_name(),
+                                " (phase ", static_cast<int>(status.phase()), ")");
+  std::string text = absl::StrCat("phase: ", phase_text, "\nepoch: ", status.epoch(),
                                   "\nglobal step: ", status.global_step(), "\ntasks:\n");
   std::vector<std::vector<std::string>> tasks = {
       {"type", "index", "address", "registered", "last heartbeat"}};
@@ -314,7 +323,11 @@ int WatchStatus(const Flags& flags, std::ostream& out, std::ostream& err, bool t
           << FormatChiefStatus(*status);
     }
     out.flush();
-    if (status->phase() == "done" || status->phase() == "failed") return kPsctlOk;
+    // A phase this psctl does not know (a newer chief's) is not the end: keep watching.
+    if (absl::StatusOr<distribute::JobPhase> phase = distribute::PhaseOf(*status);
+        phase.ok() && distribute::IsFinal(*phase)) {
+      return kPsctlOk;
+    }
     if (flags.count > 0 && n >= flags.count) return kPsctlOk;
     absl::SleepFor(flags.interval);
   }
@@ -390,17 +403,22 @@ int RunPsctl(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << VersionText("psctl");
     return kPsctlOk;
   }
-  const SecurityFlags& security = flags.security;
-  if (!security.auth_token_file.empty() || !security.tls_dir.empty() ||
-      !security.tls_ca.empty() || !security.tls_cert.empty() || !security.tls_key.empty()) {
-    // Every channel made from here on uses them (common/rpc/client_security.h).
-    absl::StatusOr<ClientSecurity> client = ClientSecurityFromFlags(security, {Role::kAdmin, 0});
-    if (!client.ok()) {
-      err << "psctl: " << client.status().message() << "\n";
-      return kPsctlUsage;
-    }
-    SetClientSecurity(*std::move(client));
+  // Every channel made from here on uses them (common/rpc/client_security.h), until
+  // psctl returns.
+  absl::StatusOr<ClientSecurity> client =
+      ClientSecurityFromFlags(flags.security, {Role::kAdmin, 0});
+  if (!client.ok()) {
+    err << "psctl: " << client.status().message() << "\n";
+    return kPsctlUsage;
   }
+  // As a task of the job does, psctl prints and acts on no answer from a server that does
+  // not prove it holds the token (a process at a task's address that is not of the job):
+  // UNAUTHENTICATED, named by the address. Health is open to all, and a health-only port
+  // proves nothing.
+  client->require_server_proof = flags.command != "health";
+  const ClientSecurity before = GetClientSecurity();
+  SetClientSecurity(*std::move(client));
+  absl::Cleanup restore = [&before] { SetClientSecurity(before); };
   if (flags.command == "health") return CheckHealth(flags, out, err);
   if (flags.command == "ps") {
     std::unique_ptr<PsClient> ps = CreateGrpcPsClient(0, flags.address, flags.timeout);

@@ -16,8 +16,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "chief/membership.h"
+#include "distribute/job_phase.h"
 #include "chief/rpc/chief_service.h"
 #include "common/cluster_spec.h"
+#include "common/rpc/call_authorizer.h"
+#include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "common/sharding/placement.h"
 #include "deploy/local/free_port.h"
@@ -35,6 +38,14 @@ struct Result {
   std::string err;
 };
 
+// A server of the job: psctl acts only on answers that prove they come from one.
+ServerOptions OfTheJob(ServerOptions options) {
+  const char* token = std::getenv(kAuthTokenEnvironmentVariable);
+  options.credentials = AuthorizingServerCredentials(
+      std::make_shared<CallAuthorizer>(token != nullptr ? token : ""));
+  return options;
+}
+
 Result RunArgs(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int code = RunPsctl(args, out, err);
@@ -45,7 +56,7 @@ class PsctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // A ps holding the shards the chief placed on ps 0.
-    auto ps = StartServer({"127.0.0.1:0", {&ps_service_}});
+    auto ps = StartServer(OfTheJob({"127.0.0.1:0", {&ps_service_}}));
     ASSERT_TRUE(ps.ok()) << ps.status();
     ps_server_ = std::move(ps->server);
     ps_address_ = absl::StrCat("127.0.0.1:", ps->port);
@@ -77,12 +88,20 @@ class PsctlTest : public ::testing::Test {
     chief_service_ = std::make_unique<ChiefServiceImpl>(
         membership_.get(), "{}", "/", [this](ChiefStatusResponse* response) {
           const int call = ++status_calls_;
-          response->set_phase(done_at_call_ > 0 && call >= done_at_call_ ? "done" : "training");
+          const distribute::JobPhase phase = done_at_call_ > 0 && call >= done_at_call_
+                                                 ? distribute::JobPhase::kDone
+                                                 : distribute::JobPhase::kTraining;
+          if (older_chief_) {
+            // A chief from before the enum: the phase's name in field 1 alone.
+            response->set_phase_name(std::string(distribute::JobPhaseName(phase)));
+          } else {
+            distribute::SetPhase(phase, response);
+          }
           response->set_epoch(3);
           response->set_global_step(1234);
           for (const auto& e : placement_) *response->add_placement() = e;
         });
-    auto chief = StartServer({"127.0.0.1:0", {chief_service_.get()}});
+    auto chief = StartServer(OfTheJob({"127.0.0.1:0", {chief_service_.get()}}));
     ASSERT_TRUE(chief.ok()) << chief.status();
     chief_server_ = std::move(chief->server);
     chief_address_ = absl::StrCat("127.0.0.1:", chief->port);
@@ -104,6 +123,7 @@ class PsctlTest : public ::testing::Test {
   std::string chief_address_;
   std::atomic<int> status_calls_{0};
   int done_at_call_ = 0;  // > 0: the status says "done" from this call on
+  std::atomic<bool> older_chief_{false};  // answer as a chief older than the phase enum
 };
 
 // Every line of `text` parsed as JSON.
@@ -120,7 +140,9 @@ TEST_F(PsctlTest, JsonOnEveryCommandIsOneObjectPerAnswer) {
   ASSERT_EQ(status.code, 0) << status.err;
   std::vector<nlohmann::json> lines = JsonLines(status.out);
   ASSERT_EQ(lines.size(), 1u) << status.out;
-  EXPECT_EQ(lines[0]["phase"], "training");
+  // The enum (protobuf's JSON spells its value's name) and the words older readers read.
+  EXPECT_EQ(lines[0]["phase"], "TRAINING");
+  EXPECT_EQ(lines[0]["phase_name"], "training");
   EXPECT_EQ(lines[0]["epoch"], 3);
   EXPECT_EQ(lines[0]["global_step"], "1234");  // int64 is a string in protobuf's JSON
   ASSERT_EQ(lines[0]["placement"].size(), placement_.size());
@@ -172,8 +194,20 @@ TEST_F(PsctlTest, WatchRepeatsTheStatusUntilTheJobIsDone) {
   ASSERT_EQ(json.code, 0) << json.err;
   const std::vector<nlohmann::json> lines = JsonLines(json.out);
   ASSERT_EQ(lines.size(), 3u) << json.out;
-  EXPECT_EQ(lines[0]["phase"], "training");
-  EXPECT_EQ(lines[2]["phase"], "done");
+  EXPECT_EQ(lines[0]["phase"], "TRAINING");
+  EXPECT_EQ(lines[2]["phase"], "DONE");
+}
+
+// A chief from before the phase enum sends only the phase's name: psctl shows it and
+// stops watching at its "done" all the same.
+TEST_F(PsctlTest, AnOlderChiefsPhaseIsReadFromItsName) {
+  older_chief_ = true;
+  done_at_call_ = 2;
+  Result r = RunArgs({"status", "--chief=" + chief_address_, "--watch", "--interval=20ms"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(status_calls_.load(), 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "phase: training\n")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "phase: done\n")) << r.out;
 }
 
 TEST_F(PsctlTest, WatchStopsAfterCountRefreshesAndRedrawsATerminal) {

@@ -79,7 +79,7 @@ grpc::Status ChiefServiceImpl::Report(grpc::ServerContext* context, const Report
 grpc::Status ChiefServiceImpl::GetStatus(grpc::ServerContext*, const ChiefStatusRequest*,
                                          ChiefStatusResponse* response) {
   describe_(response);
-  for (TaskState& state : membership_->Snapshot()) *response->add_tasks() = std::move(state);
+  for (TaskState& state : TaskStates(*membership_)) *response->add_tasks() = std::move(state);
   return grpc::Status::OK;
 }
 

@@ -1,17 +1,31 @@
 #include "common/checkpoint/keras_weights_h5.h"
 
+#include <fcntl.h>
 #include <hdf5/serial/hdf5.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <regex>
 #include <set>
 #include <utility>
 
 #include "absl/base/const_init.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -140,9 +154,56 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
 
 namespace {
 
+// Reading a file that came from outside: why a child process.
+//
+// Debian's libhdf5 (1.10.8) trusts the bytes it decodes. On corrupt files
+// tests/fuzz/keras_file_fuzzer made it write through a NULL pointer (H5Lexists ->
+// H5G__stab_lookup -> H5HL_protect -> H5F__accum_read: a local heap whose size no malloc
+// can give; corpus/keras_file_fuzzer/null_local_heap_*.bin), lose object headers, and
+// allocate 1.6 GB and spend seconds on a 10 KB file. Checking the file before the library
+// walks it cannot rule that out: the superblock, object headers, B-trees and heaps it
+// walks are the library's to decode, and checking them ourselves would be a second HDF5
+// reader, with bugs of its own. We already read only the datasets pstrain expects and
+// check each one's type and shape before reading its values (ReadDataset), which bounds
+// what a well-formed file can make us allocate, but not what the library does on the way.
+//
+// So the library decodes untrusted files only in a short-lived child process (fork, no
+// exec: nothing to install or find at run time). The child reads the datasets in order
+// and sends each one's float32 values down a pipe as it reads it; the parent allocates
+// each tensor from the shape it asked for, reads exactly that many bytes, and accepts the
+// whole only when the child ends its answer and exits 0. A crash (a signal), an exit of
+// its own, a short or malformed answer, or a run past ChildTimeout becomes one clear
+// error; nothing of the parent's memory is touched by the library. The child's address
+// space is capped (RLIMIT_AS: what it had at fork plus room for the image's copies, the
+// largest tensor and the library), so a file that makes the library allocate without
+// bound fails there instead of taking the machine's memory; it dumps no core and dies
+// with its parent (PR_SET_PDEATHSIG). A file is read once, at a job's start, so the fork
+// costs nothing that matters. Writing (WriteKerasWeightsH5) stays in process: it is our
+// own data.
+//
+// The fork happens under hdf5_mu, so no other thread is inside the library (whose state
+// the child inherits) at that moment. After a fork in a threaded process the child may
+// only use what does not wait on another thread: glibc's malloc (reset for the child by
+// fork itself), libhdf5 (serial, no locks), our own code and write(2); it never takes
+// hdf5_mu, and leaves with _exit (no atexit handlers, no stdio flush, no leak check).
+
 absl::Status BadWeights(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("model.weights.h5: ", what));
 }
+
+// How long the child may take: a file of pstrain's sizes reads in well under a second;
+// the slack is for a loaded machine and a slow disk cache, and a few GB more per minute.
+absl::Duration ChildTimeout(size_t image_bytes) {
+  return absl::Seconds(60) + absl::Seconds(static_cast<int64_t>(image_bytes >> 25));
+}
+
+// What the child sends, per dataset in order: kDataset and its values (the parent knows
+// how many from the shape it asked for), or kError (code, length, message) and nothing
+// more; after the last object, kDone.
+constexpr char kDataset = 'D';
+constexpr char kError = 'E';
+constexpr char kDone = 'K';
+constexpr uint32_t kMaxErrorBytes = 1024;
 
 bool LinkExists(hid_t location, const std::string& path) {
   // H5Lexists needs every parent to exist: check one component at a time.
@@ -185,38 +246,307 @@ absl::StatusOr<Tensor> ReadDataset(hid_t file, const std::string& name,
   return tensor;
 }
 
+std::string VarsGroup(const KerasSaveableShapes& object) {
+  return object.path.empty() ? "vars" : absl::StrCat(object.path, "/vars");
+}
+
+// The child's side. Returns false when the pipe failed (the parent is gone or gave up).
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool SendError(int fd, const absl::Status& status) {
+  const std::string message(status.message().substr(0, kMaxErrorBytes));
+  const uint32_t header[2] = {static_cast<uint32_t>(status.code()),
+                              static_cast<uint32_t>(message.size())};
+  return WriteAll(fd, &kError, 1) && WriteAll(fd, header, sizeof(header)) &&
+         WriteAll(fd, message.data(), message.size());
+}
+
+// Reads what the parent asked for and answers on `fd` (see kDataset). Returns false when
+// the pipe failed.
+bool ServeRead(int fd, const std::string& image, absl::Span<const KerasSaveableShapes> objects) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  Hid access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!access.ok() || H5Pset_fapl_core(access.get(), size_t{1} << 20, 0) < 0 ||
+      H5Pset_file_image(access.get(), const_cast<char*>(image.data()), image.size()) < 0) {
+    return SendError(fd, Hdf5Error("H5Pset_file_image", "model.weights.h5"));
+  }
+  Hid file(H5Fopen("model.weights.h5", H5F_ACC_RDONLY, access.get()), H5Fclose);
+  if (!file.ok()) return SendError(fd, BadWeights("not a readable HDF5 file"));
+  for (const KerasSaveableShapes& object : objects) {
+    const std::string vars = VarsGroup(object);
+    for (size_t i = 0; i < object.shapes.size(); ++i) {
+      absl::StatusOr<Tensor> t =
+          ReadDataset(file.get(), absl::StrCat(vars, "/", i), object.shapes[i]);
+      if (!t.ok()) return SendError(fd, t.status());
+      if (!WriteAll(fd, &kDataset, 1) ||
+          !WriteAll(fd, t->data(), sizeof(float) * static_cast<size_t>(t->num_elements()))) {
+        return false;
+      }
+    }
+    const std::string extra = absl::StrCat(vars, "/", object.shapes.size());
+    if (LinkExists(file.get(), extra)) {
+      return SendError(fd, BadWeights(absl::StrCat(extra,
+                                                   " is one more variable than the model's ",
+                                                   object.shapes.size(), " for ", object.path)));
+    }
+  }
+  return WriteAll(fd, &kDone, 1);
+}
+
+// The child's address-space cap: what this process maps now (the child inherits all of
+// it, shared until written) plus `budget`; RLIM_INFINITY when /proc cannot say.
+rlim_t AddressSpaceLimit(uint64_t budget) {
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return RLIM_INFINITY;
+  char text[64] = {};
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  uint64_t pages = 0;
+  if (n <= 0 || !absl::SimpleAtoi(absl::string_view(text, n).substr(
+                                      0, absl::string_view(text, n).find(' ')),
+                                  &pages)) {
+    return RLIM_INFINITY;
+  }
+  const uint64_t mapped = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (mapped > (uint64_t{1} << 62) || budget > (uint64_t{1} << 62)) return RLIM_INFINITY;
+  return static_cast<rlim_t>(mapped + budget);
+}
+
+// Runs in the child after fork; never returns.
+[[noreturn]] void RunReaderChild(int fd, pid_t parent, rlim_t address_space, int cpu_seconds,
+                                 const std::string& image,
+                                 absl::Span<const KerasSaveableShapes> objects) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  // A crash is reported by the parent: the default action, not a daemon's failure
+  // handler or a sanitizer's report, and no core file of a copy of the parent.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE}) signal(sig, SIG_DFL);
+  const rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  // SIGXCPU at the soft limit (reported as such), SIGKILL a second later.
+  const rlimit cpu = {static_cast<rlim_t>(cpu_seconds), static_cast<rlim_t>(cpu_seconds) + 1};
+  setrlimit(RLIMIT_CPU, &cpu);
+  if (address_space != RLIM_INFINITY) {
+    const rlimit as = {address_space, address_space};
+    setrlimit(RLIMIT_AS, &as);
+  }
+  _exit(ServeRead(fd, image, objects) ? 0 : 1);
+}
+
+// The parent's end of the pipe, read against a deadline.
+class ChildAnswer {
+ public:
+  ChildAnswer(int fd, absl::Time deadline) : fd_(fd), deadline_(deadline) {}
+  ~ChildAnswer() { close(fd_); }
+  ChildAnswer(const ChildAnswer&) = delete;
+  ChildAnswer& operator=(const ChildAnswer&) = delete;
+
+  // Fills `data` (`size` bytes); false at end of file, on an error or past the deadline.
+  bool Read(void* data, size_t size) {
+    char* p = static_cast<char*>(data);
+    while (size > 0) {
+      if (!WaitReadable()) return false;
+      const ssize_t n = read(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // True when the child closed its end (exited) with nothing more sent, by the deadline.
+  bool AtEnd() {
+    char c;
+    while (WaitReadable()) {
+      const ssize_t n = read(fd_, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      return n == 0;
+    }
+    return false;
+  }
+  bool timed_out() const { return timed_out_; }
+
+ private:
+  bool WaitReadable() {
+    while (true) {
+      const absl::Duration left = deadline_ - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        timed_out_ = true;
+        return false;
+      }
+      pollfd p = {fd_, POLLIN, 0};
+      const int ready =
+          poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return false;
+      if (ready > 0) return true;
+    }
+  }
+
+  const int fd_;
+  const absl::Time deadline_;
+  bool timed_out_ = false;
+};
+
+// The reading child, killed (if still running) and reaped however the parent leaves.
+class ReaderChild {
+ public:
+  explicit ReaderChild(pid_t pid) : pid_(pid) {}
+  ~ReaderChild() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+  }
+  ReaderChild(const ReaderChild&) = delete;
+  ReaderChild& operator=(const ReaderChild&) = delete;
+
+  // Kills the child (when `kill_first`), waits for it and says how it ended: "" for an exit
+  // with status 0 (or when its status cannot be had: SIGCHLD ignored), else what happened.
+  std::string End(bool kill_first) {
+    if (kill_first) kill(pid_, SIGKILL);
+    const int status = Wait();
+    pid_ = -1;
+    if (status < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return "";
+    if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) return "ran out of CPU time";
+    if (WIFSIGNALED(status)) {
+      const char* name = sigabbrev_np(WTERMSIG(status));
+      return absl::StrCat("crashed (signal ", WTERMSIG(status), name ? ", SIG" : "",
+                          name ? name : "", ")");
+    }
+    return "ended";
+  }
+
+ private:
+  int Wait() {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0) {
+      if (errno != EINTR) return -1;
+    }
+    return status;
+  }
+
+  pid_t pid_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
     const std::string& image, absl::Span<const KerasSaveableShapes> objects) {
-  absl::MutexLock lock(&hdf5_mu);
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (image.size() < 8 || image.compare(0, 8, std::string("\x89HDF\r\n\x1a\n", 8)) != 0) {
     return BadWeights("not an HDF5 file");
   }
-  Hid access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!access.ok() || H5Pset_fapl_core(access.get(), size_t{1} << 20, 0) < 0 ||
-      H5Pset_file_image(access.get(), const_cast<char*>(image.data()), image.size()) < 0) {
-    return Hdf5Error("H5Pset_file_image", "model.weights.h5");
+  uint64_t largest_bytes = 0;
+  for (const KerasSaveableShapes& object : objects) {
+    for (const std::vector<int64_t>& shape : object.shapes) {
+      const int64_t n = NumElements(shape);
+      if (n < 0 || n > kMaxTensorElements) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.weights.h5: the model's variable shape ", ShapeToString(shape),
+            " of ", object.path, " is not a tensor shape"));
+      }
+      largest_bytes = std::max(largest_bytes, sizeof(float) * static_cast<uint64_t>(n));
+    }
   }
-  Hid file(H5Fopen("model.weights.h5", H5F_ACC_RDONLY, access.get()), H5Fclose);
-  if (!file.ok()) return BadWeights("not a readable HDF5 file");
+  const absl::Duration timeout = ChildTimeout(image.size());
+  const absl::Time deadline = absl::Now() + timeout;
+  // Room for the library's two copies of the image (the file-image property and the core
+  // driver's buffer), one tensor with its conversion buffers, and the library itself.
+  const uint64_t budget = 3 * static_cast<uint64_t>(image.size()) +
+                          2 * std::min(largest_bytes, uint64_t{1} << 60) +
+                          (uint64_t{512} << 20);
+  const rlim_t address_space = AddressSpaceLimit(budget);
+  const int cpu_seconds = static_cast<int>(absl::ToInt64Seconds(timeout)) + 1;
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "model.weights.h5: cannot start the HDF5 reader: pipe: ", std::strerror(errno)));
+  }
+  const pid_t parent = getpid();
+  pid_t pid;
+  {
+    absl::MutexLock lock(&hdf5_mu);
+    pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      RunReaderChild(fds[1], parent, address_space, cpu_seconds, image, objects);
+    }
+    // Closed before another reader forks, or that child would hold this pipe open too.
+    const int error = errno;
+    close(fds[1]);
+    errno = error;
+  }
+  if (pid < 0) {
+    const int error = errno;
+    close(fds[0]);
+    return absl::InternalError(absl::StrCat(
+        "model.weights.h5: cannot start the HDF5 reader: fork: ", std::strerror(error)));
+  }
+  ReaderChild child(pid);
+  ChildAnswer answer(fds[0], deadline);
+
+  // What went wrong when the answer stops short: the child's end, in one line. (Killing
+  // first is safe: a child that already died keeps the status it died with.)
+  auto failed = [&](absl::string_view what) {
+    const std::string end = child.End(/*kill_first=*/true);
+    if (answer.timed_out()) {
+      return BadWeights(absl::StrCat("the HDF5 library did not finish reading it within ",
+                                     absl::FormatDuration(timeout),
+                                     " (a corrupt file?); stopped"));
+    }
+    if (!end.empty()) {
+      return BadWeights(absl::StrCat("the HDF5 library ", end, " reading it: a corrupt file"));
+    }
+    return absl::InternalError(
+        absl::StrCat("model.weights.h5: the HDF5 reader's answer ", what));
+  };
+
+  // The child's error (its code and message, sent after kError), or why it cannot be had.
+  auto read_error = [&]() -> absl::Status {
+    uint32_t header[2];
+    if (!answer.Read(header, sizeof(header)) || header[1] > kMaxErrorBytes) {
+      return failed("has a malformed error");
+    }
+    std::string message(header[1], '\0');
+    if (!answer.Read(message.data(), message.size())) return failed("stopped short");
+    if (header[0] == 0 || header[0] > 16) return absl::InternalError(message);
+    return absl::Status(static_cast<absl::StatusCode>(header[0]), message);
+  };
+
   std::vector<std::vector<Tensor>> out;
   for (const KerasSaveableShapes& object : objects) {
-    const std::string vars = object.path.empty() ? "vars" : absl::StrCat(object.path, "/vars");
     std::vector<Tensor> tensors;
-    for (size_t i = 0; i < object.shapes.size(); ++i) {
-      PS_ASSIGN_OR_RETURN(Tensor t,
-                          ReadDataset(file.get(), absl::StrCat(vars, "/", i), object.shapes[i]));
+    for (const std::vector<int64_t>& shape : object.shapes) {
+      char tag = 0;
+      if (!answer.Read(&tag, 1)) return failed("stopped short");
+      if (tag == kError) return read_error();
+      if (tag != kDataset) return failed("is malformed");
+      Tensor t(shape);
+      if (!answer.Read(t.data(), sizeof(float) * static_cast<size_t>(t.num_elements()))) {
+        return failed("stopped short");
+      }
       tensors.push_back(std::move(t));
-    }
-    const std::string extra = absl::StrCat(vars, "/", object.shapes.size());
-    if (LinkExists(file.get(), extra)) {
-      return BadWeights(absl::StrCat(extra, " is one more variable than the model's ",
-                                     object.shapes.size(), " for ", object.path));
     }
     out.push_back(std::move(tensors));
   }
+  char tag = 0;
+  if (!answer.Read(&tag, 1)) return failed("stopped short");
+  if (tag == kError) return read_error();
+  if (tag != kDone || !answer.AtEnd()) return failed("is malformed");
+  const std::string end = child.End(/*kill_first=*/false);
+  if (!end.empty()) return BadWeights(absl::StrCat("the HDF5 reader ", end));
   return out;
 }
 

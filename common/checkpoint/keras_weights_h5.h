@@ -13,6 +13,10 @@
 // Written with Debian's libhdf5 into memory (the core driver without a backing store), so
 // the bytes can go into the zip archive with no temporary file.
 //
+// Reading decodes the file in a short-lived child process (fork, no exec; why in the .cc):
+// Debian's libhdf5 is not safe against corrupt files, and a crash, a hang or a memory
+// blow-up there must become an error, not take the daemon down.
+//
 // Thread-safety: both functions may be called from any thread (calls into the HDF5
 // library, which is not built thread-safe, are serialized).
 
@@ -48,9 +52,15 @@ struct KerasSaveableShapes {
 
 // Reads, for every object, the datasets "0", "1", ... of "<path>/vars" from the HDF5 file
 // image `image` (as WriteKerasWeightsH5 or Keras writes it), converted to float32.
+// The file is decoded in a child process (the header's first paragraph); the values come
+// back through a pipe, exactly as many as `objects`' shapes ask for.
 // Errors: INVALID_ARGUMENT `image` is not an HDF5 file, or (naming the dataset) a missing
 //         group or dataset, a dataset more than the object declares, a shape other than
-//         the one wanted (both named), a dataset that is not floating point or integer.
+//         the one wanted (both named), a dataset that is not floating point or integer;
+//         a file the HDF5 library crashes on (the signal named) or takes over a minute
+//         to read (a corrupt file; the child is killed); a shape in `objects` that is not
+//         a tensor shape. INTERNAL the child process cannot be started, or its answer
+//         is malformed.
 absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
     const std::string& image, absl::Span<const KerasSaveableShapes> objects);
 

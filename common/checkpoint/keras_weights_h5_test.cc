@@ -1,7 +1,11 @@
 #include "common/checkpoint/keras_weights_h5.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -31,6 +35,112 @@ TEST(WriteKerasWeightsH5Test, AnHdf5ImageOrAClearRefusal) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteKerasWeightsH5({{"layers/a", {nullptr}}}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+
+// The model of tests/fuzz/corpus/keras_file_fuzzer/dense.txt: Dense(3), Dropout, Dense(2)
+// on 4 inputs.
+const std::vector<KerasSaveableShapes> kDenseShapes = {
+    {"layers/dense", {{4, 3}, {3}}}, {"layers/dense_1", {{3, 2}, {2}}}, {"layers/dropout", {}}};
+
+std::string ReadTestFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// A refusal as the user sees it: one line, naming the file.
+void ExpectOneLineRefusal(const absl::Status& status) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), "model.weights.h5: ")) << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "\n")) << status;
+}
+
+TEST(ReadKerasWeightsH5Test, ReadsBackWhatWasWrittenValueForValue) {
+  const Tensor k0({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -12.5f});
+  const Tensor b0({3}, {0.25f, -0.5f, 1e-30f});
+  const Tensor k1({3, 2}, {6, 5, 4, 3, 2, 1});
+  const Tensor b1({2}, {-1, 1});
+  absl::StatusOr<std::string> image = WriteKerasWeightsH5(
+      {{"layers/dense", {&k0, &b0}}, {"layers/dense_1", {&k1, &b1}}, {"layers/dropout", {}}});
+  ASSERT_TRUE(image.ok()) << image.status();
+  absl::StatusOr<std::vector<std::vector<Tensor>>> back =
+      ReadKerasWeightsH5(*image, kDenseShapes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 3u);
+  ASSERT_EQ((*back)[0].size(), 2u);
+  ASSERT_EQ((*back)[1].size(), 2u);
+  EXPECT_TRUE((*back)[2].empty());
+  EXPECT_EQ((*back)[0][0].shape(), k0.shape());
+  EXPECT_EQ((*back)[0][0].values(), k0.values());
+  EXPECT_EQ((*back)[0][1].values(), b0.values());
+  EXPECT_EQ((*back)[1][0].values(), k1.values());
+  EXPECT_EQ((*back)[1][1].values(), b1.values());
+
+  // The same file against a model it does not fit: the dataset and both shapes named.
+  std::vector<KerasSaveableShapes> other = kDenseShapes;
+  other[1].shapes[0] = {2, 3};
+  absl::Status wrong = ReadKerasWeightsH5(*image, other).status();
+  ExpectOneLineRefusal(wrong);
+  EXPECT_TRUE(absl::StrContains(wrong.message(), "layers/dense_1/vars/0 has shape [3,2]"))
+      << wrong;
+  // One variable fewer than the file holds.
+  other = kDenseShapes;
+  other[1].shapes.pop_back();
+  wrong = ReadKerasWeightsH5(*image, other).status();
+  ExpectOneLineRefusal(wrong);
+  EXPECT_TRUE(absl::StrContains(wrong.message(), "layers/dense_1/vars/1 is one more variable"))
+      << wrong;
+  ExpectOneLineRefusal(ReadKerasWeightsH5("not hdf5", kDenseShapes).status());
+  ExpectOneLineRefusal(ReadKerasWeightsH5(image->substr(0, image->size() / 2), kDenseShapes)
+                           .status());
+}
+
+// A file that crashed Debian's libhdf5 1.10.8 in process (tests/fuzz/keras_file_fuzzer:
+// a SEGV in H5F__accum_read under H5Lexists, writing a group's local heap to the NULL
+// its malloc got) is now one clear error, and this process lives on to read the next file.
+TEST(ReadKerasWeightsH5Test, AFileThatCrashesTheHdf5LibraryIsAClearError) {
+  const std::string crashing = ReadTestFile("common/checkpoint/testdata/null_local_heap.h5");
+  ASSERT_GT(crashing.size(), 8u);
+  const absl::Status status = ReadKerasWeightsH5(crashing, kDenseShapes).status();
+  ExpectOneLineRefusal(status);
+
+  const Tensor k0({4, 3}), b0({3}), k1({3, 2}), b1({2});
+  absl::StatusOr<std::string> image = WriteKerasWeightsH5(
+      {{"layers/dense", {&k0, &b0}}, {"layers/dense_1", {&k1, &b1}}, {"layers/dropout", {}}});
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_TRUE(ReadKerasWeightsH5(*image, kDenseShapes).ok());
+}
+
+// Bytes spread over a good file's first 4 KiB (superblock, object headers, B-trees,
+// heaps) corrupted one at a time: each read is the weights of the model's shapes or one
+// clear error, never a crash of this process. (Each read forks a child: a few dozen keep
+// the test short; keras_file_fuzzer searches the rest.)
+TEST(ReadKerasWeightsH5Test, CorruptedFilesGiveTheWeightsOrAClearError) {
+  const Tensor k0({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const Tensor b0({3}, {1, 2, 3});
+  const Tensor k1({3, 2}, {1, 2, 3, 4, 5, 6});
+  const Tensor b1({2}, {1, 2});
+  absl::StatusOr<std::string> image = WriteKerasWeightsH5(
+      {{"layers/dense", {&k0, &b0}}, {"layers/dense_1", {&k1, &b1}}, {"layers/dropout", {}}});
+  ASSERT_TRUE(image.ok()) << image.status();
+  int refused = 0;
+  for (size_t offset = 8; offset < std::min<size_t>(image->size(), 4096); offset += 61) {
+    std::string corrupt = *image;
+    corrupt[offset] = static_cast<char>(corrupt[offset] ^ 0xff);
+    absl::StatusOr<std::vector<std::vector<Tensor>>> read =
+        ReadKerasWeightsH5(corrupt, kDenseShapes);
+    if (!read.ok()) {
+      ExpectOneLineRefusal(read.status());
+      ++refused;
+      continue;
+    }
+    ASSERT_EQ(read->size(), 3u);
+    EXPECT_EQ((*read)[0][0].shape(), k0.shape()) << "byte " << offset;
+    EXPECT_EQ((*read)[1][1].shape(), b1.shape()) << "byte " << offset;
+  }
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace

@@ -5,20 +5,6 @@
 
 namespace pstrain {
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kChief:
-      return "chief";
-    case Role::kWorker:
-      return "worker";
-    case Role::kPs:
-      return "ps";
-    case Role::kAdmin:
-      return "admin";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<Role> RoleFromName(absl::string_view name) {
   if (name == "chief" || name == "master") return Role::kChief;
   if (name == "worker") return Role::kWorker;

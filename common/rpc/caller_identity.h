@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cluster_spec.h"
 
 namespace pstrain {
 
@@ -24,12 +25,9 @@ inline constexpr char kMacMetadataKey[] = "x-pstrain-mac";
 // metadata: its own proof that it holds the secret (ReplyProof over the call's nonce).
 inline constexpr char kReplyProofMetadataKey[] = "x-pstrain-reply-proof";
 
-enum class Role {
-  kChief,   // the coordinator (TF_CONFIG "chief" or "master")
-  kWorker,  // computes and pushes gradients; a ring member in multi_worker_mirrored
-  kPs,      // holds variables
-  kAdmin,   // an operator's tool (psctl) or a test harness: reads status, stops, checkpoints
-};
+// The caller's role is the one Role enum of common/cluster_spec.h (kChief, kWorker,
+// kPs, or kAdmin: an operator's tool or a test harness that reads status, stops,
+// checkpoints; an evaluator runs no pstrain daemon and calls nothing).
 
 struct CallerIdentity {
   Role role = Role::kAdmin;
@@ -40,9 +38,6 @@ struct CallerIdentity {
   }
   bool operator!=(const CallerIdentity& other) const { return !(*this == other); }
 };
-
-// "chief", "worker", "ps", "admin".
-absl::string_view RoleName(Role role);
 
 // A TF_CONFIG task type ("chief", "master", "worker", "ps") or "admin" as a role.
 // Errors: INVALID_ARGUMENT any other name (an "evaluator" runs no pstrain daemon).

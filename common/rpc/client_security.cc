@@ -84,20 +84,39 @@ class CallMacInterceptor final : public grpc::experimental::Interceptor {
                                            methods->GetSendInitialMetadata());
       if (check_reply_) expected_proof_ = ReplyProof(*secret_, method, nonce);
     }
-    if (check_reply_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
-      Look(*methods->GetRecvInitialMetadata());
+    if (!check_reply_) {
+      methods->Proceed();
+      return;
     }
-    if (check_reply_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_STATUS)) {
-      Look(*methods->GetRecvTrailingMetadata());
+    // Every proof this batch brought first (a unary call's answer comes in one batch:
+    // headers, message and trailers), then what it may be used for.
+    const bool got_initial =
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA);
+    const bool got_message =
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE);
+    const bool got_status =
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_STATUS);
+    if (got_initial) Look(*methods->GetRecvInitialMetadata());
+    if (got_status) Look(*methods->GetRecvTrailingMetadata());
+    // A server of the job sends its proof in its initial metadata, which comes before
+    // any message: a message without it is from a process that is not of the job. The
+    // call is cancelled here, at its first message, so a stream's caller reads no more
+    // of it (its next Read fails) and its status says why.
+    // (A unary call's message comes with its status, which is refused below.)
+    if (got_message && !got_status && !proven_ && !refused_ &&
+        methods->GetRecvMessage() != nullptr) {
+      refused_ = true;
+      info_->client_context()->TryCancel();
+    }
+    if (got_status) {
       grpc::Status* status = methods->GetRecvStatus();
-      if (!proven_ && ActedUpon(status->error_code())) {
+      if (refused_ || (!proven_ && ActedUpon(status->error_code()))) {
         *status = grpc::Status(
             grpc::StatusCode::UNAUTHENTICATED,
             absl::StrCat("the server did not prove it holds the job's token: its answer (",
-                         absl::StatusCodeToString(static_cast<absl::StatusCode>(
-                             status->error_code())),
+                         refused_ ? "a stream's first message; the stream was cancelled"
+                                  : absl::StatusCodeToString(static_cast<absl::StatusCode>(
+                                        status->error_code())),
                          ") is ignored (a process that is not of this job answers at its "
                          "address, or it runs without the token)"));
       }
@@ -124,6 +143,8 @@ class CallMacInterceptor final : public grpc::experimental::Interceptor {
   grpc::experimental::ClientRpcInfo* const info_;  // Not owned: the call's.
   std::string expected_proof_;
   bool proven_ = false;
+  // A message came before the proof: the call was cancelled, and ends UNAUTHENTICATED.
+  bool refused_ = false;
 };
 
 class CallMacInterceptorFactory final

@@ -37,8 +37,9 @@ struct ClientSecurity {
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
   // On a plaintext channel with a token: refuse an answer whose server does not prove it
   // holds the token too (MakeClientSecurityInterceptors). Set for a task of a job with
-  // authorization on (common/daemon/daemon_security.h), whose peers all check calls;
-  // off for a process that may also call servers run without it (a test, a tool).
+  // authorization on (common/daemon/daemon_security.h), whose peers all check calls, and
+  // by psctl (but for its health check, open to all); off for a process that may also
+  // call servers run without it (a test, a tool of one's own).
   bool require_server_proof = false;
 };
 
@@ -65,8 +66,11 @@ void AddCallCredentials(absl::string_view token, absl::string_view claim,
 // code is one a client acts on (OK, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
 // FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, DATA_LOSS), so no caller obeys a shutdown,
 // a heartbeat's shutdown:true or a placement from a process that is not of the job.
-// Messages of a stream are handed to the caller as they come; the check is made when
-// the stream's status is read. Empty when there is no token.
+// A server of the job sends its proof in its initial metadata, before any message: a
+// stream whose first message comes without it is cancelled there (the caller may hold
+// that one message; its next Read fails) and its status is UNAUTHENTICATED whatever the
+// server said, so a caller that uses a stream's messages only once its status is OK (as
+// the ps client's PushPullStream does) acts on none. Empty when there is no token.
 std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
 MakeClientSecurityInterceptors();
 

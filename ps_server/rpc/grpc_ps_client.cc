@@ -256,6 +256,10 @@ class GrpcPsClient final : public PsClient {
 
     // The values: a header message, then chunks, as the push went up.
     absl::Status unpacked = absl::OkStatus();
+    // The stream ended (a Read failed) before the values were whole: its status says
+    // why (a ps that failed, or one that did not prove it is of the job, whose stream
+    // the channel cancels at its first message).
+    bool cut_short = false;
     std::vector<Tensor> values;
     PushPullChunkOut in;
     if (stream->Read(&in)) {
@@ -265,7 +269,11 @@ class GrpcPsClient final : public PsClient {
         if (in.payload_size() > 0) {
           unpacked = assembler.Add(in.fields().tensor(), in.fields().offset(), in);
         }
-        if (!unpacked.ok() || !stream->Read(&in)) break;
+        if (!unpacked.ok()) break;
+        if (!stream->Read(&in)) {
+          cut_short = true;
+          break;
+        }
         if (in.fields().has_pull()) {
           unpacked = absl::InvalidArgumentError("a second pull header");
         }
@@ -273,8 +281,9 @@ class GrpcPsClient final : public PsClient {
       if (unpacked.ok()) unpacked = assembler.Finish();
       if (unpacked.ok()) values = assembler.Take();
     }
-    if (!unpacked.ok()) context.TryCancel();
+    if (!unpacked.ok() && !cut_short) context.TryCancel();
     absl::Status status = FromGrpcStatus(stream->Finish(), name_);
+    if (cut_short && !status.ok()) return status;
     if (!unpacked.ok()) {
       return absl::InternalError(absl::StrCat(name_, ": malformed pull: ", unpacked.message()));
     }

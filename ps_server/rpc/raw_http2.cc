@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -69,8 +71,10 @@ absl::StatusOr<int> Connect(int port) {
   return fd;
 }
 
-// The preface, SETTINGS and the HEADERS that start a call of `method` on stream 1.
-std::string StartCall(const std::string& method) {
+// The preface, SETTINGS and the HEADERS that start a call of `method` on stream 1, with
+// `metadata` after the required headers.
+std::string StartCall(const std::string& method,
+                      const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
   std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   AppendHttp2Frame(kSettings, 0, 0, "", &out);
   std::string headers;
@@ -80,6 +84,7 @@ std::string StartCall(const std::string& method) {
   AppendHpackLiteral(":authority", "localhost", &headers);
   AppendHpackLiteral("content-type", "application/grpc", &headers);
   AppendHpackLiteral("te", "trailers", &headers);
+  for (const auto& [key, value] : metadata) AppendHpackLiteral(key, value, &headers);
   AppendHttp2Frame(kHeaders, kEndHeaders, 1, headers, &out);
   return out;
 }
@@ -91,13 +96,27 @@ std::string MessagePrefix(uint32_t length) {
   return prefix;
 }
 
-// Reads frames until the stream ends or `wait` passes, acknowledging the server's
-// SETTINGS and PINGs as a live client would.
-RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
-  RawFrameOutcome outcome;
+// The payload of the PING ResetAndSync sends.
+constexpr char kSyncPing[] = "pstrain!";
+
+// What has been read of one connection: the bytes of a frame not yet whole, what the
+// frames said of stream 1, and whether the ACK of kSyncPing came.
+struct FrameReader {
   std::string in;
+  RawFrameOutcome outcome;
+  bool ping_acked = false;
+  bool closed = false;  // the server closed the connection
+};
+
+// Reads frames until `done` says so or `wait` passes, acknowledging the server's
+// SETTINGS and PINGs as a live client would. A connection the server closed ends the
+// stream ("closed").
+void ReadFrames(int fd, absl::Duration wait, const std::function<bool()>& done,
+                FrameReader* reader) {
+  RawFrameOutcome& outcome = reader->outcome;
+  std::string& in = reader->in;
   const absl::Time deadline = absl::Now() + wait;
-  while (!outcome.stream_ended) {
+  while (!done() && !reader->closed) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     pollfd p{fd, POLLIN, 0};
@@ -105,8 +124,9 @@ RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
     char buffer[4096];
     const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
     if (n <= 0) {
+      reader->closed = true;
+      if (!outcome.stream_ended) outcome.how = "closed";
       outcome.stream_ended = true;
-      outcome.how = "closed";
       break;
     }
     in.append(buffer, static_cast<size_t>(n));
@@ -116,20 +136,28 @@ RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
       if (in.size() < 9 + length) break;
       const uint8_t type = static_cast<uint8_t>(in[3]);
       const uint8_t flags = static_cast<uint8_t>(in[4]);
+      const uint32_t stream = ((static_cast<uint32_t>(static_cast<uint8_t>(in[5])) << 24) |
+                               (static_cast<uint32_t>(static_cast<uint8_t>(in[6])) << 16) |
+                               (static_cast<uint32_t>(static_cast<uint8_t>(in[7])) << 8) |
+                               static_cast<uint32_t>(static_cast<uint8_t>(in[8]))) &
+                              0x7fffffff;
       const std::string payload = in.substr(9, length);
       in.erase(0, 9 + length);
       std::string reply;
       if (type == kSettings && (flags & kAck) == 0) AppendHttp2Frame(kSettings, kAck, 0, "", &reply);
       if (type == kPing && (flags & kAck) == 0) AppendHttp2Frame(kPing, kAck, 0, payload, &reply);
+      if (type == kPing && (flags & kAck) != 0 && payload == kSyncPing) reader->ping_acked = true;
       if (!reply.empty()) SendAll(fd, reply);
+      if (outcome.stream_ended) continue;  // what ended it is kept
       if (type == kRstStream) {
         outcome.stream_ended = true;
         outcome.how = "RST_STREAM";
       } else if (type == kGoAway) {
         outcome.stream_ended = true;
         outcome.how = "GOAWAY";
-      } else if (type == kHeaders) {
+      } else if (type == kHeaders && stream == 1) {
         const size_t at = payload.find("grpc-status");
+        if ((flags & kEndStream) == 0) outcome.initial_metadata = true;
         if (at != std::string::npos) {
           outcome.stream_ended = true;
           outcome.how = "trailers";
@@ -142,7 +170,13 @@ RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
       }
     }
   }
-  return outcome;
+}
+
+// Reads frames until the stream ends or `wait` passes.
+RawFrameOutcome WaitForStreamEnd(int fd, absl::Duration wait) {
+  FrameReader reader;
+  ReadFrames(fd, wait, [&] { return reader.outcome.stream_ended; }, &reader);
+  return reader.outcome;
 }
 
 // Sends `out`, then waits as WaitForStreamEnd. Closes `fd`.
@@ -199,12 +233,13 @@ absl::StatusOr<RawFrameOutcome> SendGrpcMessagesThenReset(int port, const std::s
                      wait);
 }
 
-absl::StatusOr<std::unique_ptr<RawGrpcCall>> RawGrpcCall::Start(int port,
-                                                                const std::string& method) {
+absl::StatusOr<std::unique_ptr<RawGrpcCall>> RawGrpcCall::Start(
+    int port, const std::string& method,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
   absl::StatusOr<int> fd = Connect(port);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<RawGrpcCall> call(new RawGrpcCall(*fd));
-  if (!SendAll(*fd, StartCall(method))) {
+  if (!SendAll(*fd, StartCall(method, metadata))) {
     return absl::UnavailableError(absl::StrCat("cannot start a call on port ", port));
   }
   return call;
@@ -212,14 +247,47 @@ absl::StatusOr<std::unique_ptr<RawGrpcCall>> RawGrpcCall::Start(int port,
 
 RawGrpcCall::~RawGrpcCall() { ::close(fd_); }
 
-bool RawGrpcCall::Send(const std::vector<std::string>& messages, bool half_close) {
-  return SendAll(fd_, MessageFrames(messages, half_close));
+bool RawGrpcCall::Send(const std::vector<std::string>& messages, bool half_close, bool reset) {
+  return SendAll(fd_, MessageFrames(messages, half_close) + (reset ? ResetFrame() : ""));
 }
 
 bool RawGrpcCall::Reset() { return SendAll(fd_, ResetFrame()); }
 
 RawFrameOutcome RawGrpcCall::WaitForEnd(absl::Duration wait) {
-  return WaitForStreamEnd(fd_, wait);
+  FrameReader reader{std::move(in_), outcome_};
+  ReadFrames(fd_, wait, [&] { return reader.outcome.stream_ended; }, &reader);
+  in_ = std::move(reader.in);
+  outcome_ = reader.outcome;
+  return outcome_;
+}
+
+RawFrameOutcome RawGrpcCall::WaitForHeaders(absl::Duration wait) {
+  FrameReader reader{std::move(in_), outcome_};
+  ReadFrames(
+      fd_, wait,
+      [&] { return reader.outcome.initial_metadata || reader.outcome.stream_ended; }, &reader);
+  in_ = std::move(reader.in);
+  outcome_ = reader.outcome;
+  return outcome_;
+}
+
+RawFrameOutcome RawGrpcCall::ResetAndSync(absl::Duration wait) {
+  std::string out = ResetFrame();
+  AppendHttp2Frame(kPing, 0, 0, kSyncPing, &out);
+  FrameReader reader{std::move(in_), outcome_};
+  if (!SendAll(fd_, out)) {
+    reader.outcome.stream_ended = true;
+    if (reader.outcome.how.empty()) reader.outcome.how = "closed";
+  } else {
+    ReadFrames(fd_, wait, [&] { return reader.ping_acked || reader.closed; }, &reader);
+  }
+  in_ = std::move(reader.in);
+  outcome_ = reader.outcome;
+  RawFrameOutcome synced = outcome_;
+  // Synced: the client's own reset ended the stream, if the server had not.
+  synced.stream_ended = reader.ping_acked || outcome_.stream_ended;
+  if (reader.ping_acked && synced.how.empty()) synced.how = "reset by the client";
+  return synced;
 }
 
 }  // namespace pstrain

@@ -23,7 +23,25 @@ namespace {
 // How often a ps or worker asks after the chief.
 constexpr absl::Duration kChiefCheckInterval = absl::Seconds(1);
 
+// The custom loop's membership: its polls are not periodic, so a task is lost only when
+// the scheduler loses it (no deadline); the scheduler logs the loss, this the return.
+Membership::Options CustomLoopMembershipOptions() {
+  Membership::Options options;
+  options.jobs = {"ps", "worker"};
+  options.on_change = [](const std::string& task, MemberState from, MemberState to) {
+    if (from == MemberState::kLost && to == MemberState::kAlive) {
+      LogInfo(absl::StrCat(task, " answers again"));
+    }
+  };
+  return options;
+}
+
 }  // namespace
+
+ParameterServerCluster::ParameterServerCluster(const StrategyOptions& options, TfConfig config)
+    : options_(options),
+      config_(std::move(config)),
+      membership_(config_.cluster, CustomLoopMembershipOptions()) {}
 
 uint64_t PlacementFingerprint(const std::vector<VariablePlacementEntry>& placement) {
   // FNV-1a over every entry's bytes: the same entries give the same number everywhere.
@@ -48,8 +66,8 @@ absl::StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::
           "cluster has no ", job));
     }
   }
-  const std::string type = config.task.type;  // a copy: config moves below
-  if (type != "chief" && type != "ps" && type != "worker") {
+  const Role role = config.role;
+  if (role != Role::kChief && role != Role::kPs && role != Role::kWorker) {
     return absl::InvalidArgumentError(absl::StrCat(
         "TF_CONFIG: parameter_server runs on chief, ps and worker tasks, not ",
         TaskIdToString(config.task)));
@@ -63,13 +81,13 @@ absl::StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::
       new ParameterServerCluster(options, std::move(config)));
   cluster->credentials_ = std::move(credentials);
   const TfConfig& c = cluster->config_;
-  if (type != "ps") {
+  if (role != Role::kPs) {
     const std::vector<std::string>& ps = c.cluster.tasks("ps");
     for (size_t i = 0; i < ps.size(); ++i) {
       cluster->ps_.push_back(CreateGrpcPsClient(static_cast<int>(i), ps[i], options.rpc_timeout));
     }
   }
-  if (type == "chief") {
+  if (role == Role::kChief) {
     const std::vector<std::string>& workers = c.cluster.tasks("worker");
     for (size_t i = 0; i < workers.size(); ++i) {
       cluster->workers_.push_back(CreateGrpcFunctionWorkerClient(
@@ -91,11 +109,11 @@ absl::Status ParameterServerCluster::StartTaskServer() {
     LogInfo(absl::StrCat("Shutdown RPC: ", reason));
     shutdown_.Notify();
   };
-  if (task_type() == "ps") {
+  if (role() == Role::kPs) {
     PsServiceOptions options;
     options.num_workers = config_.cluster.num_tasks("worker");
     service_ = std::make_unique<PsServiceImpl>(&store_, on_shutdown, options);
-  } else if (task_type() == "worker") {
+  } else if (role() == Role::kWorker) {
     service_ = std::make_unique<FunctionWorkerService>(&runner_, on_shutdown);
   }
   if (service_ != nullptr) so.services = {service_.get()};
@@ -110,9 +128,9 @@ ParameterServerCluster::~ParameterServerCluster() {
     absl::MutexLock lock(&mu_);
     scheduler_.reset();
   }
-  if (task_type() == "chief" && leave_tasks_running_) {
+  if (role() == Role::kChief && leave_tasks_running_) {
     LogInfo("leaving the ps and worker tasks running for a restarted chief");
-  } else if (task_type() == "chief") {
+  } else if (role() == Role::kChief) {
     std::vector<std::function<absl::Status()>> stops;
     for (auto& worker : workers_) {
       stops.push_back([&worker] { return worker->Shutdown("the job is done"); });
@@ -142,7 +160,11 @@ absl::Status ParameterServerCluster::WaitForPs() {
       if (up[p]) continue;
       absl::StatusOr<PsStatusResponse> status = ps_[p]->GetStatus();
       up[p] = status.ok();
-      if (!status.ok()) down.push_back(std::string(status.status().message()));
+      if (status.ok()) {
+        membership_.Heard("ps", static_cast<int>(p)).IgnoreError();  // p is the spec's
+      } else {
+        down.push_back(std::string(status.status().message()));
+      }
     }
     if (down.empty()) return absl::OkStatus();
     if (absl::Now() > deadline) {
@@ -164,13 +186,18 @@ ClosureScheduler* ParameterServerCluster::scheduler() {
   absl::MutexLock lock(&mu_);
   if (scheduler_ == nullptr) {
     std::vector<ScheduledWorker*> workers;
-    for (auto& w : workers_) workers.push_back(w.get());
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      watched_workers_.push_back(
+          std::make_unique<WatchedWorker>(workers_[w].get(), &membership_, static_cast<int>(w)));
+      workers.push_back(watched_workers_.back().get());
+    }
     ClosureSchedulerOptions so;
     so.startup_timeout = options_.startup_timeout;
     so.recovery_timeout = options_.worker_recovery_timeout;
     // A function that failed on a ps: the strategy recovers the ps (census, recreate from
     // the newest checkpoint) with dispatch paused, and the function runs again.
     so.recover_ps = recover_ps_;
+    so.on_worker_lost = ReportLostTo(&membership_);
     scheduler_ = std::make_unique<ClosureScheduler>(std::move(workers), so);
   }
   return scheduler_.get();
@@ -197,7 +224,7 @@ absl::Status ParameterServerCluster::CheckChief() {
 }
 
 absl::Status ParameterServerCluster::Serve() {
-  if (task_type() == "chief") {
+  if (role() == Role::kChief) {
     return absl::FailedPreconditionError("the chief does not serve: it runs the training loop");
   }
   runner_.SetReady(true);

@@ -11,7 +11,10 @@
 //           Shutdown, or until the chief has not answered for chief_timeout
 //   worker  serves the functions it registered (FunctionWorkerService), likewise
 //   chief   serves a health service its tasks watch; holds a PsClient per ps and the
-//           ClosureScheduler over the workers; tells every task to exit when destroyed
+//           ClosureScheduler over the workers; keeps the job's membership
+//           (distribute/membership.h, the chief daemon's too), fed by its polls of the ps
+//           tasks and workers and by the scheduler's lost workers; tells every task to
+//           exit when destroyed
 //
 // Thread-safety: built and destroyed by one thread; the accessors may be used from any.
 
@@ -34,6 +37,8 @@
 #include "ps_server/ps_client.h"
 #include "ps_server/variable_store.h"
 #include "distribute/closure_scheduler.h"
+#include "distribute/membership.h"
+#include "distribute/watched_worker.h"
 #include "pstrain/internal/function_runner.h"
 #include "pstrain/internal/function_worker_client.h"
 #include "pstrain/strategy.h"
@@ -61,7 +66,8 @@ class ParameterServerCluster {
 
   const TfConfig& config() const { return config_; }
   const StrategyOptions& options() const { return options_; }
-  const std::string& task_type() const { return config_.task.type; }
+  // This task's role, parsed once from TF_CONFIG (a chief, a ps or a worker).
+  Role role() const { return config_.role; }
   int num_ps() const { return config_.cluster.num_tasks("ps"); }
   int num_workers() const { return config_.cluster.num_tasks("worker"); }
 
@@ -79,6 +85,10 @@ class ParameterServerCluster {
     absl::MutexLock lock(&mu_);
     recover_ps_ = std::move(recover_ps);
   }
+  // Chief: who is registered, alive, lost (distribute/membership.h's rules): a ps or
+  // worker is registered when it first answers a poll, lost when the scheduler loses it,
+  // and back when it answers again.
+  const Membership& membership() const { return membership_; }
   // Chief: the workers, in index order, as the scheduler's closures reach them.
   std::vector<FunctionWorkerClient*> worker_clients() const;
   // Chief: the placement fingerprint every scheduled function carries.
@@ -94,8 +104,7 @@ class ParameterServerCluster {
   absl::Status Serve();
 
  private:
-  ParameterServerCluster(const StrategyOptions& options, TfConfig config)
-      : options_(options), config_(std::move(config)) {}
+  ParameterServerCluster(const StrategyOptions& options, TfConfig config);
   absl::Status StartTaskServer();
   // One health check of the chief (Serve's thread only). Errors: the transport's, or
   // UNAVAILABLE when it is not serving.
@@ -111,9 +120,12 @@ class ParameterServerCluster {
   FunctionRunner runner_;
   // chief
   std::vector<std::unique_ptr<FunctionWorkerClient>> workers_;
+  Membership membership_;
   uint64_t placement_fingerprint_ = 0;
   std::atomic<bool> leave_tasks_running_{false};
   absl::Mutex mu_;
+  // The workers as the scheduler sees them: their Ready polls feed membership_.
+  std::vector<std::unique_ptr<WatchedWorker>> watched_workers_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ClosureScheduler> scheduler_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status()> recover_ps_ ABSL_GUARDED_BY(mu_);
 

@@ -200,7 +200,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
   std::unique_ptr<ParameterServerStrategy> s(new ParameterServerStrategy());
   s->device_ = options.device;
-  if (config.task.type == "worker") {
+  if (config.role == Role::kWorker) {
     std::string note;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options.device, &note);
     if (!backend.ok()) {
@@ -216,8 +216,8 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
 
 absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::CreateModel(
     const ModelOptions& options) {
-  const std::string& type = cluster_->task_type();
-  if (type == "ps") {
+  const Role role = cluster_->role();
+  if (role == Role::kPs) {
     return absl::FailedPreconditionError("a ps task holds variables and makes no model: call "
                                          "Strategy::JoinServer");
   }
@@ -227,10 +227,10 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::Creat
   }
   // The chief only evaluates: the CPU is enough for it.
   std::unique_ptr<Backend> backend =
-      type == "worker" ? std::move(first_backend_) : CreateCpuBackend();
+      role == Role::kWorker ? std::move(first_backend_) : CreateCpuBackend();
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(options, backend.get()));
   std::unique_ptr<DistributedModel> out;
-  if (type == "chief") {
+  if (role == Role::kChief) {
     auto chief = std::make_unique<ChiefModel>(std::move(backend), std::move(model), options.loss);
     PS_ASSIGN_OR_RETURN(variables_, chief->CreateVariables(cluster_.get(), options));
     checkpoint_job_ = CheckpointJob(options);
@@ -248,13 +248,13 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::Creat
 }
 
 absl::Status ParameterServerStrategy::JoinServer() {
-  if (cluster_->task_type() != "ps") return Strategy::JoinServer();
+  if (cluster_->role() != Role::kPs) return Strategy::JoinServer();
   return cluster_->Serve();
 }
 
 absl::Status ParameterServerStrategy::RunReplicas(
     const std::function<absl::Status(const ReplicaContext&)>& fn, const DistributedBatch& batch) {
-  if (cluster_->task_type() != "worker") {
+  if (cluster_->role() != Role::kWorker) {
     return absl::FailedPreconditionError(kRunOnWorkers);
   }
   PS_RETURN_IF_ERROR(CheckBatch(batch));
@@ -262,7 +262,7 @@ absl::Status ParameterServerStrategy::RunReplicas(
 }
 
 absl::Status ParameterServerStrategy::CheckChiefWithVariables(const char* what) const {
-  if (cluster_->task_type() != "chief") {
+  if (cluster_->role() != Role::kChief) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, ": the parameter_server chief saves and restores the variables; this is ",
         TaskIdToString(cluster_->config().task)));

@@ -39,7 +39,7 @@ class ParameterServerStrategy : public Strategy {
   std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return 1; }
   const TaskId& task() const override { return cluster_->config().task; }
-  bool is_chief() const override { return cluster_->task_type() == "chief"; }
+  bool is_chief() const override { return cluster_->role() == Role::kChief; }
   // Chief: creates the variables on the ps tasks (placed by options.placement), the
   // learning rate scaled by the workers with scale_learning_rate; worker: the model it
   // computes on and the ps clients it pushes through. Errors: FAILED_PRECONDITION on a ps

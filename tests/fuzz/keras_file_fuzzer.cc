@@ -72,9 +72,10 @@ void ReadAndCheck(const std::string& path) {
 }  // namespace
 
 // Debian's libhdf5 mallocs whatever size a corrupt file names (a local heap of
-// 0x6c61636f6c367453 bytes: corpus/keras_file_fuzzer/huge_local_heap.bin) and handles the
-// NULL glibc's malloc returns for it; AddressSanitizer would abort there instead, so here
-// it returns NULL as well. Our own allocations go through operator new, which still fails
+// 0x6c61636f6c367453 bytes: corpus/keras_file_fuzzer/huge_local_heap.bin) and mostly
+// handles the NULL glibc's malloc returns for it; AddressSanitizer would abort there
+// instead, so here it returns NULL as well, and the library's reading child (forked from
+// this process, keras_weights_h5.cc) behaves as it does in production. Our own allocations go through operator new, which still fails
 // loudly. (Read by ASan or TSan at start: the fuzzer, and the corpus test under
 // --config=asan or tsan.)
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
