@@ -137,7 +137,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   begin_step "bazel test --config=cuda (the CUDA code; tests tagged gpu or cuda_config)"
   summary_args=(--label cuda)
   bazel_test_counted "CUDA build" --config=cuda --build_tests_only \
-    --test_tag_filters=gpu,cuda_config //common/math/... //worker/allreduce/...
+    --test_tag_filters=gpu,cuda_config //common/math/... //distribute/allreduce/...
   # Their results are in; the plain run below reports the gpu ones as not built.
   mapfile -t cuda_targets < <(bazel query 'attr(tags, "\bgpu\b|\bcuda_config\b", tests(//...))' 2>/dev/null)
   end_step

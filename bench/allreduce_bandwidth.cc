@@ -38,9 +38,9 @@
 #include "common/malloc_tuning.h"
 #include "common/rpc/grpc_util.h"
 #include "deploy/local/free_port.h"
-#include "worker/allreduce/chunk_mailbox.h"
-#include "worker/allreduce/grpc_ring_transport.h"
-#include "worker/allreduce/ring_allreduce.h"
+#include "distribute/allreduce/chunk_mailbox.h"
+#include "distribute/allreduce/grpc_ring_transport.h"
+#include "distribute/allreduce/ring_allreduce.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "Ring sizes to measure.");
 ABSL_FLAG(std::string, sizes, "4096,65536,1048576,4194304,16777216,67108864",

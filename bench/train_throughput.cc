@@ -36,9 +36,9 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
-#include "worker/fit.h"
-#include "worker/train_monitoring.h"
-#include "worker/strategy.h"
+#include "distribute/fit.h"
+#include "train/train_monitoring.h"
+#include "distribute/strategy.h"
 
 ABSL_FLAG(bool, watch, true,
           "fit reports every step to train's metrics and dashboard (false: as before them)");
@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(
       argc, argv,
       "train_throughput: single-process training throughput of the seed model against OpenBLAS and PyTorch.\n  bazel run -c opt //bench:train_throughput -- [--threads=1] [--batch_sizes=64,256] [--seconds=3]");
-  // As worker/train does: batch tensors stay in the heap instead of being mmapped per batch.
+  // As train/train does: batch tensors stay in the heap instead of being mmapped per batch.
   pstrain::KeepLargeBlocksInHeap();
   return pstrain::Main(argv[0]);
 }

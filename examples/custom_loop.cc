@@ -267,7 +267,7 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
 
 absl::Status Main() {
   dist::StrategyOptions options;
-  options.strategy = absl::GetFlag(FLAGS_strategy);
+  PS_ASSIGN_OR_RETURN(options.strategy, dist::ParseStrategyKind(absl::GetFlag(FLAGS_strategy)));
   options.devices = absl::GetFlag(FLAGS_devices);
   options.device = absl::GetFlag(FLAGS_device);
   PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::Strategy> strategy, dist::CreateStrategy(options));
@@ -276,7 +276,7 @@ absl::Status Main() {
 
   Job job;
   job.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  if (!job.checkpoint_dir.empty() && strategy->name() != "parameter_server") {
+  if (!job.checkpoint_dir.empty() && strategy->kind() != dist::StrategyKind::kParameterServer) {
     return absl::InvalidArgumentError(
         "--checkpoint_dir: a custom loop checkpoints under parameter_server; the other "
         "strategies' checkpoints are train's (train --checkpoint_dir)");
@@ -293,7 +293,7 @@ absl::Status Main() {
                 strategy->name().c_str(), strategy->num_replicas_in_sync());
     std::fflush(stdout);
   }
-  if (strategy->name() == "parameter_server") return TrainWithCoordinator(*strategy, *model, job);
+  if (strategy->kind() == dist::StrategyKind::kParameterServer) return TrainWithCoordinator(*strategy, *model, job);
   return TrainInSync(*strategy, *model, job);
 }
 

@@ -9,7 +9,7 @@
 namespace pstrain::distribute {
 
 absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyOptions& options) {
-  if (options.strategy == "parameter_server") {
+  if (options.strategy == StrategyKind::kParameterServer) {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<internal::ParameterServerStrategy> ps,
                         internal::ParameterServerStrategy::Create(options));
     return std::unique_ptr<Strategy>(std::move(ps));

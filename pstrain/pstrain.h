@@ -7,7 +7,7 @@
 // under every strategy, and README.md shows it next to the Python.
 //
 //   TensorFlow                                        pstrain::distribute
-//   tf.distribute.MirroredStrategy() etc.             CreateStrategy({.strategy = "mirrored"})
+//   tf.distribute.MirroredStrategy() etc.             CreateStrategy({.strategy = StrategyKind::kMirrored})
 //   strategy.num_replicas_in_sync                     strategy->num_replicas_in_sync()
 //   with strategy.scope(): model, optimizer           strategy->CreateModel(ModelOptions)
 //   strategy.experimental_distribute_dataset(ds)      strategy->ExperimentalDistributeDataset
@@ -43,9 +43,9 @@
 // (JoinServer), a worker registers the same functions as the chief and serves them
 // (ClusterCoordinator::Serve, see pstrain/cluster_coordinator.h), the chief runs the loop.
 //
-// Fit (worker/fit.h, what `train` and Keras's model.fit do) stands on the same pieces:
-// the core strategies (worker/strategy.h), the distributed dataset
-// (worker/distributed_dataset.h) and the synchronous model (worker/replicated_model.h),
+// Fit (distribute/fit.h, what `train` and Keras's model.fit do) stands on the same pieces:
+// the core strategies (distribute/strategy.h), the distributed dataset
+// (distribute/distributed_dataset.h) and the synchronous model (distribute/replicated_model.h),
 // so a custom loop takes exactly Fit's synchronous step.
 //
 // A program parses its flags with ParseCommandLineWithUsage (common/daemon/command_line.h),

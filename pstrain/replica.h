@@ -4,19 +4,19 @@
 // The replica-side vocabulary of tf.distribute: which replica a step function runs as
 // (tf.distribute.get_replica_context()), the values a step returns per replica
 // (tf.distribute's PerReplica), and the distributed data it reads (the slices of a
-// global batch, worker/distributed_dataset.h).
+// global batch, distribute/distributed_dataset.h).
 
 #include <vector>
 
-#include "worker/distributed_dataset.h"
-#include "worker/strategy.h"
+#include "distribute/distributed_dataset.h"
+#include "distribute/strategy.h"
 
 namespace pstrain::distribute {
 
 // tf.distribute.ReduceOp: kSum, kMean.
 using ::pstrain::ReduceOp;
 
-// experimental_distribute_dataset's pieces (worker/distributed_dataset.h).
+// experimental_distribute_dataset's pieces (distribute/distributed_dataset.h).
 using ::pstrain::DistributedBatch;
 using ::pstrain::DistributedDataset;
 using ::pstrain::DistributedDatasetOptions;

@@ -25,11 +25,17 @@
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
 #include "common/data/dataset.h"
+#include "common/training/strategy_kind.h"
 #include "pstrain/distributed_model.h"
 #include "pstrain/replica.h"
 #include "pstrain/value_codec.h"
 
 namespace pstrain::distribute {
+
+// The strategy's kind, as users name it; ParseStrategyKind reads a flag's value.
+using ::pstrain::ParseStrategyKind;
+using ::pstrain::StrategyKind;
+using ::pstrain::StrategyKindName;
 
 namespace internal {
 class ParameterServerCluster;
@@ -42,8 +48,8 @@ struct StatusOrValue<absl::StatusOr<T>> {
 }  // namespace internal
 
 struct StrategyOptions {
-  // "default", "mirrored", "multi_worker_mirrored" or "parameter_server".
-  std::string strategy = "default";
+  // Which strategy (a flag's value: ParseStrategyKind).
+  StrategyKind strategy = StrategyKind::kDefault;
   // TF_CONFIG text; empty: the TF_CONFIG environment variable. multi_worker_mirrored and
   // parameter_server read the cluster and this task from it.
   std::string tf_config;
@@ -106,6 +112,8 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
 
+  // The kind CreateStrategy was asked for.
+  virtual StrategyKind kind() const = 0;
   // "default", "mirrored", "multi_worker_mirrored", "parameter_server".
   virtual std::string name() const = 0;
   // Replicas that take one step together (parameter_server: those of one worker, 1).

@@ -16,16 +16,19 @@
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
 #include "pstrain/pstrain.h"
-#include "worker/fit.h"
-#include "worker/fit_test_util.h"
-#include "worker/mirrored_strategy.h"
+#include "distribute/fit.h"
+#include "distribute/fit_test_util.h"
+#include "distribute/mirrored_strategy.h"
 
 namespace pstrain::distribute {
 namespace {
 
 std::unique_ptr<Strategy> Make(const std::string& name, const std::string& devices = "") {
   StrategyOptions options;
-  options.strategy = name;
+  absl::StatusOr<StrategyKind> kind = ParseStrategyKind(name);
+  EXPECT_TRUE(kind.ok()) << kind.status();
+  if (!kind.ok()) return nullptr;
+  options.strategy = *kind;
   options.devices = devices;
   absl::StatusOr<std::unique_ptr<Strategy>> s = CreateStrategy(options);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -101,6 +104,7 @@ TEST(StrategyTest, ACustomLoopTrainsExactlyAsFitUnderDefaultAndMirrored) {
 TEST(StrategyTest, RunReturnsEveryReplicasValueAndReduceCombinesThem) {
   std::unique_ptr<Strategy> strategy = Make("mirrored", "cpu:0,cpu:1,cpu:2");
   ASSERT_NE(strategy, nullptr);
+  EXPECT_EQ(strategy->kind(), StrategyKind::kMirrored);
   EXPECT_EQ(strategy->num_replicas_in_sync(), 3);
   EXPECT_TRUE(strategy->is_chief());
   DistributedDatasetOptions o;
@@ -240,7 +244,7 @@ TEST(StrategyTest, ParameterServerStepsRunThroughTheCoordinator) {
   absl::StatusOr<std::vector<int>> ports = PickFreePorts(3);
   ASSERT_TRUE(ports.ok());
   StrategyOptions options;
-  options.strategy = "parameter_server";
+  options.strategy = StrategyKind::kParameterServer;
   options.tf_config = absl::StrCat(
       R"({"cluster":{"chief":["localhost:)", (*ports)[0], R"("],"ps":["localhost:)", (*ports)[1],
       R"("],"worker":["localhost:)", (*ports)[2], R"("]},"task":{"type":"chief","index":0}})");
@@ -279,7 +283,7 @@ TEST(StrategyTest, AParameterServerChiefSavesAndRestoresTheVariablesOnThePs) {
                         (*ports)[2], R"("]},"task":{"type":")", type, R"(","index":0}})");
   };
   StrategyOptions options;
-  options.strategy = "parameter_server";
+  options.strategy = StrategyKind::kParameterServer;
   options.tf_config = tf_config("ps");
   absl::StatusOr<std::unique_ptr<Strategy>> ps = CreateStrategy(options);
   ASSERT_TRUE(ps.ok()) << ps.status();

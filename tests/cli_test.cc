@@ -20,7 +20,7 @@ namespace {
 const std::vector<std::string>& Binaries() {
   static const auto* binaries = new std::vector<std::string>{
       "ps_server/ps_server", "worker/worker",         "chief/chief",
-      "worker/train",        "deploy/local/launcher", "tools/psctl",
+      "train/train",        "deploy/local/launcher", "tools/psctl",
       "tools/evaluate",      "tools/export_safetensors", "tools/export_keras", "bench/train_throughput",
       "bench/ps_throughput", "bench/allreduce_bandwidth", "bench/embedding_throughput",
       "examples/custom_loop"};

@@ -92,7 +92,7 @@ std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,
     std::vector<std::string> a = args;
     a.push_back("--strategy=multi_worker_mirrored");
     EXPECT_TRUE(group
-                    .Start({absl::StrCat("worker", i), "worker/train", a,
+                    .Start({absl::StrCat("worker", i), "train/train", a,
                             {{"TF_CONFIG", MakeTfConfig({{"worker", addresses}}, "worker", i)},
                              {"OPENBLAS_NUM_THREADS", "1"}}})
                     .ok());

@@ -64,7 +64,7 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
 // A fresh, empty folder `name` under the test's temp dir (TEST_TMPDIR, else /tmp).
 std::string FreshTestDir(const std::string& name);
 
-// Starts `n` worker/train processes ("worker0", ...) of a chief-less multi_worker_mirrored
+// Starts `n` train/train processes ("worker0", ...) of a chief-less multi_worker_mirrored
 // cluster on free ports, each with `args` and --strategy=multi_worker_mirrored and one
 // BLAS thread. Returns their addresses.
 std::vector<std::string> StartMirroredWorkers(ProcessGroup& group, int n,

@@ -2,7 +2,7 @@
 // pstrain/pstrain.h) as real processes on the real Fashion-MNIST, under every strategy,
 // each configured only by flags and TF_CONFIG on free ports: the same step function
 // reaches 0.85 validation accuracy everywhere; under default it takes exactly Fit's
-// steps (worker/train prints the same figures), and mirrored and multi_worker_mirrored
+// steps (train/train prints the same figures), and mirrored and multi_worker_mirrored
 // take the same steps as each other; under parameter_server the chief's
 // ClusterCoordinator runs functions on every worker and a killed worker's functions run
 // on the others.
@@ -98,7 +98,7 @@ TEST(CustomLoopTest, DefaultStrategyTakesFitsStepsAndReachesRealAccuracy) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
   ProcessGroup group;
   ASSERT_TRUE(group.Start({"loop", kCustomLoop, {kJob, "--epochs=3"}, kOneBlasThread}).ok());
-  ASSERT_TRUE(group.Start({"train", "worker/train", {kJob, "--epochs=3"}, kOneBlasThread}).ok());
+  ASSERT_TRUE(group.Start({"train", "train/train", {kJob, "--epochs=3"}, kOneBlasThread}).ok());
   ProcessRun run = CollectRun(group, absl::Minutes(5), absl::Seconds(30));
   ExpectAllExitedCleanly(run);
   const std::string& out = run.stdout_of["loop"];

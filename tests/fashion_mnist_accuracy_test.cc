@@ -14,8 +14,8 @@
 #include "common/data/data_spec.h"
 #include "common/model/job_spec.h"
 #include "gtest/gtest.h"
-#include "worker/fit.h"
-#include "worker/strategy.h"
+#include "distribute/fit.h"
+#include "distribute/strategy.h"
 
 namespace pstrain {
 namespace {

@@ -20,8 +20,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
 #include "tests/in_process_cluster.h"
-#include "worker/fit.h"
-#include "worker/strategy.h"
+#include "distribute/fit.h"
+#include "distribute/strategy.h"
 
 namespace pstrain {
 namespace {

@@ -1,4 +1,4 @@
-// Bad input given to the real binaries (worker/train, chief/chief) as a user would: each
+// Bad input given to the real binaries (train/train, chief/chief) as a user would: each
 // is refused with one line naming what is wrong and a non-zero exit, before any training;
 // a corrupt checkpoint is skipped for the previous good one; a learning rate far too high
 // fails the job naming the non-finite gradient, or is skipped and counted.
@@ -57,7 +57,7 @@ Outcome RunBinary(const std::string& name, const std::string& binary,
   return outcome;
 }
 
-Outcome Train(const std::vector<std::string>& args) { return RunBinary("train", "worker/train", args); }
+Outcome Train(const std::vector<std::string>& args) { return RunBinary("train", "train/train", args); }
 
 class HostileInputTest : public ::testing::Test {
  protected:
@@ -79,7 +79,7 @@ TEST_F(HostileInputTest, ValuesThatWouldBeDefaultedOrIgnoredAreRefusedAtStart) {
   quantum["strategy"] = "quantum";
   Outcome strategy = Train({"--job=" + WriteJob(dir_, "quantum.json", quantum)});
   EXPECT_EQ(strategy.exit_code, 2) << strategy.err;
-  EXPECT_THAT(strategy.err, HasSubstr("strategy \"quantum\" is unknown"));
+  EXPECT_THAT(strategy.err, HasSubstr("strategy \"quantum\" is not one of default, mirrored"));
 
   Outcome memory = Train({"--job=tests/testdata/tiny_synthetic.json", "--max_memory=lots"});
   EXPECT_NE(memory.exit_code, 0);

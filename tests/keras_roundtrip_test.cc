@@ -67,7 +67,7 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
   const std::string dir = std::getenv("TEST_TMPDIR");
   const std::string checkpoints = dir + "/ckpt";
   const std::string fresh = RunToEnd(
-      "worker/train", {"--job=examples/fashion_mnist.json", "--epochs=2",
+      "train/train", {"--job=examples/fashion_mnist.json", "--epochs=2",
                        "--checkpoint_dir=" + checkpoints});
   const std::vector<double> fresh_losses = ParseEpochLosses(fresh);
   ASSERT_EQ(fresh_losses.size(), 2u) << fresh;
@@ -95,10 +95,10 @@ TEST(KerasRoundTripTest, AnExportedModelEvaluatesTheSameAndTrainingContinuesFrom
   // Training continues from the file's weights: the first epoch starts where the fresh
   // run ended, so its loss is below the fresh run's first epoch (0.60 against 0.40 here).
   const std::string continued_default = RunToEnd(
-      "worker/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + dir + "/default",
+      "train/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + dir + "/default",
                        "--export_keras=" + dir + "/default.keras"});
   const std::string continued_mirrored = RunToEnd(
-      "worker/train",
+      "train/train",
       {"--job=" + job_path, "--epochs=1", "--strategy=mirrored", "--devices=cpu:0,cpu:1"});
   for (const std::string* out : {&continued_default, &continued_mirrored}) {
     const std::vector<double> losses = ParseEpochLosses(*out);
@@ -148,7 +148,7 @@ TEST(KerasRoundTripTest, ACnnWithBatchNormalizationRoundTrips) {
   std::ofstream(job_path) << job.dump(2);
   const std::string checkpoints = dir + "/cnn_ckpt";
   const std::string keras = dir + "/cnn.keras";
-  RunToEnd("worker/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + checkpoints,
+  RunToEnd("train/train", {"--job=" + job_path, "--epochs=1", "--checkpoint_dir=" + checkpoints,
                             "--export_keras=" + keras});
   const std::string checked = RunToEnd(
       "/usr/bin/python3",
@@ -181,7 +181,7 @@ TEST(KerasRoundTripTest, ABadKerasModelIsRefusedInOneLine) {
   const std::string job_path = dir + "/broken.json";
   std::ofstream(job_path) << job.dump(2);
   ProcessGroup group;
-  ASSERT_TRUE(group.Start({"train", "worker/train", {"--job=" + job_path}, kOneBlasThread}).ok());
+  ASSERT_TRUE(group.Start({"train", "train/train", {"--job=" + job_path}, kOneBlasThread}).ok());
   ProcessRun run = CollectRun(group, absl::Minutes(1), absl::Seconds(5));
   ASSERT_EQ(run.exits.size(), 1u);
   EXPECT_NE(run.exits[0].exit_code, 0);
@@ -192,7 +192,7 @@ TEST(KerasRoundTripTest, ABadKerasModelIsRefusedInOneLine) {
   // An export path Keras would not load is refused before any training.
   ProcessGroup bad_export;
   ASSERT_TRUE(bad_export
-                  .Start({"train", "worker/train",
+                  .Start({"train", "train/train",
                           {"--job=examples/fashion_mnist.json", "--export_keras=" + dir + "/m.h5"},
                           kOneBlasThread})
                   .ok());

@@ -1,4 +1,4 @@
-// Checkpoints of the synchronous strategies, with the real worker/train binary as separate
+// Checkpoints of the synchronous strategies, with the real train/train binary as separate
 // processes: multi_worker_mirrored (two workers, TF_CONFIG only) resumes where its last
 // checkpoint left off and ends bit-identical to a run that never stopped; a worker killed
 // mid-run stops the other, naming it, and both restarted continue from the last
@@ -41,10 +41,10 @@ ProcessRun RunTwoWorkers(const std::vector<std::string>& args) {
   return run;
 }
 
-// One worker/train process (mirrored or default) run to the end.
+// One train/train process (mirrored or default) run to the end.
 ProcessRun RunOne(const std::vector<std::string>& args) {
   ProcessGroup group;
-  EXPECT_TRUE(group.Start({"train", "worker/train", args, {{"OPENBLAS_NUM_THREADS", "1"}}}).ok());
+  EXPECT_TRUE(group.Start({"train", "train/train", args, {{"OPENBLAS_NUM_THREADS", "1"}}}).ok());
   return CollectRun(group, absl::Minutes(3), absl::Seconds(10));
 }
 

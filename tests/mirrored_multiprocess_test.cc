@@ -1,4 +1,4 @@
-// The synchronous strategies as real processes: worker/train --strategy=mirrored (one
+// The synchronous strategies as real processes: train/train --strategy=mirrored (one
 // process, two CPU replicas) and --strategy=multi_worker_mirrored (two processes, each
 // configured only by TF_CONFIG, all-reducing over gRPC on loopback), on Fashion-MNIST;
 // and a worker killed mid-run making the other stop, naming it, within the deadline.
@@ -46,7 +46,7 @@ TEST(MirroredMultiprocessTest, TwoWorkersTrainFashionMnistInSync) {
 TEST(MirroredMultiprocessTest, TwoLocalReplicasTrainFashionMnist) {
   ProcessGroup group;
   ASSERT_TRUE(group
-                  .Start({"train", "worker/train",
+                  .Start({"train", "train/train",
                           {"--job=examples/fashion_mnist.json", "--epochs=3",
                            "--strategy=mirrored", "--devices=cpu:0,cpu:1"},
                           {}})
@@ -150,7 +150,7 @@ TEST(MirroredMultiprocessTest, AChiefTakesPartAndReports) {
   for (const auto& [type, name] : std::vector<std::pair<std::string, std::string>>{
            {"chief", "chief"}, {"worker", "worker0"}}) {
     ASSERT_TRUE(group
-                    .Start({name, "worker/train",
+                    .Start({name, "train/train",
                             {"--job=tests/testdata/tiny_synthetic.json", "--epochs=2",
                              "--strategy=multi_worker_mirrored"},
                             {{"TF_CONFIG", MakeTfConfig(cluster, type, 0)}}})

@@ -109,7 +109,7 @@ TEST(ObservabilityTest, TrainEventFilesReadBackByAnIndependentReaderMatchTheEpoc
   const std::string logdir = FreshTestDir("train_logdir");
   ProcessGroup group;
   ASSERT_TRUE(group
-                  .Start({"train", "worker/train",
+                  .Start({"train", "train/train",
                           {"--job=tests/testdata/tiny_synthetic.json", "--epochs=3",
                            "--logdir=" + logdir, "--log_every_steps=5", "--log_format=json"},
                           {}})

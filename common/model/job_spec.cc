@@ -82,11 +82,6 @@ json CompileFromKeras(const json& compile_config) {
   return compile;
 }
 
-bool KnownStrategy(const std::string& s) {
-  return s.empty() || s == "parameter_server" || s == "multi_worker_mirrored" ||
-         s == "mirrored" || s == "default";
-}
-
 bool KnownMetric(const std::string& m) {
   return m == "accuracy" || m == "acc" || m == "sparse_categorical_accuracy" ||
          m == "categorical_accuracy" || m == "binary_accuracy";
@@ -222,11 +217,12 @@ absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
     if (!strategy->is_string()) {
       return Bad(absl::StrCat("strategy must be a string, got ", strategy->dump()));
     }
-    spec->strategy = strategy->get<std::string>();
-    if (!KnownStrategy(spec->strategy)) {
-      return Bad(absl::StrCat("strategy \"", spec->strategy,
-                              "\" is unknown (want parameter_server, multi_worker_mirrored, "
-                              "mirrored or default)"));
+    // "" leaves the choice to the caller, as a missing key does.
+    const std::string name = strategy->get<std::string>();
+    if (!name.empty()) {
+      absl::StatusOr<StrategyKind> kind = ParseStrategyKind(name);
+      if (!kind.ok()) return Bad(std::string(kind.status().message()));
+      spec->strategy = *kind;
     }
   }
   auto nonfinite = root.find("nonfinite");
@@ -297,7 +293,7 @@ std::string SerializeJobSpec(const JobSpec& spec) {
                     {"steps_per_epoch", spec.steps_per_epoch},
                     {"shuffle", spec.shuffle}};
   out["seed"] = spec.seed;
-  out["strategy"] = spec.strategy;
+  if (spec.strategy.has_value()) out["strategy"] = std::string(StrategyKindName(*spec.strategy));
   out["consistency"] = ConsistencyConfigToJson(spec.consistency);
   out["placement"] = PlacementPolicyToJson(spec.placement);
   if (spec.data.is_null()) {
@@ -309,7 +305,7 @@ std::string SerializeJobSpec(const JobSpec& spec) {
 }
 
 std::string DescribeGlobalBatch(int batch_size, int replicas) {
-  // Replica r takes rows [b*r/R, b*(r+1)/R) of each global batch (worker/fit.cc).
+  // Replica r takes rows [b*r/R, b*(r+1)/R) of each global batch (distribute/fit.cc).
   const int smallest = batch_size / replicas;
   const int largest = (batch_size + replicas - 1) / replicas;
   return absl::StrCat("global batch ", batch_size, " (",

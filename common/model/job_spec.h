@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@
 #include "common/model/loss.h"
 #include "common/tensor.h"
 #include "common/sharding/placement_policy.h"
+#include "common/training/strategy_kind.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
@@ -60,7 +62,8 @@ struct JobSpec {
   bool shuffle = true;
   uint64_t seed = 0;
   nlohmann::json data;  // opaque, parsed by common/data
-  std::string strategy;
+  // "strategy": unset leaves the choice to the caller (train's --strategy, the launcher's).
+  std::optional<StrategyKind> strategy;
   // "one_hot_labels": class-id labels become one-hot rows when data is loaded (Keras's
   // to_categorical), for losses that need [B, K] targets such as mse.
   bool one_hot_labels = false;

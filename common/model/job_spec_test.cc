@@ -45,7 +45,7 @@ TEST(JobSpecTest, ParsesFullSpec) {
   EXPECT_EQ(spec->steps_per_epoch, 10);
   EXPECT_FALSE(spec->shuffle);
   EXPECT_EQ(spec->seed, 7u);
-  EXPECT_EQ(spec->strategy, "parameter_server");
+  EXPECT_EQ(spec->strategy, StrategyKind::kParameterServer);
   EXPECT_EQ(spec->data["kind"], "synthetic");
   EXPECT_EQ(spec->raw["checkpoint"]["dir"], "/tmp/x");
   EXPECT_EQ(spec->model["config"]["name"], "mlp");
@@ -108,7 +108,7 @@ TEST(JobSpecTest, RejectsBadSpecs) {
 
 TEST(JobSpecTest, UnknownNamesAreNamedNotIgnored) {
   ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"strategy":"quantum")"), ""),
-                "strategy \"quantum\" is unknown");
+                "strategy \"quantum\" is not one of default, mirrored");
   ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"nonfinite":"ignore")"), ""),
                 "nonfinite \"ignore\" is unknown");
   ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"nonfinite":true)"), ""),
@@ -204,7 +204,7 @@ TEST(JobSpecTest, ConsistencyAndPlacementAreTyped) {
                 "placement.strategy");
 }
 
-// The global batch is split across the replicas (as worker/fit.cc slices it); the
+// The global batch is split across the replicas (as distribute/fit.cc slices it); the
 // parameter-server batch is each worker's.
 TEST(JobSpecTest, BatchDescriptionsFollowKeras) {
   EXPECT_EQ(DescribeGlobalBatch(64, 1), "global batch 64 (64 per replica x 1)");

@@ -15,7 +15,7 @@
 //                                                       chief/rpc/chief_service.cc)
 //                    SaveCheckpoint                     chief, admin
 //   Collective       PushChunk                          chief, worker (as the rank it is:
-//                                                       worker/allreduce)
+//                                                       distribute/allreduce)
 //   FunctionWorker   RunFunction (the worker daemon's    chief
 //                    training chunk among the functions)
 //                    Shutdown                           chief, admin

@@ -26,6 +26,7 @@
 #include "common/daemon/signals.h"
 #include "common/logging.h"
 #include "common/training/epoch_summary.h"
+#include "common/training/strategy_kind.h"
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
@@ -84,6 +85,10 @@ ABSL_FLAG(absl::Duration, grace, absl::Seconds(15),
           "After a task fails, how long the others get to stop by themselves");
 
 namespace {
+
+using ::pstrain::ParseStrategyKind;
+using ::pstrain::StrategyKind;
+using ::pstrain::StrategyKindName;
 
 // bazel-bin/deploy/local/launcher -> bazel-bin.
 std::string DefaultBinDir() {
@@ -159,18 +164,22 @@ std::string MakeAuthTokenFile(const std::string& path) {
 // How the launcher runs the job: which processes it starts (the strategy itself is the
 // trainers' business; they get the flag as it was given).
 enum class LaunchMode {
-  kOneProcess,           // default, mirrored: worker/train alone, no cluster
+  kOneProcess,           // default, mirrored: train/train alone, no cluster
   kParameterServer,      // a chief, --ps ps and --workers workers
-  kMultiWorkerMirrored,  // --workers worker/train processes in a ring, no chief or ps
+  kMultiWorkerMirrored,  // --workers train/train processes in a ring, no chief or ps
 };
 
-absl::StatusOr<LaunchMode> ParseLaunchMode(const std::string& strategy) {
-  if (strategy == "default" || strategy == "mirrored") return LaunchMode::kOneProcess;
-  if (strategy == "parameter_server") return LaunchMode::kParameterServer;
-  if (strategy == "multi_worker_mirrored") return LaunchMode::kMultiWorkerMirrored;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--strategy=", strategy,
-      " is not one of parameter_server, default, mirrored, multi_worker_mirrored"));
+LaunchMode LaunchModeOf(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::kDefault:
+    case StrategyKind::kMirrored:
+      return LaunchMode::kOneProcess;
+    case StrategyKind::kMultiWorkerMirrored:
+      return LaunchMode::kMultiWorkerMirrored;
+    case StrategyKind::kParameterServer:
+      break;
+  }
+  return LaunchMode::kParameterServer;
 }
 
 // Flags that cannot go together, checked before anything is made or started.
@@ -206,13 +215,14 @@ std::vector<std::string> EpochsFlag() {
 }
 
 // default and mirrored: TensorFlow's strategies of one process, no cluster. This process
-// becomes worker/train; returns only when that fails.
-int ExecOneProcessTrainer(const std::string& bin_dir, const std::string& strategy) {
-  const std::string train = bin_dir + "/worker/train";
+// becomes train/train; returns only when that fails.
+int ExecOneProcessTrainer(const std::string& bin_dir, StrategyKind kind) {
+  const std::string strategy(StrategyKindName(kind));
+  const std::string train = bin_dir + "/train/train";
   std::vector<std::string> args = {train, JobFlag(),
                                    absl::StrCat("--device=", absl::GetFlag(FLAGS_device)),
                                    absl::StrCat("--strategy=", strategy)};
-  if (strategy == "mirrored") {
+  if (kind == StrategyKind::kMirrored) {
     args.push_back(absl::StrCat("--devices=", absl::GetFlag(FLAGS_devices)));
   }
   for (std::string& epochs : EpochsFlag()) args.push_back(std::move(epochs));
@@ -358,7 +368,7 @@ pstrain::LocalClusterOptions ParameterServerOptions(const std::string& bin_dir,
 }
 
 // multi_worker_mirrored: worker processes only (TF_CONFIG with worker entries), each
-// worker/train serving the all-reduce on its own port, started in `group`; their metrics
+// train/train serving the all-reduce on its own port, started in `group`; their metrics
 // ports are recorded in `metrics_ports` with --metrics. Errors: UNAVAILABLE no free
 // port; INTERNAL a process that cannot be started.
 absl::Status StartMultiWorkerMirrored(const std::string& bin_dir, const RunFolders& folders,
@@ -391,7 +401,7 @@ absl::Status StartMultiWorkerMirrored(const std::string& bin_dir, const RunFolde
       args.push_back(absl::StrCat("--collective_timeout=", absl::GetFlag(FLAGS_collective_timeout)));
     }
     absl::Status started = group->Start(
-        {absl::StrCat("worker", i), bin_dir + "/worker/train", args,
+        {absl::StrCat("worker", i), bin_dir + "/train/train", args,
          {{"TF_CONFIG", pstrain::MakeTfConfig(cluster, "worker", i)},
           // Several processes share the cores: one BLAS thread each.
           {"OPENBLAS_NUM_THREADS", "1"}}});
@@ -544,22 +554,22 @@ int ReportExits(const std::vector<pstrain::ProcessGroup::Exit>& exits, bool inte
 int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(argc, argv,
       "Runs a pstrain cluster on this machine: 1 chief, --ps ps and --workers workers.");
-  const std::string strategy = absl::GetFlag(FLAGS_strategy);
   if (access(absl::GetFlag(FLAGS_job).c_str(), R_OK) != 0) {
     return Fail(absl::StrCat("cannot read job spec ", absl::GetFlag(FLAGS_job)));
   }
-  const absl::StatusOr<LaunchMode> mode = ParseLaunchMode(strategy);
-  if (!mode.ok()) return Fail(std::string(mode.status().message()));
+  const absl::StatusOr<StrategyKind> kind = ParseStrategyKind(absl::GetFlag(FLAGS_strategy));
+  if (!kind.ok()) return Fail(absl::StrCat("--strategy: ", kind.status().message()));
+  const LaunchMode mode = LaunchModeOf(*kind);
   const std::string bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
                                                                    : absl::GetFlag(FLAGS_bin_dir);
-  if (*mode == LaunchMode::kOneProcess) return ExecOneProcessTrainer(bin_dir, strategy);
-  if (absl::Status checked = CheckFlagCombinations(*mode); !checked.ok()) {
+  if (mode == LaunchMode::kOneProcess) return ExecOneProcessTrainer(bin_dir, *kind);
+  if (absl::Status checked = CheckFlagCombinations(mode); !checked.ok()) {
     return Fail(std::string(checked.message()));
   }
 
   const absl::StatusOr<RunFolders> folders = MakeRunFolders();
   if (!folders.ok()) return Fail(std::string(folders.status().message()));
-  const absl::StatusOr<RunSecurity> security = SetUpSecurity(*folders, *mode);
+  const absl::StatusOr<RunSecurity> security = SetUpSecurity(*folders, mode);
   if (!security.ok()) return Fail(std::string(security.status().message()));
 
   // Ctrl-C (or SIGTERM) stops every task: SIGTERM to each, SIGKILL 5 s later (the chief
@@ -571,12 +581,12 @@ int main(int argc, char** argv) {
     return 130;
   });
 
-  PrintRunLine(*mode, *folders, *security);
+  PrintRunLine(mode, *folders, *security);
   pstrain::ProcessGroup group;
   std::map<std::string, int> metrics_ports;
   // Whose stdout is the job's output: the chief's, or worker 0's in a chief-less cluster.
   std::string reporter;
-  if (*mode == LaunchMode::kMultiWorkerMirrored) {
+  if (mode == LaunchMode::kMultiWorkerMirrored) {
     reporter = "worker0";
     if (absl::Status started =
             StartMultiWorkerMirrored(bin_dir, *folders, *security, &group, &metrics_ports);

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "pstrain/internal/function_runner.h"
 #include "pstrain/internal/function_worker_client.h"
-#include "worker/distributed_dataset.h"
+#include "distribute/distributed_dataset.h"
 
 namespace pstrain::distribute::internal {
 namespace {

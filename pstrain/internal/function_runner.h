@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/function.pb.h"
-#include "worker/distributed_dataset.h"
+#include "distribute/distributed_dataset.h"
 
 namespace pstrain::distribute::internal {
 

@@ -16,7 +16,7 @@
 #include "pstrain/internal/tf_config.h"
 #include "pstrain/preemption.h"
 #include "worker/ps_trainer.h"
-#include "worker/replicated_model.h"
+#include "distribute/replicated_model.h"
 
 namespace pstrain::distribute::internal {
 namespace {
@@ -122,7 +122,7 @@ class ChiefModel : public PsModel {
 JobSpec CheckpointJob(const ModelOptions& options) {
   if (options.job != nullptr) {
     JobSpec job = *options.job;
-    job.strategy = "parameter_server";
+    job.strategy = StrategyKind::kParameterServer;
     return job;
   }
   JobSpec job;
@@ -131,7 +131,7 @@ JobSpec CheckpointJob(const ModelOptions& options) {
   job.optimizer = options.optimizer;
   job.metrics = {"accuracy"};
   job.seed = options.seed;
-  job.strategy = "parameter_server";
+  job.strategy = StrategyKind::kParameterServer;
   job.scale_learning_rate = options.scale_learning_rate;
   job.placement = options.placement;
   return job;

@@ -35,6 +35,7 @@ class ParameterServerStrategy : public Strategy {
   // variables and checkpoints below.
   ~ParameterServerStrategy() override { cluster_.reset(); }
 
+  StrategyKind kind() const override { return StrategyKind::kParameterServer; }
   std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return 1; }
   const TaskId& task() const override { return cluster_->config().task; }

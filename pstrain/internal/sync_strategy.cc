@@ -3,115 +3,57 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/daemon/daemon_options.h"
 #include "common/logging.h"
-#include "common/math/backend_factory.h"
+#include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
 #include "pstrain/internal/task_security.h"
 #include "pstrain/internal/tf_config.h"
-#include "worker/allreduce/collective_selection.h"
-#include "worker/mirrored_strategy.h"
-#include "worker/multi_worker_mirrored_strategy.h"
+#include "distribute/allreduce/collective_selection.h"
 
 namespace pstrain::distribute::internal {
-namespace {
-
-// This worker's CUDA device ordinal when its backend is one, else -1.
-int CudaDeviceOf(const Backend& backend) {
-  const std::string name = backend.name();
-  int device = -1;
-  if (!absl::StartsWith(name, "cuda:") || !absl::SimpleAtoi(name.substr(5), &device)) return -1;
-  return device;
-}
-
-absl::StatusOr<std::unique_ptr<Backend>> BackendFor(const std::string& device) {
-  std::string note;
-  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(device, &note);
-  if (!backend.ok()) {
-    return absl::Status(backend.status().code(),
-                        absl::StrCat("device ", device, ": ", backend.status().message()));
-  }
-  // "auto" says in one line why it fell back to the CPU, as get_strategy()'s fallback does.
-  if (!note.empty()) LogInfo(note);
-  return backend;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<SyncStrategy>> SyncStrategy::Create(
     const StrategyOptions& options) {
   std::unique_ptr<SyncStrategy> s(new SyncStrategy());
-  s->device_ = options.device;
-  if (options.strategy == "default") {
-    PS_ASSIGN_OR_RETURN(s->first_backend_, BackendFor(options.device));
-    s->core_ = CreateDefaultStrategy();
-  } else if (options.strategy == "mirrored") {
-    absl::StatusOr<std::unique_ptr<MirroredStrategy>> mirrored =
-        CreateMirroredStrategy(options.devices);
-    if (!mirrored.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("devices: ", mirrored.status().message()));
-    }
-    for (const std::string& d : (*mirrored)->devices()) {
-      s->replica_devices_.push_back(BackendDeviceFor(d));
-    }
-    PS_ASSIGN_OR_RETURN(s->first_backend_, BackendFor(s->replica_devices_[0]));
-    LogInfo(absl::StrCat("mirrored strategy, num_replicas_in_sync=", s->replica_devices_.size(),
-                         " (", absl::StrJoin((*mirrored)->devices(), ", "), ")"));
-    s->core_ = *std::move(mirrored);
-  } else if (options.strategy == "multi_worker_mirrored") {
-    PS_RETURN_IF_ERROR(s->SetUpMultiWorker(options));
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("strategy \"", options.strategy,
-                                                   "\" is not one of default, mirrored, "
-                                                   "multi_worker_mirrored, parameter_server"));
+  s->kind_ = options.strategy;
+  SyncStrategyOptions so;
+  so.kind = options.strategy;
+  so.device = options.device;
+  so.devices = options.devices;
+  if (options.strategy == StrategyKind::kMultiWorkerMirrored) {
+    PS_ASSIGN_OR_RETURN(so.config, ReadTfConfig(options));
+    s->task_ = so.config.task;
+    PS_ASSIGN_OR_RETURN(so.collective, ParseCollectiveKind(options.collective));
+    so.multi_worker.ring.timeout = options.collective_timeout;
+    so.multi_worker.startup_timeout = options.startup_timeout;
+    // The job's token or certificates before the ring makes any channel.
+    PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                        SecureTask(options, so.config));
+    // A server of the ring's own on this task's port (every interface unless loopback).
+    so.serve = [credentials](grpc::Service* service,
+                             const std::string& task_address) -> absl::StatusOr<RunningServer> {
+      ServerOptions server;
+      PS_ASSIGN_OR_RETURN(server.listen_address, ListenAddressFor(task_address));
+      server.credentials = credentials;
+      server.services = {service};
+      return StartServer(server);
+    };
+    SetLogTag(absl::StrCat(so.config.task.type, so.config.task.index));
+  }
+  PS_RETURN_IF_ERROR(CreateSyncStrategy(so, &s->setup_));
+  if (options.strategy == StrategyKind::kMirrored) {
+    LogInfo(absl::StrCat("mirrored strategy, num_replicas_in_sync=", s->setup_.devices.size(),
+                         " (", absl::StrJoin(s->setup_.devices, ", "), ")"));
   }
   return s;
-}
-
-// The ring from TF_CONFIG, serving on this task's port; then every worker agrees (one
-// small all-reduce) on the gRPC ring or NCCL.
-absl::Status SyncStrategy::SetUpMultiWorker(const StrategyOptions& options) {
-  PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
-  task_ = config.task;
-  PS_ASSIGN_OR_RETURN(first_backend_, BackendFor(options.device));
-  PS_ASSIGN_OR_RETURN(CollectiveKind kind, ParseCollectiveKind(options.collective));
-  // The job's token or certificates before the ring makes any channel.
-  PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                      SecureTask(options, config));
-  PS_ASSIGN_OR_RETURN(ring_, MultiWorkerRing::Start(config, std::move(credentials)));
-  MultiWorkerMirroredOptions mo;
-  mo.ring.timeout = options.collective_timeout;
-  mo.startup_timeout = options.startup_timeout;
-  auto mw = std::make_unique<MultiWorkerMirroredStrategy>(ring_->transport(), mo);
-  const int rank = ring_->options().rank;
-  const int n = static_cast<int>(ring_->options().addresses.size());
-  SetLogTag(absl::StrCat(config.task.type, config.task.index));
-  LogInfo(absl::StrCat("multi_worker_mirrored: rank ", rank, " of ", n, " (",
-                       absl::StrJoin(ring_->options().names, ", "), "), serving the all-reduce on ",
-                       ring_->listen_address()));
-  MultiWorkerMirroredStrategy* raw = mw.get();
-  PS_ASSIGN_OR_RETURN(
-      CollectiveSelection selection,
-      SelectCollective(
-          [raw](absl::Span<const absl::Span<float>> t) { return raw->RingSumAtStartup(t); }, rank,
-          n, kind, CudaDeviceOf(*first_backend_), options.collective_timeout));
-  LogInfo(selection.description);
-  if (selection.nccl != nullptr) mw->UseCollective(std::move(selection.nccl));
-  core_ = std::move(mw);
-  return absl::OkStatus();
 }
 
 SyncStrategy::~SyncStrategy() {
   // Models outliving their strategy must not call back into it.
   models_.clear();
-}
-
-absl::StatusOr<std::unique_ptr<Backend>> SyncStrategy::MakeBackend(int replica) {
-  if (replica == 0 && first_backend_ != nullptr) return std::move(first_backend_);
-  return BackendFor(replica_devices_.empty() ? device_ : replica_devices_[replica]);
 }
 
 absl::StatusOr<std::unique_ptr<DistributedModel>> SyncStrategy::CreateModel(
@@ -123,9 +65,9 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> SyncStrategy::CreateModel(
   ro.seed = options.seed;
   ro.initial_weights = options.initial_weights;
   ro.scale_learning_rate = options.scale_learning_rate;
-  ro.make_backend = [this](int replica) { return MakeBackend(replica); };
+  ro.make_backend = [this](int replica) { return setup_.MakeBackend(replica); };
   PS_ASSIGN_OR_RETURN(std::unique_ptr<ReplicatedModel> replicated,
-                      ReplicatedModel::Create(core_.get(), ro));
+                      ReplicatedModel::Create(core(), ro));
   // Every worker starts from the same weights (and the first collective is where the
   // workers of a multi-worker job meet).
   PS_RETURN_IF_ERROR(replicated->CheckInSync());
@@ -145,7 +87,7 @@ absl::Status SyncStrategy::RunReplicas(
   PS_RETURN_IF_ERROR(CheckBatch(batch));
   const int first = first_local_replica();
   const int replicas = num_replicas_in_sync();
-  const absl::Status ran = core_->Run([&](int replica) -> absl::Status {
+  const absl::Status ran = core()->Run([&](int replica) -> absl::Status {
     ReplicaContext ctx;
     ctx.replica_id_in_sync_group = replica;
     ctx.num_replicas_in_sync = replicas;
@@ -162,9 +104,9 @@ absl::Status SyncStrategy::RunReplicas(
 }
 
 absl::Status SyncStrategy::SumAcrossWorkers(std::vector<double>* values) {
-  if (core_->num_local_replicas() == core_->num_replicas_in_sync()) return absl::OkStatus();
+  if (core()->num_local_replicas() == core()->num_replicas_in_sync()) return absl::OkStatus();
   std::vector<float> floats(values->begin(), values->end());
-  PS_RETURN_IF_ERROR(core_->CrossWorkerSum({absl::MakeSpan(floats)}));
+  PS_RETURN_IF_ERROR(core()->CrossWorkerSum({absl::MakeSpan(floats)}));
   values->assign(floats.begin(), floats.end());
   return absl::OkStatus();
 }

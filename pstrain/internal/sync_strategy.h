@@ -2,10 +2,9 @@
 #define PSTRAIN_PSTRAIN_INTERNAL_SYNC_STRATEGY_H_
 
 // The synchronous strategies behind the public Strategy (pstrain/strategy.h): default,
-// mirrored and multi_worker_mirrored, over the core strategies Fit uses
-// (worker/strategy.h, worker/mirrored_strategy.h, worker/multi_worker_mirrored_strategy.h)
-// and their models over worker/replicated_model.h, so a custom loop and Fit take the same
-// synchronous step.
+// mirrored and multi_worker_mirrored, over the core strategies Fit uses, made by the one
+// factory `train` uses too (distribute/create_sync_strategy.h), and their models over
+// distribute/replicated_model.h, so a custom loop and Fit take the same synchronous step.
 //
 // Thread-safety: as Strategy. SyncModel::ComputeGradients and ApplyGradients run on the
 // replicas' threads, each touching only its replica's slots.
@@ -20,10 +19,11 @@
 #include "common/cluster_spec.h"
 #include "common/math/backend.h"
 #include "pstrain/distributed_model.h"
-#include "pstrain/internal/multi_worker_ring.h"
+#include "common/training/strategy_kind.h"
 #include "pstrain/strategy.h"
-#include "worker/replicated_model.h"
-#include "worker/strategy.h"
+#include "distribute/create_sync_strategy.h"
+#include "distribute/replicated_model.h"
+#include "distribute/strategy.h"
 
 namespace pstrain::distribute::internal {
 
@@ -31,15 +31,16 @@ class SyncModel;
 
 class SyncStrategy : public Strategy {
  public:
-  // options.strategy is "default", "mirrored" or "multi_worker_mirrored".
+  // options.strategy is kDefault, kMirrored or kMultiWorkerMirrored.
   // Errors: as CreateStrategy.
   static absl::StatusOr<std::unique_ptr<SyncStrategy>> Create(const StrategyOptions& options);
   ~SyncStrategy() override;
 
-  std::string name() const override { return core_->name(); }
-  int num_replicas_in_sync() const override { return core_->num_replicas_in_sync(); }
+  StrategyKind kind() const override { return kind_; }
+  std::string name() const override { return core()->name(); }
+  int num_replicas_in_sync() const override { return core()->num_replicas_in_sync(); }
   const TaskId& task() const override { return task_; }
-  bool is_chief() const override { return core_->first_local_replica() == 0; }
+  bool is_chief() const override { return core()->first_local_replica() == 0; }
   absl::StatusOr<std::unique_ptr<DistributedModel>> CreateModel(
       const ModelOptions& options) override;
 
@@ -47,24 +48,19 @@ class SyncStrategy : public Strategy {
   void Unregister(SyncModel* model);
 
  protected:
-  int first_local_replica() const override { return core_->first_local_replica(); }
-  int num_local_replicas() const override { return core_->num_local_replicas(); }
+  int first_local_replica() const override { return core()->first_local_replica(); }
+  int num_local_replicas() const override { return core()->num_local_replicas(); }
   absl::Status RunReplicas(const std::function<absl::Status(const ReplicaContext&)>& fn,
                            const DistributedBatch& batch) override;
   absl::Status SumAcrossWorkers(std::vector<double>* values) override;
 
  private:
   SyncStrategy() = default;
-  absl::Status SetUpMultiWorker(const StrategyOptions& options);
-  // The backend of local replica `replica` of the next model.
-  absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(int replica);
+  ::pstrain::Strategy* core() const { return setup_.strategy.get(); }
 
-  std::string device_;                       // --device, for all but mirrored
-  std::vector<std::string> replica_devices_;  // mirrored: CreateBackend's string per replica
-  // Made at creation so a bad device fails at once; the first model's replica 0 takes it.
-  std::unique_ptr<Backend> first_backend_;
-  std::unique_ptr<MultiWorkerRing> ring_;  // multi_worker_mirrored; outlives core_
-  std::unique_ptr<::pstrain::Strategy> core_;
+  StrategyKind kind_ = StrategyKind::kDefault;
+  // The core strategy, its ring (multi_worker_mirrored) and the replicas' backends.
+  ::pstrain::SyncStrategySetup setup_;
   TaskId task_;
   std::vector<SyncModel*> models_;  // Not owned; each unregisters itself.
 };

@@ -17,7 +17,7 @@ inline absl::StatusOr<TfConfig> ReadTfConfig(const StrategyOptions& options) {
                                         : ParseTfConfig(options.tf_config);
   if (absl::IsNotFound(config.status())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "strategy ", options.strategy, " needs TF_CONFIG (the cluster and this task), ",
+        "strategy ", StrategyKindName(options.strategy), " needs TF_CONFIG (the cluster and this task), ",
         "which is not set"));
   }
   return config;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GPU checks on a machine with an NVIDIA GPU, from binaries built elsewhere with
 # `bazel build --config=cuda`: the CUDA backend (common/math:cuda_backend_test) and the NCCL
-# all-reduce (worker/allreduce:nccl_allreduce_test). See README.md here.
+# all-reduce (distribute/allreduce:nccl_allreduce_test). See README.md here.
 #
 #   run_gpu_checks.sh [--binary PATH]... [--libs DIR] [--allow-skip] [-- GTEST_ARGS...]
 #       Runs each test binary (default: bazel-bin/common/math/cuda_backend_test and
-#       bazel-bin/worker/allreduce/nccl_allreduce_test) with DIR (the shared libraries
+#       bazel-bin/distribute/allreduce/nccl_allreduce_test) with DIR (the shared libraries
 #       carried from the build machine) first on LD_LIBRARY_PATH. Prints PASS or FAIL and
 #       "N passed, N failed"; exits 0 only when every test ran and passed. A skipped test
 #       means no CUDA device answered; that is a FAIL unless --allow-skip.
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
 done
 
 if [ ${#binaries[@]} -eq 0 ]; then
-  for target in common/math/cuda_backend_test worker/allreduce/nccl_allreduce_test; do
+  for target in common/math/cuda_backend_test distribute/allreduce/nccl_allreduce_test; do
     name="$(basename "$target")"
     if [ -z "$collect" ] && [ -x "$(dirname "$0")/$name" ]; then
       binaries+=("$(dirname "$0")/$name")  # a folder made by --collect
@@ -56,7 +56,7 @@ for binary in "${binaries[@]}"; do
   if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
     echo "FAIL: test binary not found or not executable: $binary" >&2
     echo "      build it with: bazel build --config=cuda //common/math:cuda_backend_test" \
-      "//worker/allreduce:nccl_allreduce_test" >&2
+      "//distribute/allreduce:nccl_allreduce_test" >&2
     exit 2
   fi
 done

@@ -3,11 +3,13 @@
 # package groups of the top-level BUILD). Two checks, both must hold:
 #  1. No forbidden edge today (bazel query, data and test dependencies included): nothing
 #     under //common/... depends on //chief/..., //ps_server/..., //worker/...,
-#     //distribute/... or //pstrain/...; nothing under //distribute/... on //chief/...,
-#     //worker/... or //pstrain/...; nothing under //ps_server/... or //worker/... on
-#     //chief/....
+#     //distribute/..., //train/... or //pstrain/...; nothing under //distribute/... on
+#     //chief/..., //worker/..., //train/... or //pstrain/...; nothing under //ps_server/...,
+#     //worker/... or //train/... on //chief/...; nothing under //train/... on //worker/...
+#     or //pstrain/....
 #  2. Refusal: every target tagged "layering_probe" (common/layering_probe,
-#     ps_server/layering_probe, distribute/layering_probe: manual targets that depend
+#     ps_server/layering_probe, distribute/layering_probe, train/layering_probe: manual
+#     targets that depend
 #     across a forbidden arrow, with the rights of the package they sit in) fails
 #     analysis, and Bazel names each of its dependencies with "target 'DEP' is not visible
 #     from target 'PROBE'".
@@ -41,20 +43,26 @@ forbidden_path() {
     sed 's/ / -> /g'
 }
 if ! path=$(forbidden_path "//common/..." \
-              "//chief/... + //ps_server/... + //worker/... + //pstrain/... + //distribute/..."); then
+              "//chief/... + //ps_server/... + //worker/... + //train/... + //pstrain/... + //distribute/..."); then
   fail "bazel query failed: $(grep -m1 ERROR "$log")"
 fi
 [ -z "$path" ] || fail "common/ depends on a daemon, distribute/ or pstrain/: $path"
-if ! path=$(forbidden_path "//distribute/..." "//chief/... + //worker/... + //pstrain/..."); then
+if ! path=$(forbidden_path "//distribute/..." \
+              "//chief/... + //worker/... + //train/... + //pstrain/..."); then
   fail "bazel query failed: $(grep -m1 ERROR "$log")"
 fi
-[ -z "$path" ] || fail "distribute/ depends on chief/, worker/ or pstrain/: $path"
-if ! path=$(forbidden_path "//ps_server/... + //worker/..." "//chief/..."); then
+[ -z "$path" ] || fail "distribute/ depends on chief/, worker/, train/ or pstrain/: $path"
+if ! path=$(forbidden_path "//ps_server/... + //worker/... + //train/..." "//chief/..."); then
   fail "bazel query failed: $(grep -m1 ERROR "$log")"
 fi
-[ -z "$path" ] || fail "ps_server/ or worker/ depends on chief/: $path"
+[ -z "$path" ] || fail "ps_server/, worker/ or train/ depends on chief/: $path"
+if ! path=$(forbidden_path "//train/..." "//worker/... + //pstrain/..."); then
+  fail "bazel query failed: $(grep -m1 ERROR "$log")"
+fi
+[ -z "$path" ] || fail "train/ depends on worker/ or pstrain/: $path"
 echo "no dependency of common/ on a daemon, distribute/ or pstrain/, none of distribute/ on" \
-  "chief/, worker/ or pstrain/, none of ps_server/ or worker/ on chief/"
+  "chief/, worker/, train/ or pstrain/, none of ps_server/, worker/ or train/ on chief/," \
+  "none of train/ on worker/ or pstrain/"
 
 # 2. Each probe must be refused, each of its dependencies named as not visible.
 # shellcheck disable=SC2086  # one label per word
