@@ -2,6 +2,7 @@
 // differences of the mean training loss, forward values against direct computations,
 // BatchNormalization's statistics, Embedding's ids, and Keras JSON read and written back.
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -229,9 +230,16 @@ TEST_F(LayersTest, Conv2DInChunksMatchesWholeBatches) {
   ASSERT_TRUE(halves->TrainStep(w, rows(x, 0, 10), rows(y, 0, 10), 0, &ga).ok());
   ASSERT_TRUE(halves->TrainStep(w, rows(x, 10, 10), rows(y, 10, 10), 0, &gb).ok());
   for (size_t v = 0; v < g.size(); ++v) {
+    // The bias gradient sums 20 x 64 x 64 float terms that cancel, in a different order per
+    // chunking, so the rounding error scales with the variable's largest gradient, not with
+    // each element (a missing or doubled chunk would be off by tens of percent).
+    float scale = 0;
+    for (int64_t i = 0; i < g[v].num_elements(); ++i) {
+      scale = std::max(scale, std::fabs(g[v].data()[i]));
+    }
     for (int64_t i = 0; i < g[v].num_elements(); ++i) {
       const float want = 0.5f * (ga[v].data()[i] + gb[v].data()[i]);
-      EXPECT_NEAR(g[v].data()[i], want, 1e-5f + 1e-4f * std::fabs(want))
+      EXPECT_NEAR(g[v].data()[i], want, 1e-5f + 2e-3f * scale)
           << whole->variables()[v].name << "[" << i << "]";
     }
   }
