@@ -12,5 +12,5 @@ int main(int argc, char** argv) {
        "pstrain chief: coordinates training.\n"
        "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"chief\",\"index\":0}}' "
        "chief --job=examples/seed_synthetic.json",
-       {{"chief"}}, pstrain::RunChiefFromFlags});
+       {{pstrain::Role::kChief}}, pstrain::RunChiefFromFlags});
 }

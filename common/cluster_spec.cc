@@ -148,35 +148,40 @@ absl::Status ValidateJobs(const JobList& jobs, absl::string_view prefix) {
   return absl::OkStatus();
 }
 
-// Checks the task against a validated cluster; normalises its type.
-absl::Status ValidateTask(const ClusterSpec& cluster, TaskId* task, absl::string_view prefix) {
-  if (!IsKnownJobName(task->type)) {
-    return Invalid(prefix, absl::StrCat("unknown task type ", Quote(task->type),
+// The task named by `type` (a TF_CONFIG task type, "master" for the chief) and `index`,
+// checked against a validated cluster.
+absl::StatusOr<TaskId> ValidateTask(const ClusterSpec& cluster, absl::string_view type, int index,
+                                    absl::string_view prefix) {
+  if (!IsKnownJobName(type)) {
+    return Invalid(prefix, absl::StrCat("unknown task type ", Quote(type),
                                         " (want chief, master, worker, ps or evaluator)"));
   }
-  task->type = NormaliseJob(task->type);
-  if (task->index < 0) {
-    return Invalid(prefix, absl::StrCat("task index ", task->index, " is negative"));
+  TaskId task;
+  PS_ASSIGN_OR_RETURN(task.type, RoleFromTaskType(type));
+  task.index = index;
+  const std::string job(RoleName(task.type));
+  if (task.index < 0) {
+    return Invalid(prefix, absl::StrCat("task index ", task.index, " is negative"));
   }
-  if (!cluster.has_job(task->type)) {
+  if (!cluster.has_job(job)) {
     // TF runs the evaluator beside the cluster: it need not be listed in it.
-    if (task->type == kEvaluator) {
-      if (task->index != 0) {
-        return Invalid(prefix, absl::StrCat("task index ", task->index,
+    if (task.type == Role::kEvaluator) {
+      if (task.index != 0) {
+        return Invalid(prefix, absl::StrCat("task index ", task.index,
                                             " out of range for job \"evaluator\" (1 task)"));
       }
-      return absl::OkStatus();
+      return task;
     }
-    return Invalid(prefix, absl::StrCat("task type ", Quote(task->type),
+    return Invalid(prefix, absl::StrCat("task type ", Quote(job),
                                         " is not a job of the cluster (jobs: ",
                                         absl::StrJoin(cluster.jobs(), ", "), ")"));
   }
-  const int n = cluster.num_tasks(task->type);
-  if (task->index >= n) {
-    return Invalid(prefix, absl::StrCat("task index ", task->index, " out of range for job ",
-                                        Quote(task->type), " (", n, n == 1 ? " task)" : " tasks)"));
+  const int n = cluster.num_tasks(job);
+  if (task.index >= n) {
+    return Invalid(prefix, absl::StrCat("task index ", task.index, " out of range for job ",
+                                        Quote(job), " (", n, n == 1 ? " task)" : " tasks)"));
   }
-  return absl::OkStatus();
+  return task;
 }
 
 // Records the byte offset of the first syntax error; nlohmann's non-throwing parse() does
@@ -307,7 +312,9 @@ absl::StatusOr<std::string> OptionalString(const Json& object, const char* key,
 
 bool operator==(const TaskId& a, const TaskId& b) { return a.type == b.type && a.index == b.index; }
 
-std::string TaskIdToString(const TaskId& task) { return absl::StrCat(task.type, ":", task.index); }
+std::string TaskIdToString(const TaskId& task) {
+  return absl::StrCat(RoleName(task.type), ":", task.index);
+}
 
 const std::vector<std::string>& ClusterSpec::KnownJobs() {
   static const auto* const kJobs = new std::vector<std::string>{kChief, "worker", "ps", kEvaluator};
@@ -354,22 +361,23 @@ int ClusterSpec::total_tasks() const {
 }
 
 absl::StatusOr<std::string> ClusterSpec::address(const TaskId& task) const {
-  if (!IsKnownJobName(task.type)) {
+  const absl::string_view job = RoleName(task.type);
+  if (!IsKnownJobName(job)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown job ", Quote(task.type), " in task ", TaskIdToString(task)));
+        absl::StrCat("unknown job ", Quote(job), " in task ", TaskIdToString(task)));
   }
   if (task.index < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("task ", TaskIdToString(task), " has a negative index"));
   }
-  const std::vector<std::string>& addresses = tasks(task.type);
-  if (!has_job(task.type)) {
+  const std::vector<std::string>& addresses = tasks(job);
+  if (!has_job(job)) {
     return absl::NotFoundError(absl::StrCat("task ", TaskIdToString(task), ": no job ",
-                                            Quote(task.type), " in the cluster"));
+                                            Quote(job), " in the cluster"));
   }
   if (task.index >= static_cast<int>(addresses.size())) {
     return absl::NotFoundError(absl::StrCat("task ", TaskIdToString(task), " not in cluster (",
-                                            "job ", Quote(task.type), " has ", addresses.size(),
+                                            "job ", Quote(job), " has ", addresses.size(),
                                             " tasks)"));
   }
   return addresses[task.index];
@@ -443,14 +451,14 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json_text) {
     return Invalid(kPrefix,
                    absl::StrCat("task \"type\" must be a string, not ", type_it->type_name()));
   }
-  config.task.type = type_it->get<std::string>();
+  const std::string& type = type_it->get_ref<const std::string&>();
   auto index_it = task_it->find("index");
   // TF reads a missing index as 0.
+  int index = 0;
   if (index_it != task_it->end() && !index_it->is_null()) {
-    PS_ASSIGN_OR_RETURN(config.task.index, ParseIndex(*index_it, kPrefix));
+    PS_ASSIGN_OR_RETURN(index, ParseIndex(*index_it, kPrefix));
   }
-  PS_RETURN_IF_ERROR(ValidateTask(config.cluster, &config.task, kPrefix));
-  PS_ASSIGN_OR_RETURN(config.role, RoleFromTaskType(config.task.type));
+  PS_ASSIGN_OR_RETURN(config.task, ValidateTask(config.cluster, type, index, kPrefix));
 
   PS_ASSIGN_OR_RETURN(config.environment, OptionalString(root, "environment", kPrefix));
   PS_ASSIGN_OR_RETURN(config.rpc_layer, OptionalString(root, "rpc_layer", kPrefix));
@@ -485,10 +493,7 @@ absl::StatusOr<TfConfig> TfConfigFromFlags(const std::string& cluster_flag,
   PS_RETURN_IF_ERROR(ValidateJobs(jobs, kPrefix));
   TfConfig config;
   PS_ASSIGN_OR_RETURN(config.cluster, ClusterSpec::Create(jobs));
-  config.task.type = task_type;
-  config.task.index = task_index;
-  PS_RETURN_IF_ERROR(ValidateTask(config.cluster, &config.task, kPrefix));
-  PS_ASSIGN_OR_RETURN(config.role, RoleFromTaskType(config.task.type));
+  PS_ASSIGN_OR_RETURN(config.task, ValidateTask(config.cluster, task_type, task_index, kPrefix));
   return config;
 }
 
@@ -526,8 +531,8 @@ absl::StatusOr<TfConfig> TfConfigFromEnvironment() {
 std::string TfConfigToJson(const TfConfig& config) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   out["cluster"] = nlohmann::ordered_json::parse(config.cluster.ToJson(), nullptr, false);
-  const bool as_master = config.task.type == kChief && config.cluster.chief_named_master();
-  out["task"] = {{"type", as_master ? std::string(kMaster) : config.task.type},
+  const bool as_master = config.task.type == Role::kChief && config.cluster.chief_named_master();
+  out["task"] = {{"type", std::string(as_master ? kMaster : RoleName(config.task.type))},
                  {"index", config.task.index}};
   if (!config.environment.empty()) out["environment"] = config.environment;
   if (!config.rpc_layer.empty()) out["rpc_layer"] = config.rpc_layer;

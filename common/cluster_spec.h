@@ -27,7 +27,8 @@ namespace pstrain {
 
 // What a task is (TF_CONFIG's task type), or who calls an RPC (common/rpc/caller_identity.h:
 // an operator's tool is kAdmin). Parsed once where TF_CONFIG or the flags come in
-// (TfConfig::role), so no code compares task type strings.
+// (TaskId::type), so no code compares task type strings; RoleName gives the string back
+// for logs and the wire.
 enum class Role {
   kChief,      // the coordinator (TF_CONFIG "chief" or "master")
   kWorker,     // computes and pushes gradients; a ring member in multi_worker_mirrored
@@ -43,16 +44,18 @@ absl::string_view RoleName(Role role);
 // Errors: INVALID_ARGUMENT any other name (naming it).
 absl::StatusOr<Role> RoleFromTaskType(absl::string_view type);
 
-// One task of the cluster: job name ("chief", "worker", "ps", "evaluator") and index.
+// One task of the cluster: its role (the job: RoleName(type) is its name in the cluster
+// spec) and index. kAdmin is no task at all: a process run without a cluster (the
+// default strategy, `train` alone) or a placeholder config.
 struct TaskId {
-  std::string type;
+  Role type = Role::kAdmin;
   int index = 0;
 };
 
 bool operator==(const TaskId& a, const TaskId& b);
 inline bool operator!=(const TaskId& a, const TaskId& b) { return !(a == b); }
 
-// "worker:1" (for messages and logs).
+// "worker:1" (for messages and logs; "chief:0" for a chief named "master").
 std::string TaskIdToString(const TaskId& task);
 
 // Job name -> ordered list of "host:port" addresses.
@@ -89,7 +92,7 @@ class ClusterSpec {
   bool chief_named_master() const { return chief_named_master_; }
 
   // Address of one task.
-  // Errors: InvalidArgument when the job name is not one of the known five or the index is
+  // Errors: InvalidArgument when the role is no job of TF_CONFIG (kAdmin) or the index is
   // negative; NotFound when the job is not in this cluster or the index is out of range.
   absl::StatusOr<std::string> address(const TaskId& task) const;
 
@@ -105,9 +108,9 @@ class ClusterSpec {
 // Everything TF_CONFIG says about this process.
 struct TfConfig {
   ClusterSpec cluster;
-  TaskId task;              // type normalised: "master" -> "chief"
-  // task.type, parsed once by the parsers below (kAdmin: no task, a placeholder config).
-  Role role = Role::kAdmin;
+  // Parsed once by the parsers below ("master" is Role::kChief); type kAdmin: no task, a
+  // placeholder config.
+  TaskId task;
   std::string environment;  // "" when absent ("cloud" and "google" exist in TF)
   std::string rpc_layer;    // "" when absent ("grpc" in TF)
 };

@@ -2,9 +2,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -38,7 +41,7 @@ std::string WithTask(const std::string& cluster, const std::string& task) {
 TEST(ParseTfConfigTest, TensorFlowExample) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(kTfExample);
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->task, (TaskId{"worker", 0}));
+  EXPECT_EQ(config->task, (TaskId{Role::kWorker, 0}));
   EXPECT_EQ(config->environment, "cloud");
   EXPECT_EQ(config->rpc_layer, "grpc");
   const ClusterSpec& cluster = config->cluster;
@@ -136,7 +139,7 @@ TEST(ParseTfConfigTest, StringIndex) {
   absl::StatusOr<TfConfig> config =
       ParseTfConfig(WithTask(R"({"worker":["h:2","h:3"]})", R"({"type":"worker","index":"1"})"));
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->task, (TaskId{"worker", 1}));
+  EXPECT_EQ(config->task, (TaskId{Role::kWorker, 1}));
 }
 
 TEST(ParseTfConfigTest, TaskTypeMustBeAJob) {
@@ -192,7 +195,7 @@ TEST(ParseTfConfigTest, MasterIsTheChief) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(
       WithTask(R"({"master":["h:1"],"worker":["h:2"]})", R"({"type":"master","index":0})"));
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->task, (TaskId{"chief", 0}));
+  EXPECT_EQ(config->task, (TaskId{Role::kChief, 0}));
   EXPECT_TRUE(config->cluster.chief_named_master());
   EXPECT_TRUE(config->cluster.has_job("chief"));
   EXPECT_TRUE(config->cluster.has_job("master"));
@@ -239,7 +242,7 @@ TEST(ParseTfConfigTest, EvaluatorAlone) {
   absl::StatusOr<TfConfig> beside = ParseTfConfig(
       WithTask(R"({"chief":["h:1"],"worker":["h:2"]})", R"({"type":"evaluator","index":0})"));
   ASSERT_TRUE(beside.ok()) << beside.status();
-  EXPECT_EQ(beside->task, (TaskId{"evaluator", 0}));
+  EXPECT_EQ(beside->task, (TaskId{Role::kEvaluator, 0}));
   EXPECT_FALSE(beside->cluster.has_job("evaluator"));
   // A cluster of only an evaluator.
   absl::StatusOr<TfConfig> only =
@@ -255,25 +258,72 @@ TEST(TfConfigFromFlagsTest, Good) {
       TfConfigFromFlags("chief=h:1; worker=h:2,h:3 ;ps=h:4;", "worker", 1);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->cluster.ToJson(), R"({"chief":["h:1"],"worker":["h:2","h:3"],"ps":["h:4"]})");
-  EXPECT_EQ(config->task, (TaskId{"worker", 1}));
+  EXPECT_EQ(config->task, (TaskId{Role::kWorker, 1}));
 
   absl::StatusOr<TfConfig> master = TfConfigFromFlags("master=h:1;worker=h:2", "master", 0);
   ASSERT_TRUE(master.ok()) << master.status();
-  EXPECT_EQ(master->task, (TaskId{"chief", 0}));
+  EXPECT_EQ(master->task, (TaskId{Role::kChief, 0}));
 }
 
 // The role is parsed once, by the parser: "master" is the chief, an evaluator beside the
 // cluster is one too, and the flags give the same roles as TF_CONFIG.
 TEST(RoleTest, TheParsersSetTheTasksRole) {
-  EXPECT_EQ(ParseTfConfig(kTfExample)->role, Role::kWorker);
+  EXPECT_EQ(ParseTfConfig(kTfExample)->task.type, Role::kWorker);
   EXPECT_EQ(ParseTfConfig(WithTask(R"({"master":["h:1"],"ps":["h:2"]})", R"({"type":"master"})"))
-                ->role,
+                ->task.type,
             Role::kChief);
-  EXPECT_EQ(ParseTfConfig(WithTask(R"({"chief":["h:1"]})", R"({"type":"evaluator"})"))->role,
+  EXPECT_EQ(ParseTfConfig(WithTask(R"({"chief":["h:1"]})", R"({"type":"evaluator"})"))->task.type,
             Role::kEvaluator);
-  EXPECT_EQ(TfConfigFromFlags("chief=h:1;ps=h:4,h:5", "ps", 1)->role, Role::kPs);
-  EXPECT_EQ(TfConfigFromFlags("master=h:1;worker=h:2", "master", 0)->role, Role::kChief);
-  EXPECT_EQ(TfConfig().role, Role::kAdmin);  // a placeholder: no task
+  EXPECT_EQ(TfConfigFromFlags("chief=h:1;ps=h:4,h:5", "ps", 1)->task.type, Role::kPs);
+  EXPECT_EQ(TfConfigFromFlags("master=h:1;worker=h:2", "master", 0)->task.type, Role::kChief);
+  EXPECT_EQ(TfConfig().task.type, Role::kAdmin);  // a placeholder: no task
+}
+
+// Each role goes through TF_CONFIG text and back unchanged, under its own job name (the
+// text a launcher writes is what it was before the role became an enum).
+TEST(RoleTest, EachRoleRoundTripsThroughTfConfig) {
+  const std::string cluster = R"({"chief":["h:1"],"worker":["h:2","h:3"],"ps":["h:4"]})";
+  for (const auto& [type, role, index] :
+       std::vector<std::tuple<std::string, Role, int>>{{"chief", Role::kChief, 0},
+                                                       {"worker", Role::kWorker, 1},
+                                                       {"ps", Role::kPs, 0},
+                                                       {"evaluator", Role::kEvaluator, 0}}) {
+    absl::StatusOr<TfConfig> config = ParseTfConfig(WithTask(
+        cluster, absl::StrCat(R"({"type":")", type, R"(","index":)", index, "}")));
+    ASSERT_TRUE(config.ok()) << type << ": " << config.status();
+    EXPECT_EQ(config->task, (TaskId{role, index}));
+    EXPECT_EQ(TaskIdToString(config->task), absl::StrCat(type, ":", index));
+    const std::string text = TfConfigToJson(*config);
+    EXPECT_THAT(text, HasSubstr(absl::StrCat(R"("type":")", type, R"(")"))) << text;
+    absl::StatusOr<TfConfig> back = ParseTfConfig(text);
+    ASSERT_TRUE(back.ok()) << text << ": " << back.status();
+    EXPECT_EQ(back->task, config->task);
+  }
+  // A chief that came in as "master" goes back out as one.
+  absl::StatusOr<TfConfig> master =
+      ParseTfConfig(WithTask(R"({"master":["h:1"],"ps":["h:2"]})", R"({"type":"master"})"));
+  ASSERT_TRUE(master.ok()) << master.status();
+  EXPECT_THAT(TfConfigToJson(*master), HasSubstr(R"("type":"master")"));
+}
+
+// An unknown task type is refused where TF_CONFIG or the flags come in, in one line.
+TEST(RoleTest, AnUnknownTaskTypeIsRefusedWhereTheConfigComesIn) {
+  absl::StatusOr<TfConfig> parsed =
+      ParseTfConfig(WithTask(R"({"chief":["h:1"],"worker":["h:2"]})", R"({"type":"trainer"})"));
+  ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message(),
+            "TF_CONFIG: unknown task type \"trainer\" (want chief, master, worker, ps or "
+            "evaluator)");
+  absl::StatusOr<TfConfig> flags = TfConfigFromFlags("chief=h:1;worker=h:2", "admin", 0);
+  ASSERT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(flags.status().message(),
+            "cluster flags: unknown task type \"admin\" (want chief, master, worker, ps or "
+            "evaluator)");
+  // No task at all is no job of the cluster: it has no address.
+  absl::StatusOr<TfConfig> config = ParseTfConfig(kTfExample);
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->cluster.address(TaskId{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RoleTest, NamesGoBothWaysAndUnknownTypesAreRefused) {
@@ -332,7 +382,7 @@ TEST(TfConfigFromEnvironmentTest, ReadsVariable) {
   setenv("TF_CONFIG", kTfExample, 1);
   absl::StatusOr<TfConfig> config = TfConfigFromEnvironment();
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->task, (TaskId{"worker", 0}));
+  EXPECT_EQ(config->task, (TaskId{Role::kWorker, 0}));
 
   setenv("TF_CONFIG", "{", 1);
   EXPECT_EQ(TfConfigFromEnvironment().status().code(), absl::StatusCode::kInvalidArgument);

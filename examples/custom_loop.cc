@@ -204,7 +204,7 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
                             strategy.Run(step_fn, batch));
         return strategy.Reduce(dist::ReduceOp::kSum, per_replica);
       });
-  if (strategy.task().type == "worker") return coordinator->Serve();
+  if (strategy.task().type == dist::Role::kWorker) return coordinator->Serve();
 
   // An epoch is one pass over the data, spread over the workers.
   const int64_t rows = job.data.train->num_examples();
@@ -272,7 +272,7 @@ absl::Status Main() {
   options.device = absl::GetFlag(FLAGS_device);
   PS_ASSIGN_OR_RETURN(std::unique_ptr<dist::Strategy> strategy, dist::CreateStrategy(options));
   // TensorFlow: `if task_type == "ps": server.join()`.
-  if (strategy->task().type == "ps") return strategy->JoinServer();
+  if (strategy->task().type == dist::Role::kPs) return strategy->JoinServer();
 
   Job job;
   job.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);

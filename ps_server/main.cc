@@ -10,5 +10,5 @@ int main(int argc, char** argv) {
       {"ps_server",
        "pstrain parameter-server task.\n"
        "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"ps\",\"index\":0}}' ps_server",
-       {{"ps"}}, pstrain::RunPsTask});
+       {{pstrain::Role::kPs}}, pstrain::RunPsTask});
 }

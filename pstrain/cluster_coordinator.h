@@ -22,7 +22,7 @@
 //   auto coordinator = ClusterCoordinator::Create(strategy.get());
 //   PerWorkerIterator it = coordinator->CreatePerWorkerIterator(dataset_fn);
 //   RemoteFunction<StepResult> train = coordinator->Register("train", train_fn);
-//   if (strategy->task().type == "worker") return coordinator->Serve();
+//   if (strategy->task().type == Role::kWorker) return coordinator->Serve();
 //   RemoteValue<StepResult> v = coordinator->Schedule(train, it);
 //   coordinator->Join();  v.Fetch();
 //

@@ -16,7 +16,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
 absl::Status Strategy::JoinServer() {
   return absl::FailedPreconditionError(
       absl::StrCat("JoinServer is a parameter_server ps task's; this is ", name(),
-                   task().type.empty() ? std::string() : absl::StrCat(" ", TaskIdToString(task()))));
+                   task().type == Role::kAdmin ? std::string()
+                                               : absl::StrCat(" ", TaskIdToString(task()))));
 }
 
 absl::StatusOr<std::string> Strategy::Save(const std::string& dir,

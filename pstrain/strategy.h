@@ -36,6 +36,10 @@ namespace pstrain::distribute {
 using ::pstrain::ParseStrategyKind;
 using ::pstrain::StrategyKind;
 using ::pstrain::StrategyKindName;
+// A task's role in the cluster (strategy->task().type), and its TF_CONFIG name.
+using ::pstrain::Role;
+using ::pstrain::RoleName;
+using ::pstrain::TaskId;
 
 namespace internal {
 class ParameterServerCluster;
@@ -118,7 +122,8 @@ class Strategy {
   virtual std::string name() const = 0;
   // Replicas that take one step together (parameter_server: those of one worker, 1).
   virtual int num_replicas_in_sync() const = 0;
-  // This process's task in TF_CONFIG ("chief", "worker", "ps"); {"", 0} without a cluster.
+  // This process's task in TF_CONFIG (its type Role::kChief, kWorker or kPs); type
+  // Role::kAdmin (no task) without a cluster.
   virtual const TaskId& task() const = 0;
   // Whether this process reports for the job (prints the epoch lines, evaluates): the one
   // process of default and mirrored, rank 0 of multi_worker_mirrored (the chief if there

@@ -17,5 +17,6 @@ int main(int argc, char** argv) {
        "        [--strategy=default|mirrored|multi_worker_mirrored] [--devices=cpu:0,cpu:1]\n"
        "        [--checkpoint_dir=DIR] [--keep_checkpoints=3] [--restore=latest|none|PATH]\n"
        "        [--export_keras=PATH.keras]",
-       {{"chief", "worker"}, /*cluster_optional=*/true}, pstrain::RunTrainTask});
+       {{pstrain::Role::kChief, pstrain::Role::kWorker}, /*cluster_optional=*/true},
+       pstrain::RunTrainTask});
 }

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
       {"worker",
        "pstrain worker task.\n"
        "  TF_CONFIG='{\"cluster\":{...},\"task\":{\"type\":\"worker\",\"index\":0}}' worker",
-       {{"worker"}}, [](pstrain::DaemonRuntime* runtime) {
+       {{pstrain::Role::kWorker}}, [](pstrain::DaemonRuntime* runtime) {
          return pstrain::RunWorkerTask(runtime, absl::GetFlag(FLAGS_device),
                                        absl::GetFlag(FLAGS_testing_step_delay));
        }});

@@ -1,6 +1,7 @@
 #include "worker/worker_task.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_spec.h"
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/task_runtime.h"
 #include "common/logging.h"
@@ -59,7 +60,7 @@ int RunWorkerTask(DaemonRuntime* runtime, const std::string& device,
     } else {
       // The chief's log should say why this worker will never become ready.
       ReportRequest report;
-      report.set_task_type("worker");
+      report.set_task_type(std::string(RoleName(options.config.task.type)));
       report.set_task_index(options.config.task.index);
       report.set_message(std::string(worker.status().message()));
       (void)(*task)->chief()->Report(report);

@@ -1,5 +1,6 @@
 #include "common/daemon/daemon_flags.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
@@ -81,14 +82,13 @@ absl::StatusOr<DaemonOptions> DaemonOptionsFromFlags(const TaskTypes& expected) 
   PS_ASSIGN_OR_RETURN(options.config,
                       ConfigFromFlagsOrEnvironment(expected.cluster_optional, &found));
   if (found) {
-    std::string type = options.config.task.type;
-    if (type == "master") type = "chief";
-    bool served = false;
-    for (const std::string& t : expected.types) served |= t == type;
-    if (!served) {
+    const Role role = options.config.task.type;
+    if (std::find(expected.roles.begin(), expected.roles.end(), role) == expected.roles.end()) {
+      std::vector<absl::string_view> names;
+      for (Role r : expected.roles) names.push_back(RoleName(r));
       return absl::InvalidArgumentError(absl::StrCat(
-          "TF_CONFIG: task type is \"", options.config.task.type, "\" but this binary runs \"",
-          absl::StrJoin(expected.types, "\" or \""), "\" tasks"));
+          "TF_CONFIG: task type is \"", RoleName(role), "\" but this binary runs \"",
+          absl::StrJoin(names, "\" or \""), "\" tasks"));
     }
   }
   options.bind = absl::GetFlag(FLAGS_bind);

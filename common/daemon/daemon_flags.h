@@ -5,15 +5,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cluster_spec.h"
 #include "common/daemon/daemon_options.h"
 
 namespace pstrain {
 
 // Which tasks a binary runs, for DaemonOptionsFromFlags.
 struct TaskTypes {
-  // The TF_CONFIG task types this binary serves ("ps"; "chief" and "worker" for train).
-  // "master" counts as "chief".
-  std::vector<std::string> types;
+  // The roles this binary serves (kPs; kChief and kWorker for train). A TF_CONFIG
+  // "master" is a kChief.
+  std::vector<Role> roles;
   // true: the binary also runs with no cluster at all (train's one-process strategies):
   // without --cluster, --tf_config and TF_CONFIG the options have an empty cluster.
   bool cluster_optional = false;

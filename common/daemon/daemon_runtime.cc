@@ -22,7 +22,8 @@ namespace {
 
 // "ps", "worker", "chief"; the binary's name without a cluster ("train").
 std::string TaskTypeOr(const DaemonOptions& options, const std::string& binary) {
-  return options.config.task.type.empty() ? binary : options.config.task.type;
+  const Role role = options.config.task.type;
+  return role == Role::kAdmin ? binary : std::string(RoleName(role));
 }
 
 }  // namespace
@@ -131,9 +132,9 @@ namespace {
 // "ps0", "worker1", "chief"; the binary's name without a cluster.
 std::string LogTagFor(const DaemonOptions& options, const std::string& binary) {
   const TaskId& task = options.config.task;
-  if (task.type.empty()) return binary;
-  if (task.type == "chief" || task.type == "master") return task.type;
-  return absl::StrCat(task.type, task.index);
+  if (task.type == Role::kAdmin) return binary;
+  if (task.type == Role::kChief) return std::string(RoleName(task.type));
+  return absl::StrCat(RoleName(task.type), task.index);
 }
 
 // pstrain_rpc_refused_total{reason}: the calls the authorizer refused.

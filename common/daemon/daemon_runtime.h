@@ -6,7 +6,8 @@
 // A daemon's main() is one call:
 //
 //   int main(int argc, char** argv) {
-//     return pstrain::RunDaemon(argc, argv, {"ps_server", kUsage, {"ps"}, pstrain::RunPsTask});
+//     return pstrain::RunDaemon(argc, argv, {"ps_server", kUsage, {{pstrain::Role::kPs}},
+//                                               pstrain::RunPsTask});
 //   }
 //
 // and RunDaemon does, in this order:

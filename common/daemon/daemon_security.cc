@@ -47,10 +47,6 @@ absl::StatusOr<std::string> CheckToken(std::string token, const std::string& sou
   return token;
 }
 
-std::string TaskType(const DaemonOptions& options) {
-  return options.config.task.type == "master" ? "chief" : options.config.task.type;
-}
-
 }  // namespace
 
 SecurityFlags SecurityFlagsFromCommandLine() {
@@ -146,7 +142,8 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& auth_token_file) {
 absl::StatusOr<DaemonSecurity> DaemonSecurityFor(const DaemonOptions& options,
                                                  const SecurityFlags& flags) {
   DaemonSecurity security;
-  const std::string type = TaskType(options);
+  // kAdmin: no cluster, so no task of one.
+  const Role role = options.config.task.type;
   const bool tls_given = !flags.tls_dir.empty() || !flags.tls_ca.empty() ||
                          !flags.tls_cert.empty() || !flags.tls_key.empty();
   if (flags.insecure) {
@@ -160,16 +157,16 @@ absl::StatusOr<DaemonSecurity> DaemonSecurityFor(const DaemonOptions& options,
     return security;
   }
   CallerIdentity identity{Role::kAdmin, 0};
-  if (!type.empty()) {
-    absl::StatusOr<Role> role = RoleFromName(type);
-    if (!role.ok()) return role.status();
-    identity = {*role, options.config.task.index};
+  if (role == Role::kEvaluator) {
+    // No identity is an evaluator's (common/rpc/caller_identity.h): it runs no daemon.
+    return absl::InvalidArgumentError("an evaluator task runs no pstrain daemon");
   }
+  if (role != Role::kAdmin) identity = {role, options.config.task.index};
   absl::StatusOr<ClientSecurity> client = ClientSecurityFromFlags(flags, identity);
   if (!client.ok()) return client.status();
   security.client = *std::move(client);
   // No cluster: nothing is served to others, but what was given is still sent.
-  if (type.empty()) return security;
+  if (role == Role::kAdmin) return security;
   if (security.client.token.empty() && !tls_given) {
     return absl::InvalidArgumentError(absl::StrCat(
         "authorization is on and there is no auth token: give every daemon of the job the "

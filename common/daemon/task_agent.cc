@@ -29,7 +29,7 @@ TaskAgent::~TaskAgent() {
 
 RegisterTaskRequest TaskAgent::RegisterRequest() const {
   RegisterTaskRequest request;
-  request.set_task_type(options_.task_type);
+  request.set_task_type(std::string(RoleName(options_.role)));
   request.set_task_index(options_.task_index);
   request.set_address(options_.address);
   request.set_incarnation(incarnation_);
@@ -62,7 +62,7 @@ void TaskAgent::StartHeartbeats() {
 
 void TaskAgent::HeartbeatLoop() {
   HeartbeatRequest request;
-  request.set_task_type(options_.task_type);
+  request.set_task_type(std::string(RoleName(options_.role)));
   request.set_task_index(options_.task_index);
   request.set_incarnation(incarnation_);
   absl::Time last_answer = absl::Now();

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/cluster_spec.h"
 #include "common/daemon/chief_client.h"
 #include "common/daemon/shutdown_signal.h"
 
@@ -21,7 +22,7 @@ namespace pstrain {
 class TaskAgent {
  public:
   struct Options {
-    std::string task_type;
+    Role role = Role::kWorker;  // sent as its TF_CONFIG name (RoleName)
     int task_index = 0;
     std::string address;
     absl::Duration register_timeout = absl::Seconds(60);

@@ -6,10 +6,11 @@
 namespace pstrain {
 
 absl::StatusOr<Role> RoleFromName(absl::string_view name) {
-  if (name == "chief" || name == "master") return Role::kChief;
-  if (name == "worker") return Role::kWorker;
-  if (name == "ps") return Role::kPs;
-  if (name == "admin") return Role::kAdmin;
+  if (name == RoleName(Role::kAdmin)) return Role::kAdmin;
+  // The task types are TF_CONFIG's (one parser: common/cluster_spec.h); an evaluator runs
+  // no pstrain daemon, so it is no caller.
+  absl::StatusOr<Role> role = RoleFromTaskType(name);
+  if (role.ok() && *role != Role::kEvaluator) return role;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown role \"", name, "\" (expected chief, worker, ps or admin)"));
 }

@@ -13,8 +13,8 @@ namespace {
 // The ring's tasks in rank order: the chief, if any, then the workers.
 std::vector<TaskId> RingTasks(const TfConfig& config) {
   std::vector<TaskId> tasks;
-  for (const char* job : {"chief", "worker"}) {
-    for (int i = 0; i < config.cluster.num_tasks(job); ++i) tasks.push_back({job, i});
+  for (Role role : {Role::kChief, Role::kWorker}) {
+    for (int i = 0; i < config.cluster.num_tasks(RoleName(role)); ++i) tasks.push_back({role, i});
   }
   return tasks;
 }
@@ -25,17 +25,15 @@ absl::StatusOr<GrpcRingOptions> RingFromTfConfig(const TfConfig& config) {
   GrpcRingOptions ring;
   int rank = -1;
   for (const TaskId& task : RingTasks(config)) {
-    if (config.task.type == task.type && config.task.index == task.index) {
-      rank = static_cast<int>(ring.addresses.size());
-    }
-    ring.addresses.push_back(config.cluster.tasks(task.type)[task.index]);
-    ring.names.push_back(absl::StrCat(task.type, " ", task.index));
+    if (config.task == task) rank = static_cast<int>(ring.addresses.size());
+    ring.addresses.push_back(config.cluster.tasks(RoleName(task.type))[task.index]);
+    ring.names.push_back(absl::StrCat(RoleName(task.type), " ", task.index));
   }
   if (rank < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("TF_CONFIG: multi_worker_mirrored runs on chief and worker tasks, not ",
-                     config.task.type.empty() ? std::string("a process without TF_CONFIG")
-                                              : TaskIdToString(config.task)));
+                     config.task.type == Role::kAdmin ? std::string("a process without TF_CONFIG")
+                                                      : TaskIdToString(config.task)));
   }
   ring.rank = rank;
   return ring;

@@ -66,13 +66,13 @@ absl::StatusOr<std::unique_ptr<ParameterServerCluster>> ParameterServerCluster::
           "cluster has no ", job));
     }
   }
-  const Role role = config.role;
+  const Role role = config.task.type;
   if (role != Role::kChief && role != Role::kPs && role != Role::kWorker) {
     return absl::InvalidArgumentError(absl::StrCat(
         "TF_CONFIG: parameter_server runs on chief, ps and worker tasks, not ",
         TaskIdToString(config.task)));
   }
-  SetLogTag(absl::StrCat(config.task.type, config.task.index));
+  SetLogTag(absl::StrCat(RoleName(config.task.type), config.task.index));
   // The job's token or certificates before any channel is made: the ps and worker clients
   // below send them, and this task's server checks them.
   PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,

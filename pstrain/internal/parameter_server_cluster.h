@@ -67,7 +67,7 @@ class ParameterServerCluster {
   const TfConfig& config() const { return config_; }
   const StrategyOptions& options() const { return options_; }
   // This task's role, parsed once from TF_CONFIG (a chief, a ps or a worker).
-  Role role() const { return config_.role; }
+  Role role() const { return config_.task.type; }
   int num_ps() const { return config_.cluster.num_tasks("ps"); }
   int num_workers() const { return config_.cluster.num_tasks("worker"); }
 

@@ -200,7 +200,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
   std::unique_ptr<ParameterServerStrategy> s(new ParameterServerStrategy());
   s->device_ = options.device;
-  if (config.role == Role::kWorker) {
+  if (config.task.type == Role::kWorker) {
     std::string note;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options.device, &note);
     if (!backend.ok()) {

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> SyncStrategy::Create(
       server.services = {service};
       return StartServer(server);
     };
-    SetLogTag(absl::StrCat(so.config.task.type, so.config.task.index));
+    SetLogTag(absl::StrCat(RoleName(so.config.task.type), so.config.task.index));
   }
   PS_RETURN_IF_ERROR(CreateSyncStrategy(so, &s->setup_));
   if (options.strategy == StrategyKind::kMirrored) {

@@ -356,7 +356,9 @@ void ExpectCluster(const ClusterSpec& cluster, AddressOf address_of) {
   EXPECT_EQ(cluster.total_tasks(), 5);
   for (const std::string& job : cluster.jobs()) {
     for (int i = 0; i < cluster.num_tasks(job); ++i) {
-      EXPECT_EQ(cluster.tasks(job)[i], address_of(TaskId{job, i})) << job << ":" << i;
+      absl::StatusOr<Role> role = RoleFromTaskType(job);
+      ASSERT_TRUE(role.ok()) << role.status();
+      EXPECT_EQ(cluster.tasks(job)[i], address_of(TaskId{*role, i})) << job << ":" << i;
     }
   }
 }
@@ -488,7 +490,7 @@ std::map<std::string, std::vector<std::string>> ComposeVolumes() {
 
 // The compose service name of a task: "chief", "ps0", "worker1".
 std::string ComposeName(const TaskId& task) {
-  return task.type == "chief" ? "chief" : absl::StrCat(task.type, task.index);
+  return task.type == Role::kChief ? "chief" : absl::StrCat(RoleName(task.type), task.index);
 }
 
 TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
@@ -512,11 +514,12 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
     EXPECT_TRUE(absl::StartsWith(service.restart, "on-failure")) << service.restart;
     ASSERT_FALSE(service.command.empty());
     EXPECT_TRUE(binaries.count(service.command[0])) << service.command[0] << " not in image";
-    const std::string expected_binary = config.task.type == "ps" ? "ps_server" : config.task.type;
+    const std::string type(RoleName(config.task.type));
+    const std::string expected_binary = config.task.type == Role::kPs ? "ps_server" : type;
     EXPECT_EQ(service.command[0], expected_binary);
-    ExpectFaultToleranceFlags(config.task.type, service.command);
+    ExpectFaultToleranceFlags(type, service.command);
     ExpectMetricsFlags(service.command);
-    if (config.task.type != "chief") {
+    if (config.task.type != Role::kChief) {
       EXPECT_THAT(service.volumes, testing::IsEmpty());
     }
   }
@@ -676,11 +679,12 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     const std::vector<std::string> tf_configs = EnvValues(doc, "TF_CONFIG");
     ASSERT_EQ(tf_configs.size(), 1u);
     const TfConfig config = MustParse(name, tf_configs[0]);
-    EXPECT_EQ(absl::StrCat("pstrain-", config.task.type, "-", config.task.index), name);
+    const std::string type(RoleName(config.task.type));
+    EXPECT_EQ(absl::StrCat("pstrain-", type, "-", config.task.index), name);
     if (cluster_json.empty()) cluster_json = config.cluster.ToJson();
     EXPECT_EQ(config.cluster.ToJson(), cluster_json) << "clusters differ";
     ExpectCluster(config.cluster, [](const TaskId& t) {
-      return absl::StrCat("pstrain-", t.type, "-", t.index, ":2222");
+      return absl::StrCat("pstrain-", RoleName(t.type), "-", t.index, ":2222");
     });
 
     // The headless Service of the same name selects exactly this Job's pods.
@@ -688,7 +692,7 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     const std::vector<std::string>& service = services.at(name);
     EXPECT_EQ(NestedValue(service, "spec", "clusterIP"), "None");
     EXPECT_EQ(NestedValue(service, "spec", "publishNotReadyAddresses"), "true");
-    const std::string task_label = absl::StrCat(config.task.type, "-", config.task.index);
+    const std::string task_label = absl::StrCat(type, "-", config.task.index);
     EXPECT_EQ(NestedValue(service, "selector", "pstrain/task", 2), task_label);
     EXPECT_THAT(AllValues(doc, "pstrain/task"), testing::Each(task_label));
     EXPECT_THAT(AllValues(service, "port"), ElementsAre("2222", kMetricsPort));
@@ -709,9 +713,9 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     const std::vector<std::string> command = FlowList(commands[0]);
     ASSERT_FALSE(command.empty());
     EXPECT_TRUE(binaries.count(command[0])) << command[0] << " not in image";
-    ExpectFaultToleranceFlags(config.task.type, command);
+    ExpectFaultToleranceFlags(type, command);
     ExpectMetricsFlags(command);
-    if (config.task.type == "chief") {
+    if (config.task.type == Role::kChief) {
       // The job spec comes from the ConfigMap mounted at /etc/pstrain/job, the checkpoints
       // go to the PersistentVolumeClaim.
       EXPECT_THAT(command, testing::Contains("--job=/etc/pstrain/job/fashion_mnist.json"));
@@ -902,7 +906,7 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
       const TfConfig config = MustParse(
           type, absl::StrCat("{\"cluster\":", cluster->ToJson(), ",\"task\":{\"type\":\"",
                              task_type, "\",\"index\":", i, "},\"environment\":\"cloud\"}"));
-      EXPECT_EQ(config.task.type, task_type);
+      EXPECT_EQ(RoleName(config.task.type), task_type);
     }
   }
 }
