@@ -61,13 +61,16 @@ TEST(ParseTfConfigTest, TensorFlowExample) {
 TEST(ParseTfConfigTest, AddressLookup) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(kTfExample);
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(*config->cluster.address({"worker", 1}), "h:3");
-  EXPECT_EQ(config->cluster.address({"worker", 2}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(config->cluster.address({"worker", 2}).status().message(), HasSubstr("worker:2"));
-  EXPECT_EQ(config->cluster.address({"evaluator", 0}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(config->cluster.address({"bogus", 0}).status().code(),
+  EXPECT_EQ(*config->cluster.address({Role::kWorker, 1}), "h:3");
+  EXPECT_EQ(config->cluster.address({Role::kWorker, 2}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(config->cluster.address({Role::kWorker, 2}).status().message(),
+              HasSubstr("worker:2"));
+  EXPECT_EQ(config->cluster.address({Role::kEvaluator, 0}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(config->cluster.address({Role::kAdmin, 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(config->cluster.address({"worker", -1}).status().code(),
+  EXPECT_EQ(config->cluster.address({Role::kWorker, -1}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -200,7 +203,7 @@ TEST(ParseTfConfigTest, MasterIsTheChief) {
   EXPECT_TRUE(config->cluster.has_job("chief"));
   EXPECT_TRUE(config->cluster.has_job("master"));
   EXPECT_THAT(config->cluster.tasks("chief"), ElementsAre("h:1"));
-  EXPECT_EQ(*config->cluster.address({"master", 0}), "h:1");
+  EXPECT_EQ(*config->cluster.address({Role::kChief, 0}), "h:1");
   EXPECT_EQ(config->cluster.ToJson(), R"({"master":["h:1"],"worker":["h:2"]})");
 
   EXPECT_THAT(ParseError(WithTask(R"({"master":["h:1"],"chief":["h:2"]})",

@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerRing>> MultiWorkerRing::Start(
   const int left = (rank + n - 1) % n;
   const TaskId sender = RingTasks(config)[left];
   ring->service_ =
-      std::make_unique<CollectiveService>(&ring->mailbox_, left, sender.type, sender.index);
+      std::make_unique<CollectiveService>(&ring->mailbox_, left, std::string(RoleName(sender.type)),
+                                          sender.index);
   PS_ASSIGN_OR_RETURN(ring->server_, serve(ring->service_.get(), ring->options_.addresses[rank]));
   PS_ASSIGN_OR_RETURN(ring->transport_, GrpcRingTransport::Create(ring->options_, &ring->mailbox_));
   return ring;
