@@ -6,7 +6,7 @@
 // task is heard from; its users feed it:
 //  - the chief daemon from its RegisterTask and Heartbeat RPCs (chief/rpc/chief_service.h),
 //    and the coordinator's lost workers (ReportLost);
-//  - a custom loop's chief (pstrain/internal/parameter_server_cluster.h) from the status
+//  - a custom loop's chief (pstrain/internal/chief_task.h) from the status
 //    polls it makes anyway (Heard: WatchedWorker, distribute/watched_worker.h, turns the
 //    scheduler's Ready polls into them) and the scheduler's lost workers (ReportLost).
 //

@@ -47,7 +47,7 @@ namespace pstrain::distribute {
 
 namespace internal {
 class FunctionClosure;
-class ParameterServerCluster;
+class RoleTask;
 }  // namespace internal
 
 // The result of a scheduled function (TensorFlow's RemoteValue).
@@ -144,7 +144,7 @@ class ClusterCoordinator {
  private:
   template <typename T>
   friend class RemoteValue;
-  explicit ClusterCoordinator(internal::ParameterServerCluster* cluster) : cluster_(cluster) {}
+  explicit ClusterCoordinator(internal::RoleTask* task) : task_(task) {}
   int RegisterFunction(const std::string& name,
                        std::function<absl::StatusOr<std::vector<double>>(DistributedIterator&)> fn);
   std::shared_ptr<internal::FunctionClosure> ScheduleFunction(int index, const std::string& name,
@@ -152,8 +152,7 @@ class ClusterCoordinator {
   static absl::StatusOr<std::vector<double>> WaitFor(const internal::FunctionClosure& state);
   static bool IsDone(const internal::FunctionClosure& state);
 
-  internal::ParameterServerCluster* const cluster_;  // Not owned.
-  int iterators_ = 0;
+  internal::RoleTask* const task_;  // Not owned: the strategy's.
 };
 
 template <typename T>

@@ -42,7 +42,7 @@ using ::pstrain::RoleName;
 using ::pstrain::TaskId;
 
 namespace internal {
-class ParameterServerCluster;
+class RoleTask;
 template <typename R>
 struct StatusOrValue;
 template <typename T>
@@ -210,8 +210,9 @@ class Strategy {
   // has not answered for chief_timeout. Errors: FAILED_PRECONDITION on any other task.
   virtual absl::Status JoinServer();
 
-  // The parameter_server strategy's cluster, for ClusterCoordinator; null otherwise.
-  virtual internal::ParameterServerCluster* parameter_server_cluster() { return nullptr; }
+  // The parameter_server strategy's task (its role's class), for ClusterCoordinator; null
+  // otherwise.
+  virtual internal::RoleTask* parameter_server_task() { return nullptr; }
 
   // Checkpoints of the model's state, tf.train.CheckpointManager's save() and a restore
   // of its latest_checkpoint: the values, optimizer slots and update counts of the

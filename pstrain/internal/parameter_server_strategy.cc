@@ -13,7 +13,11 @@
 #include "common/training/evaluator.h"
 #include "ps_server/client/ps_recovery.h"
 #include "ps_server/client/sharded_variables.h"
+#include "pstrain/internal/chief_task.h"
+#include "pstrain/internal/placement_fingerprint.h"
+#include "pstrain/internal/start_role_task.h"
 #include "pstrain/internal/tf_config.h"
+#include "pstrain/internal/worker_task.h"
 #include "pstrain/preemption.h"
 #include "worker/ps_trainer.h"
 #include "distribute/replicated_model.h"
@@ -82,24 +86,24 @@ class ChiefModel : public PsModel {
   // Places the variables and creates them on the ps tasks with their initial values;
   // returns them for the strategy to own (it must outlive this model).
   absl::StatusOr<std::unique_ptr<ShardedVariables>> CreateVariables(
-      ParameterServerCluster* cluster, const ModelOptions& options) {
+      ChiefTask* chief, const ModelOptions& options) {
     OptimizerConfig optimizer = options.optimizer;
     if (options.scale_learning_rate) {
       // Every worker pushes its own batch's gradient: the rate grows with the workers.
       optimizer.set_learning_rate(optimizer.learning_rate() *
-                                  static_cast<float>(cluster->num_workers()));
+                                  static_cast<float>(chief->num_workers()));
     }
     // Non-trainable variables (BatchNormalization's moving statistics) live on the ps too,
     // folding in each push's batch statistics as a moving average (as the chief's job does).
     AddMovingAverageRules(variables(), &optimizer);
-    PS_RETURN_IF_ERROR(cluster->WaitForPs());
-    auto sharded = std::make_unique<ShardedVariables>(model(), cluster->ps_clients(), optimizer,
+    PS_RETURN_IF_ERROR(chief->WaitForPs());
+    auto sharded = std::make_unique<ShardedVariables>(model(), chief->ps_clients(), optimizer,
                                                       ConsistencyConfig());
     sharded->SetInitialValues(options.initial_weights);
     PS_RETURN_IF_ERROR(sharded->Create(options.placement, options.seed));
-    cluster->set_placement_fingerprint(PlacementFingerprint(sharded->placement()));
+    chief->set_placement_fingerprint(PlacementFingerprint(sharded->placement()));
     LogInfo(absl::StrCat("created ", variables().size(), " variables on ",
-                         cluster->num_ps(), " ps tasks"));
+                         chief->num_ps(), " ps tasks"));
     sharded_ = sharded.get();
     return sharded;
   }
@@ -146,13 +150,13 @@ class WorkerModel : public PsModel {
 
   // Places the variables as the chief does (the same pure function of the model, the
   // policy and the ps count) and makes the trainer that pulls and pushes them.
-  absl::Status Connect(ParameterServerCluster* cluster, const ModelOptions& options) {
-    const int worker = cluster->config().task.index;
+  absl::Status Connect(WorkerTask* task, const ModelOptions& options) {
+    const int worker = task->config().task.index;
     PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
-                        PlaceVariables(ShapesOf(*model()), cluster->num_ps(), options.placement));
-    cluster->function_runner()->SetPlacementFingerprint(PlacementFingerprint(placement));
+                        PlaceVariables(ShapesOf(*model()), task->num_ps(), options.placement));
+    task->function_runner()->SetPlacementFingerprint(PlacementFingerprint(placement));
     PS_ASSIGN_OR_RETURN(trainer_,
-                        PsTrainer::Create(model(), cluster->ps_clients(), placement,
+                        PsTrainer::Create(model(), task->ps_clients(), placement,
                                           ReplicaDropoutSeed(options.seed, 0, worker)));
     trainer_->SetConsistency(absl::StrCat("worker ", worker), /*send_versions=*/false);
     return absl::OkStatus();
@@ -200,6 +204,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   PS_ASSIGN_OR_RETURN(TfConfig config, ReadTfConfig(options));
   std::unique_ptr<ParameterServerStrategy> s(new ParameterServerStrategy());
   s->device_ = options.device;
+  s->ps_recovery_timeout_ = options.ps_recovery_timeout;
   if (config.task.type == Role::kWorker) {
     std::string note;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options.device, &note);
@@ -210,13 +215,13 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
     if (!note.empty()) LogInfo(note);
     s->first_backend_ = *std::move(backend);
   }
-  PS_ASSIGN_OR_RETURN(s->cluster_, ParameterServerCluster::Start(options, std::move(config)));
+  PS_ASSIGN_OR_RETURN(s->task_, StartRoleTask(options, std::move(config)));
   return s;
 }
 
 absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::CreateModel(
     const ModelOptions& options) {
-  const Role role = cluster_->role();
+  const Role role = task_->role();
   if (role == Role::kPs) {
     return absl::FailedPreconditionError("a ps task holds variables and makes no model: call "
                                          "Strategy::JoinServer");
@@ -230,31 +235,35 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> ParameterServerStrategy::Creat
       role == Role::kWorker ? std::move(first_backend_) : CreateCpuBackend();
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(options, backend.get()));
   std::unique_ptr<DistributedModel> out;
-  if (role == Role::kChief) {
+  if (ChiefTask* chief_task = task_->chief(); chief_task != nullptr) {
     auto chief = std::make_unique<ChiefModel>(std::move(backend), std::move(model), options.loss);
-    PS_ASSIGN_OR_RETURN(variables_, chief->CreateVariables(cluster_.get(), options));
+    PS_ASSIGN_OR_RETURN(variables_, chief->CreateVariables(chief_task, options));
     checkpoint_job_ = CheckpointJob(options);
-    cluster_->set_recover_ps([this] { return RecoverPs(); });
+    chief_task->set_recover_ps([this] { return RecoverPs(); });
     out = std::move(chief);
   } else {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> eval_model, BuildModel(options, backend.get()));
     auto worker = std::make_unique<WorkerModel>(std::move(backend), std::move(model),
                                                 std::move(eval_model), options.loss);
-    PS_RETURN_IF_ERROR(worker->Connect(cluster_.get(), options));
+    PS_RETURN_IF_ERROR(worker->Connect(task_->worker(), options));
     out = std::move(worker);
   }
   has_model_ = true;
   return out;
 }
 
+void ParameterServerStrategy::LeaveTasksRunning() {
+  if (ChiefTask* chief = task_->chief(); chief != nullptr) chief->LeaveTasksRunning();
+}
+
 absl::Status ParameterServerStrategy::JoinServer() {
-  if (cluster_->role() != Role::kPs) return Strategy::JoinServer();
-  return cluster_->Serve();
+  if (task_->role() != Role::kPs) return Strategy::JoinServer();
+  return task_->Serve();
 }
 
 absl::Status ParameterServerStrategy::RunReplicas(
     const std::function<absl::Status(const ReplicaContext&)>& fn, const DistributedBatch& batch) {
-  if (cluster_->role() != Role::kWorker) {
+  if (task_->role() != Role::kWorker) {
     return absl::FailedPreconditionError(kRunOnWorkers);
   }
   PS_RETURN_IF_ERROR(CheckBatch(batch));
@@ -262,10 +271,10 @@ absl::Status ParameterServerStrategy::RunReplicas(
 }
 
 absl::Status ParameterServerStrategy::CheckChiefWithVariables(const char* what) const {
-  if (cluster_->role() != Role::kChief) {
+  if (task_->role() != Role::kChief) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, ": the parameter_server chief saves and restores the variables; this is ",
-        TaskIdToString(cluster_->config().task)));
+        TaskIdToString(task_->config().task)));
   }
   if (variables_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -327,7 +336,7 @@ absl::Status ParameterServerStrategy::RecoverPs() {
 
 absl::Status ParameterServerStrategy::RecoverPsLocked() {
   PsRecovery::Options options;
-  options.timeout = cluster_->options().ps_recovery_timeout;
+  options.timeout = ps_recovery_timeout_;
   options.seed = checkpoint_job_.seed;
   // A preemption (pstrain/preemption.h) while the ps is awaited ends the wait: the loop
   // then exits for its restart instead of holding the signal for up to the timeout.

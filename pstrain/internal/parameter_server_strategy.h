@@ -21,7 +21,7 @@
 #include "common/model/job_spec.h"
 #include "ps_server/client/checkpointer.h"
 #include "ps_server/client/sharded_variables.h"
-#include "pstrain/internal/parameter_server_cluster.h"
+#include "pstrain/internal/role_task.h"
 #include "pstrain/strategy.h"
 
 namespace pstrain::distribute::internal {
@@ -31,15 +31,15 @@ class ParameterServerStrategy : public Strategy {
   // Errors: as CreateStrategy.
   static absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> Create(
       const StrategyOptions& options);
-  // The cluster goes first: its scheduler's threads may call RecoverPs, which uses the
-  // variables and checkpoints below.
-  ~ParameterServerStrategy() override { cluster_.reset(); }
+  // The task goes first: the chief's scheduler's threads may call RecoverPs, which uses
+  // the variables and checkpoints below.
+  ~ParameterServerStrategy() override { task_.reset(); }
 
   StrategyKind kind() const override { return StrategyKind::kParameterServer; }
   std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return 1; }
-  const TaskId& task() const override { return cluster_->config().task; }
-  bool is_chief() const override { return cluster_->role() == Role::kChief; }
+  const TaskId& task() const override { return task_->config().task; }
+  bool is_chief() const override { return task_->role() == Role::kChief; }
   // Chief: creates the variables on the ps tasks (placed by options.placement), the
   // learning rate scaled by the workers with scale_learning_rate; worker: the model it
   // computes on and the ps clients it pushes through. Errors: FAILED_PRECONDITION on a ps
@@ -47,13 +47,13 @@ class ParameterServerStrategy : public Strategy {
   absl::StatusOr<std::unique_ptr<DistributedModel>> CreateModel(
       const ModelOptions& options) override;
   absl::Status JoinServer() override;
-  ParameterServerCluster* parameter_server_cluster() override { return cluster_.get(); }
+  RoleTask* parameter_server_task() override { return task_.get(); }
   // Chief: checkpoints of the variables on the ps tasks (see Strategy::Save).
   absl::StatusOr<std::string> Save(const std::string& dir, const TrainingProgress& progress)
       override ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   absl::StatusOr<TrainingProgress> Restore(const std::string& dir) override
       ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
-  void LeaveTasksRunning() override { cluster_->LeaveTasksRunning(); }
+  void LeaveTasksRunning() override;
 
   // Chief: waits (StrategyOptions::ps_recovery_timeout) until every ps answers and
   // recreates the shards of any that came back empty, from the newest checkpoint in the
@@ -78,6 +78,7 @@ class ParameterServerStrategy : public Strategy {
   ParameterServerStrategy() = default;
 
   std::string device_;
+  absl::Duration ps_recovery_timeout_;
   std::unique_ptr<Backend> first_backend_;  // made at creation so a bad device fails at once
   // Errors: FAILED_PRECONDITION unless this is the chief and CreateModel made the
   // variables (`what` names the call).
@@ -87,7 +88,8 @@ class ParameterServerStrategy : public Strategy {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status RecoverPsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
 
-  std::unique_ptr<ParameterServerCluster> cluster_;
+  // This task, as its role runs it (chief, worker or ps).
+  std::unique_ptr<RoleTask> task_;
   bool has_model_ = false;
   // Chief, once CreateModel made the variables: where they live, and what a checkpoint
   // records of the job (the model, compile settings and seed).
