@@ -336,7 +336,11 @@ chmod 644 "$work"/certs/*.key   # the image runs as uid 10001 (docker-compose.tl
 rm -f "$work/certs/ca.key"      # signs identities; no task needs it
 # Compose's own merge of the two files (command and healthcheck replaced, volumes added),
 # with the override's ./certs (relative to deploy/compose) pointing at this run's folder.
-python3 - "$compose_file" deploy/compose/docker-compose.tls.yml "$work/certs" \
+# The chief trains --fault_epochs (40) here: the checks below (five docker execs and two
+# docker runs) must fall inside the training, and the Compose file's 10 epochs of about 2 s
+# were over before the second docker run on a loaded machine (the chief had exited: the
+# admin's psctl met a refused connection).
+python3 - "$compose_file" deploy/compose/docker-compose.tls.yml "$work/certs" "$fault_epochs" \
   >"$active_compose" <<'EOF' || fail "writing the TLS run's compose file"
 import sys, yaml
 compose = yaml.safe_load(open(sys.argv[1]))
@@ -349,6 +353,7 @@ for name, service in compose["services"].items():
             service[key] = extra[key]
     service["volumes"] = service.get("volumes", []) + [
         v.replace("./certs:", sys.argv[3] + ":", 1) for v in extra.get("volumes", [])]
+compose["services"]["chief"]["command"].append("--epochs=" + sys.argv[4])
 yaml.safe_dump(compose, sys.stdout, sort_keys=False)
 EOF
 started=$(date +%s)
