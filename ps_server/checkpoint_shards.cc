@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -54,7 +55,7 @@ absl::StatusOr<std::string> CheckpointShards::Folder(const std::string& checkpoi
                                                      bool committed) const {
   if (committed ? !IsCommittedCheckpointName(checkpoint) : !IsTempCheckpointName(checkpoint)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "\"", checkpoint.substr(0, 64), "\" is not the name of a ",
+        "\"", absl::CHexEscape(checkpoint.substr(0, 64)), "\" is not the name of a ",
         committed ? "checkpoint folder (ckpt-<step>)"
                   : "temporary checkpoint folder (.tmp-ckpt-<step>-<pid>-<n>)"));
   }
