@@ -331,7 +331,9 @@ TEST(VariableStoreTest, PushesByWorkerKeepAtMost1024NamesAndCountTheRest) {
   int64_t total = 0;
   for (const WorkerPushes& w : status.workers()) {
     total += w.pushes();
-    if (w.worker() == "(other workers)") EXPECT_EQ(w.pushes(), 6);
+    if (w.worker() == "(other workers)") {
+      EXPECT_EQ(w.pushes(), 6);
+    }
     if (w.worker() == "w7") {
       EXPECT_EQ(w.pushes(), 2);
       EXPECT_EQ(w.step(), 5000);

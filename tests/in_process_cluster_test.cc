@@ -63,7 +63,9 @@ std::string RunTinyCluster(const std::string& job_path) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(exit_codes[i], 0) << "task " << i;
   const std::vector<double> losses = ParseEpochLosses(out.str());
   EXPECT_EQ(losses.size(), 4u) << out.str();
-  if (!losses.empty()) EXPECT_LT(losses.back(), losses.front()) << out.str();
+  if (!losses.empty()) {
+    EXPECT_LT(losses.back(), losses.front()) << out.str();
+  }
   return out.str();
 }
 

@@ -192,6 +192,15 @@ TEST(TlsClusterTest, AParameterServerJobTrainsOverMutualTlsAndRefusesEveryoneEls
     const grpc::Status checked = health->Check(Context().get(), check, &serving);
     EXPECT_TRUE(checked.ok()) << checked.error_message();
     EXPECT_EQ(serving.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    // Anyone may call it, so it takes only what a health check needs: a 1 MiB service
+    // name is refused before any handler, and the port still answers.
+    grpc::health::v1::HealthCheckRequest oversized;
+    oversized.set_service(std::string(1 << 20, 'x'));
+    grpc::health::v1::HealthCheckResponse unused;
+    const grpc::Status too_big = health->Check(Context().get(), oversized, &unused);
+    EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << too_big.error_message();
+    EXPECT_TRUE(health->Check(Context().get(), check, &serving).ok());
     auto chief_on_health = Chief::NewStub(CreateChannel(health_address));
     ChiefStatusRequest chief_request;
     ChiefStatusResponse chief_status;

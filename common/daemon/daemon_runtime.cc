@@ -56,6 +56,12 @@ absl::Status DaemonRuntime::Serve(std::vector<grpc::Service*> services) {
     ServerOptions health_options;
     health_options.listen_address =
         absl::StrCat(listen.substr(0, listen.rfind(':')), ":", options_.health_port);
+    // Anyone may call it (no token, no certificate), and a health check is a service
+    // name: a peer gets a few KiB per call and a few MiB in all, not the daemon's
+    // 256 MiB messages and its receive memory.
+    health_options.max_receive_message_bytes = kMaxHealthMessageBytes;
+    health_options.memory_quota_bytes = kHealthServerMemoryBytes;
+    health_options.max_concurrent_streams = kHealthServerConcurrentCalls;
     absl::StatusOr<RunningServer> started = StartServer(health_options);
     if (!started.ok()) {
       server.server->Shutdown();

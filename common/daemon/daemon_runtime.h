@@ -51,6 +51,7 @@
 // Tests build a DaemonRuntime directly (no flags, no signal thread) and run a task's body
 // in a thread; requesting shutdown() stops it.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +67,11 @@
 #include "common/rpc/grpc_util.h"
 
 namespace pstrain {
+
+// The plaintext --health_port server's bounds (it serves grpc.health.v1 to anyone).
+inline constexpr int kMaxHealthMessageBytes = 4 << 10;
+inline constexpr int64_t kHealthServerMemoryBytes = int64_t{4} << 20;
+inline constexpr int kHealthServerConcurrentCalls = 16;
 
 // What every daemon server carries besides its own services (see the seams above).
 struct ServerHooks {

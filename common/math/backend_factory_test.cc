@@ -92,7 +92,9 @@ TEST(BackendFactoryTest, MalformedDeviceIsInvalidArgument) {
 // it does not (0 devices without CUDA, or on the build machines' CUDA build with no GPU).
 TEST(BackendFactoryTest, DeviceCountBoundsTheOrdinalsThatOpen) {
   const int count = CudaDeviceCount();
-  if (!BuiltWithCuda()) EXPECT_EQ(count, 0);
+  if (!BuiltWithCuda()) {
+    EXPECT_EQ(count, 0);
+  }
   for (int i = 0; i < count; ++i) {
     auto backend = CreateBackend("cuda:" + std::to_string(i), nullptr);
     EXPECT_TRUE(backend.ok()) << i << ": " << backend.status();

@@ -63,7 +63,9 @@ TEST(ModelMemoryTest, AModelOverTheBudgetIsRefusedNamingItsLargestLayer) {
   EXPECT_TRUE(CheckModelMemory(*Mlp(64), use, "worker 0").ok());
   // So large that every size saturates: still refused, never wrapped to a small size.
   std::unique_ptr<Model> absurd = Mlp(int64_t{1} << 60);
-  if (absurd != nullptr) EXPECT_FALSE(CheckModelMemory(*absurd, use, "chief").ok());
+  if (absurd != nullptr) {
+    EXPECT_FALSE(CheckModelMemory(*absurd, use, "chief").ok());
+  }
   SetMemoryBudgetForTesting(0);
 }
 

@@ -98,7 +98,7 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options) {
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
   // take some of the connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                              MillisecondsArg(options.max_connection_age));

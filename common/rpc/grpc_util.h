@@ -42,6 +42,9 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::Minutes(15);
   // Calls one connection may have in flight at once.
   int max_concurrent_streams = 256;
+  // The largest message a call may send the server (larger ones are refused with
+  // RESOURCE_EXHAUSTED before a handler runs).
+  int max_receive_message_bytes = kMaxMessageBytes;
   // The memory gRPC may hold for this server's connections (a grpc::ResourceQuota), above
   // all the bytes of messages still arriving, which no handler has seen: a message that
   // announces 250 MiB and stops half-way is held whole until it completes or its
