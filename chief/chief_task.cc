@@ -178,8 +178,12 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenCheckpointToRestore(
     return opened;
   }
   if (options.checkpoint.dir.empty()) return nullptr;
+  // A sharded checkpoint here is restored by the ps tasks, each reading its own rows: the
+  // chief reads only its manifest.
+  CheckpointReader::OpenOptions open;
+  open.load_sharded_tensors = false;
   absl::StatusOr<std::unique_ptr<CheckpointReader>> found =
-      CheckpointReader::Open(options.checkpoint.dir);
+      CheckpointReader::Open(options.checkpoint.dir, open);
   if (found.ok()) return found;
   if (absl::IsNotFound(found.status())) {
     LogInfo(absl::StrCat("no checkpoint in ", options.checkpoint.dir,

@@ -15,8 +15,10 @@ absl::Status Named(const std::string& name, const absl::Status& status) {
 
 class LocalPsClient final : public PsClient {
  public:
-  LocalPsClient(int ps_index, VariableStore* store)
-      : name_(absl::StrCat("ps task ", ps_index, " (in-process)")), store_(store) {}
+  LocalPsClient(int ps_index, VariableStore* store, const CheckpointShards* shards)
+      : name_(absl::StrCat("ps task ", ps_index, " (in-process)")),
+        store_(store),
+        shards_(shards) {}
 
   using PsClient::CreateVariables;
   using PsClient::Pull;
@@ -59,7 +61,11 @@ class LocalPsClient final : public PsClient {
     return Pull(names, versions);
   }
 
-  absl::StatusOr<PsStatusResponse> GetStatus() override { return DescribeStore(*store_); }
+  absl::StatusOr<PsStatusResponse> GetStatus() override {
+    PsStatusResponse status = DescribeStore(*store_);
+    status.set_checkpoint_shards(shards_ != nullptr);
+    return status;
+  }
 
   absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
       absl::Span<const std::string> names) override {
@@ -93,15 +99,31 @@ class LocalPsClient final : public PsClient {
     return Named(name_, store_->PushRows(gradients, context));
   }
 
+  absl::StatusOr<ShardFile> WriteCheckpointShard(const std::string& checkpoint, int ps_index,
+                                                 const std::vector<ShardSlice>& slices) override {
+    if (shards_ == nullptr) return PsClient::WriteCheckpointShard(checkpoint, ps_index, slices);
+    absl::StatusOr<ShardFile> file = shards_->Write(checkpoint, ps_index, slices);
+    if (!file.ok()) return Named(name_, file.status());
+    return file;
+  }
+
+  absl::Status RestoreCheckpointShard(const std::string& checkpoint,
+                                      const std::vector<ShardSlice>& slices) override {
+    if (shards_ == nullptr) return PsClient::RestoreCheckpointShard(checkpoint, slices);
+    return Named(name_, shards_->Restore(checkpoint, slices));
+  }
+
  private:
   const std::string name_;
-  VariableStore* store_;  // Not owned.
+  VariableStore* store_;                   // Not owned.
+  const CheckpointShards* const shards_;   // Not owned; may be null.
 };
 
 }  // namespace
 
-std::unique_ptr<PsClient> CreateLocalPsClient(int ps_index, VariableStore* store) {
-  return std::make_unique<LocalPsClient>(ps_index, store);
+std::unique_ptr<PsClient> CreateLocalPsClient(int ps_index, VariableStore* store,
+                                              const CheckpointShards* shards) {
+  return std::make_unique<LocalPsClient>(ps_index, store, shards);
 }
 
 }  // namespace pstrain

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/checkpoint/shard_files.h"
 #include "common/model/row_initializer.h"
 #include "common/tensor.h"
 #include "common/variable_snapshot.h"
@@ -97,6 +98,21 @@ class PsClient {
   }
   virtual absl::Status PushRows(absl::Span<const SparseGradient>, const PushContext&) {
     return absl::UnimplementedError(name() + ": no row-sparse pushes");
+  }
+
+  // Sharded checkpoints (the ps's WriteCheckpointShard and RestoreCheckpointShard): the
+  // ps writes `slices` (its shards) into the temporary checkpoint folder `checkpoint` of
+  // the folder it shares with the chief, as file shard-<ps_index>, and answers what it
+  // wrote; or restores `slices` from committed checkpoint `checkpoint`.
+  // Errors: as CheckpointShards (ps_server/checkpoint_shards.h), or the transport's; a
+  // client or a ps that does not carry them answers UNIMPLEMENTED, a ps without a
+  // checkpoint folder FAILED_PRECONDITION.
+  virtual absl::StatusOr<ShardFile> WriteCheckpointShard(const std::string&, int,
+                                                         const std::vector<ShardSlice>&) {
+    return absl::UnimplementedError(name() + ": no sharded checkpoints");
+  }
+  virtual absl::Status RestoreCheckpointShard(const std::string&, const std::vector<ShardSlice>&) {
+    return absl::UnimplementedError(name() + ": no sharded checkpoints");
   }
 };
 

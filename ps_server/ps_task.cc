@@ -1,12 +1,17 @@
 #include "ps_server/ps_task.h"
 
+#include <memory>
+#include <string>
+
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
 #include "common/memory_budget.h"
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/task_runtime.h"
 #include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
+#include "ps_server/checkpoint_shards.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
@@ -17,6 +22,15 @@ ABSL_FLAG(std::string, ps_request_memory, "",
           "not fit what is free is refused at once (RESOURCE_EXHAUSTED). Bytes with a "
           "K/M/G/T suffix or a share of the machine's memory (\"10%\"); empty: a quarter "
           "of --max_memory");
+
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "The job's checkpoint folder, shared with the chief (the same folder, not merely "
+          "the same path: a shared volume): the ps writes and restores its own shards of "
+          "sharded checkpoints there. Empty: the chief reads every shard and writes the "
+          "checkpoints itself (format 1)");
+ABSL_FLAG(absl::Duration, testing_checkpoint_shard_delay, absl::ZeroDuration(),
+          "Fault injection for tests: pause after writing a checkpoint shard, before "
+          "syncing it and answering");
 
 namespace pstrain {
 namespace {
@@ -70,6 +84,14 @@ int RunPsTask(DaemonRuntime* runtime) {
       },
       options);
   service.set_metrics(&ps_metrics);
+  std::unique_ptr<CheckpointShards> checkpoint_shards;
+  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+    CheckpointShards::Options shard_options;
+    shard_options.delay_before_sync = absl::GetFlag(FLAGS_testing_checkpoint_shard_delay);
+    checkpoint_shards = std::make_unique<CheckpointShards>(&store, dir, shard_options);
+    service.set_checkpoint_shards(checkpoint_shards.get());
+    LogInfo(absl::StrCat("writes and restores its checkpoint shards in ", dir));
+  }
   absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
   if (!task.ok()) {
     LogError(task.status().message());

@@ -164,7 +164,8 @@ std::string WriteTinyJob(const std::string& name, const nlohmann::json& patch) {
 TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
                              const std::vector<std::string>& task_flags,
                              const std::vector<std::string>& chief_flags,
-                             const std::map<int, std::vector<std::string>>& worker_flags) {
+                             const std::map<int, std::vector<std::string>>& worker_flags,
+                             const std::vector<std::string>& ps_flags) {
   TestCluster cluster;
   absl::StatusOr<std::vector<int>> ports = PickFreePorts(1 + num_ps + num_workers);
   EXPECT_TRUE(ports.ok()) << ports.status();
@@ -176,7 +177,9 @@ TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
   const std::vector<std::pair<std::string, std::vector<std::string>>> spec = {
       {"chief", {cluster.chief}}, {"ps", cluster.ps}, {"worker", cluster.workers}};
   for (int i = 0; i < num_ps; ++i) {
-    EXPECT_TRUE(group.Start({absl::StrCat("ps", i), "ps_server/ps_server", task_flags,
+    std::vector<std::string> flags = task_flags;
+    flags.insert(flags.end(), ps_flags.begin(), ps_flags.end());
+    EXPECT_TRUE(group.Start({absl::StrCat("ps", i), "ps_server/ps_server", flags,
                              {{"TF_CONFIG", MakeTfConfig(spec, "ps", i)}}})
                     .ok());
   }

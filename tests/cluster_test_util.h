@@ -101,11 +101,13 @@ struct TestCluster {
 // Starts the real binaries of a parameter-server cluster in `group` on free loopback
 // ports: "ps0".., "worker0".. and then "chief", each configured only by its TF_CONFIG and
 // given `task_flags`; the chief also `chief_flags`, worker i also `worker_flags[i]` (a
-// straggler's delay, say). Workers compute on the CPU with one BLAS thread.
+// straggler's delay, say), every ps `ps_flags` (its --checkpoint_dir). Workers compute on
+// the CPU with one BLAS thread.
 TestCluster StartTestCluster(ProcessGroup& group, int num_ps, int num_workers,
                              const std::vector<std::string>& task_flags,
                              const std::vector<std::string>& chief_flags,
-                             const std::map<int, std::vector<std::string>>& worker_flags = {});
+                             const std::map<int, std::vector<std::string>>& worker_flags = {},
+                             const std::vector<std::string>& ps_flags = {});
 
 // Addresses on free loopback ports for a cluster of 1 chief, `ps` ps and `workers`
 // workers, in MakeTfConfig's form (deploy/local/local_cluster.h).

@@ -68,11 +68,15 @@ std::function<void(ProcessGroup&)> Send(int signal, std::vector<std::string> nam
 }
 
 // The tiny job for `epochs` epochs with checkpoints in `checkpoint_dir`, plus `extra`
-// chief flags, running `script` (may be null) on its lines.
+// chief flags, running `script` (may be null) on its lines; `num_ps` ps given `ps_args`
+// (sharded checkpoints: --checkpoint_dir).
 ProcessRun RunTinyJob(int epochs, const std::string& checkpoint_dir,
-                      const std::vector<std::string>& extra, Script* script) {
+                      const std::vector<std::string>& extra, Script* script,
+                      const std::vector<std::string>& ps_args = {}, int num_ps = 2) {
   LocalClusterOptions options;
   options.bin_dir = ".";
+  options.num_ps = num_ps;
+  options.ps_args = ps_args;
   options.chief_args = {"--job=tests/testdata/tiny_synthetic.json",
                         absl::StrCat("--epochs=", epochs), "--steps_per_call=2",
                         absl::StrCat("--checkpoint_dir=", checkpoint_dir)};
@@ -125,8 +129,8 @@ void ExpectEveryEpochWhole(const ProcessRun& run, const std::string& dir, int ep
 }
 
 // Every process exited 0; `restarted` names the one process restarted once.
-void ExpectCleanExits(ProcessRun& run, const std::string& restarted) {
-  ASSERT_EQ(run.exits.size(), 5u);
+void ExpectCleanExits(ProcessRun& run, const std::string& restarted, size_t processes = 5) {
+  ASSERT_EQ(run.exits.size(), processes);
   for (const auto& exit : run.exits) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n"
                                  << run.stderr_of[exit.name];
@@ -349,6 +353,81 @@ TEST(FaultToleranceTest, AChiefKilledWhileWritingACheckpointLeavesThePreviousOne
   // The interrupted write left no half checkpoint behind once a later one succeeded.
   for (const auto& entry : fs::directory_iterator(dir)) {
     EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), ".tmp-")) << entry.path();
+  }
+}
+
+// The manifest version of the newest checkpoint in `dir`, and no temporary folder left.
+int NewestVersionAndNoTemp(const std::string& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), ".tmp-")) << entry.path();
+  }
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> last = CheckpointReader::Open(dir);
+  EXPECT_TRUE(last.ok()) << last.status();
+  return last.ok() ? (*last)->version() : 0;
+}
+
+// Sharded checkpoints (the ps share the chief's folder): a ps killed while it writes its
+// shard of the epoch-2 checkpoint (a 2 s pause before it syncs and answers) fails that
+// write; the chief recovers it from the epoch-1 checkpoint, each ps reading its rows, and
+// the job completes with sharded checkpoints and no partial folder.
+TEST(FaultToleranceTest, APsKilledWhileWritingItsShardLeavesThePreviousCheckpoint) {
+  const std::string dir = FreshTestDir("ps_kill_in_shard");
+  Script script{{{"chief", true, "writing checkpoint", [](ProcessGroup&) {}},
+                 {"chief", true, "writing checkpoint", Send(SIGKILL, {"ps1"})}}};
+  ProcessRun run = RunTinyJob(
+      3, dir, {}, &script,
+      {absl::StrCat("--checkpoint_dir=", dir), "--testing_checkpoint_shard_delay=2s"});
+  ExpectCleanExits(run, "ps1");
+  const std::string& log = run.stderr_of["chief"];
+  size_t restored_at = 0;
+  const std::string restored =
+      WordAfter(log, "came back empty; its shards restored from ", &restored_at);
+  const std::vector<std::string> before = CheckpointsWritten(log, restored_at);
+  ASSERT_EQ(before.size(), 1u) << log;  // only epoch 1's was committed
+  EXPECT_EQ(restored, before[0]) << log;
+  EXPECT_EQ(NewestVersionAndNoTemp(dir), 2) << log;
+}
+
+// The chief killed in the middle of committing a sharded checkpoint (after every ps wrote
+// its shard, during a 2 s pause before the rename): the restarted chief removes the
+// folder, restores the previous checkpoint onto the ps (each reading its rows) and the
+// job completes.
+TEST(FaultToleranceTest, AChiefKilledWhileCommittingAShardedCheckpointLeavesThePreviousOne) {
+  const std::string dir = FreshTestDir("chief_kill_in_sharded_commit");
+  Script script{{{"chief", true, "writing checkpoint", [](ProcessGroup&) {}},
+                 {"chief", true, "writing checkpoint", Send(SIGKILL, {"chief"})}}};
+  ProcessRun run = RunTinyJob(3, dir, {"--testing_checkpoint_commit_delay=2s"}, &script,
+                              {absl::StrCat("--checkpoint_dir=", dir)});
+  ExpectCleanExits(run, "chief");
+  const std::string& log = run.stderr_of["chief"];
+  size_t restored_at = 0;
+  const std::string restored = WordAfter(log, "restored ", &restored_at);
+  const std::vector<std::string> before = CheckpointsWritten(log, restored_at);
+  ASSERT_EQ(before.size(), 1u) << log;
+  EXPECT_EQ(restored, before[0]) << log;
+  ExpectEveryEpochWhole(run, dir, 3, CountOf(log, ": 400 samples in "));
+  EXPECT_EQ(NewestVersionAndNoTemp(dir), 2) << log;
+}
+
+// A job checkpointed by 3 ps (sharded) resumes on 2 ps, then on 4: each run restores the
+// previous one's checkpoint shard by shard and trains one more epoch, every epoch whole.
+TEST(FaultToleranceTest, ShardedCheckpointsOfThreePsResumeOnTwoAndOnFour) {
+  const std::string dir = FreshTestDir("sharded_repartition");
+  const std::vector<std::string> ps_args = {absl::StrCat("--checkpoint_dir=", dir)};
+  int epochs = 0;
+  for (int num_ps : {3, 2, 4}) {
+    SCOPED_TRACE(absl::StrCat(num_ps, " ps"));
+    ++epochs;
+    ProcessRun run = RunTinyJob(epochs, dir, {}, nullptr, ps_args, num_ps);
+    ExpectCleanExits(run, "", 3 + num_ps);
+    const std::string& log = run.stderr_of["chief"];
+    if (epochs > 1) {
+      EXPECT_NE(log.find(absl::StrCat("onto ", num_ps, " ps")), std::string::npos) << log;
+      EXPECT_EQ(log.find("the chief reads it whole"), std::string::npos) << log;
+    }
+    EXPECT_EQ(log.find("(format 1)"), std::string::npos) << log;
+    ExpectEveryEpochWhole(run, dir, epochs, 1);
+    EXPECT_EQ(NewestVersionAndNoTemp(dir), 2) << log;
   }
 }
 

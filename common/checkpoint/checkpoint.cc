@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint/crc32c.h"
 #include "common/checkpoint/durable_file.h"
+#include "common/checkpoint/shard_files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -318,6 +319,68 @@ absl::StatusOr<std::string> CheckpointWriter::Write(const CheckpointContents& co
   return absl::StrCat(root_, "/", name);
 }
 
+absl::StatusOr<std::string> CheckpointWriter::BeginSharded(int64_t step) {
+  if (options_.keep < 1) return absl::InvalidArgumentError("keep_checkpoints must be >= 1");
+  if (step < 0) return absl::InvalidArgumentError("negative checkpoint step");
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root_, ": ", ec.message()));
+  static std::atomic<int> counter{0};
+  const std::string temp_name = absl::StrCat(kTempPrefix, CheckpointName(step), "-", ::getpid(),
+                                             "-", counter.fetch_add(1));
+  const std::string temp = absl::StrCat(root_, "/", temp_name);
+  fs::remove_all(temp, ec);
+  if (::mkdir(temp.c_str(), 0755) != 0) return ErrnoError("cannot create", temp);
+  // The ps tasks create their files in it: the entry must be durable before they answer.
+  PS_RETURN_IF_ERROR(FsyncPath(root_));
+  return temp_name;
+}
+
+absl::StatusOr<std::string> CheckpointWriter::CommitSharded(const std::string& temp_name,
+                                                            const CheckpointContents& header,
+                                                            const std::vector<ShardFile>& files) {
+  const std::string temp = absl::StrCat(root_, "/", temp_name);
+  const std::string name = CheckpointName(header.step);
+  nlohmann::json manifest = {{"format", kFormat},
+                             {"version", 2},
+                             {"step", header.step},
+                             {"epoch", header.epoch},
+                             {"job_spec", header.job_spec},
+                             {"metadata", header.metadata}};
+  AddShardFilesToManifest(files, &manifest);
+  absl::Status written =
+      WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1) + "\n");
+  if (written.ok()) written = FsyncPath(temp);
+  if (written.ok() && options_.delay_before_commit > absl::ZeroDuration()) {
+    absl::SleepFor(options_.delay_before_commit);
+  }
+  if (written.ok()) written = Commit(temp, name);
+  if (!written.ok()) {
+    Abandon(temp_name);
+    return written;
+  }
+  Prune(name, header.step);
+  return absl::StrCat(root_, "/", name);
+}
+
+void CheckpointWriter::Abandon(const std::string& temp_name) const {
+  std::error_code ec;
+  if (absl::StartsWith(temp_name, kTempPrefix) && temp_name.find('/') == std::string::npos) {
+    fs::remove_all(absl::StrCat(root_, "/", temp_name), ec);
+  }
+}
+
+void CheckpointWriter::RemoveStaleTemps() const {
+  std::error_code ec;
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (absl::StartsWith(entry, kTempPrefix)) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
+    }
+  }
+}
+
 absl::StatusOr<const Tensor*> CheckpointReader::Get(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end()) {
@@ -328,7 +391,48 @@ absl::StatusOr<const Tensor*> CheckpointReader::Get(const std::string& name) con
 
 namespace {
 
-absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
+// Version 2's tensors (shard files): each read whole, block by block, when `load`;
+// otherwise only the manifest is checked and every shard file's length (the ps tasks
+// read and verify their rows when they restore: nothing is held here).
+absl::Status LoadShardedTensors(const std::string& dir, const nlohmann::json& json, bool load,
+                                CheckpointContents* contents) {
+  PS_ASSIGN_OR_RETURN(ShardedManifest manifest, ParseShardedManifest(json, dir));
+  int64_t file_bytes = 0;
+  for (const auto& [file, length] : manifest.file_lengths) {
+    struct stat st;
+    const std::string path = absl::StrCat(dir, "/", file);
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != length) {
+      return DataLoss(dir, absl::StrCat("shard file ", file, " is missing or not the ", length,
+                                        " bytes the manifest says"));
+    }
+    if (length > std::numeric_limits<int64_t>::max() - file_bytes) {
+      return DataLoss(dir, "shard files too large");
+    }
+    file_bytes += length;
+  }
+  if (!load) return absl::OkStatus();
+  // Nothing is allocated for more bytes than the files hold (blocks of a good checkpoint
+  // never share bytes), whatever the manifest claims.
+  int64_t tensor_bytes = 0;
+  for (const StoredTensor& stored : manifest.tensors) {
+    const int64_t bytes = NumElements(stored.shape) * static_cast<int64_t>(sizeof(float));
+    if (bytes > file_bytes - tensor_bytes) {
+      return DataLoss(dir, "the manifest's tensors need more bytes than its shard files hold");
+    }
+    tensor_bytes += bytes;
+  }
+  for (const StoredTensor& stored : manifest.tensors) {
+    Tensor tensor(stored.shape);
+    PS_RETURN_IF_ERROR(ReadTensorRows(dir, manifest, stored, 0,
+                                      tensor.num_elements() == 0 ? 0 : RowsOf(stored.shape),
+                                      tensor.data()));
+    contents->tensors.push_back({stored.name, std::move(tensor)});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
+                                                bool load_sharded_tensors, int* version) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
@@ -347,8 +451,12 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
   if (manifest.value("format", "") != kFormat) {
     return DataLoss(dir, "manifest.json is not a pstrain checkpoint manifest");
   }
-  if (!manifest.contains("version") || manifest["version"] != 1) {
-    return DataLoss(dir, "unsupported manifest version");
+  const bool sharded = manifest.contains("version") && manifest["version"] == 2;
+  if (!sharded && (!manifest.contains("version") || manifest["version"] != 1)) {
+    return DataLoss(dir, absl::StrCat("unsupported checkpoint format version ",
+                                      manifest.contains("version") ? manifest["version"].dump().substr(0, 24)
+                                                                   : "(none)",
+                                      " (this pstrain reads versions 1 and 2)"));
   }
   CheckpointContents contents;
   int64_t epoch = 0;
@@ -367,6 +475,11 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
   contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
   if (manifest.contains("metadata") && manifest["metadata"].is_object()) {
     contents.metadata = manifest["metadata"];
+  }
+  *version = sharded ? 2 : 1;
+  if (sharded) {
+    PS_RETURN_IF_ERROR(LoadShardedTensors(dir, manifest, load_sharded_tensors, &contents));
+    return contents;
   }
   std::map<std::string, std::string> files;  // loaded lazily, once each
   std::set<std::string> seen;
@@ -440,7 +553,8 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir) {
 }
 
 // Opens the newest checkpoint under `root` that verifies (see FindLatestGoodCheckpoint).
-absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(const std::string& root) {
+absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(
+    const std::string& root, bool load_sharded_tensors, int* version) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", root));
@@ -472,7 +586,7 @@ absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(const 
   absl::Status first_problem;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string dir = absl::StrCat(root, "/", candidates[i]);
-    absl::StatusOr<CheckpointContents> contents = LoadContents(dir);
+    absl::StatusOr<CheckpointContents> contents = LoadContents(dir, load_sharded_tensors, version);
     if (contents.ok()) {
       if (!first_problem.ok()) {
         LogError(absl::StrCat(first_problem.message(), "; using the previous good checkpoint ", dir,
@@ -495,20 +609,23 @@ absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(const 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
-    const std::string& path_in) {
+    const std::string& path_in, OpenOptions options) {
   std::string path = path_in;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::error_code ec;
   std::unique_ptr<CheckpointReader> reader(new CheckpointReader());
   if (fs::exists(absl::StrCat(path, "/", kManifest), ec) ||
       StepOfName(fs::path(path).filename().string()) >= 0) {
-    PS_ASSIGN_OR_RETURN(reader->contents_, LoadContents(path));
+    PS_ASSIGN_OR_RETURN(reader->contents_,
+                        LoadContents(path, options.load_sharded_tensors, &reader->version_));
     reader->path_ = path;
   } else {
-    PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(path));
+    PS_ASSIGN_OR_RETURN(auto found,
+                        LoadLatestGood(path, options.load_sharded_tensors, &reader->version_));
     reader->path_ = std::move(found.first);
     reader->contents_ = std::move(found.second);
   }
+  reader->tensors_loaded_ = reader->version_ == 1 || options.load_sharded_tensors;
   for (size_t i = 0; i < reader->contents_.tensors.size(); ++i) {
     reader->index_[reader->contents_.tensors[i].name] = i;
   }
@@ -516,7 +633,8 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
 }
 
 absl::StatusOr<std::string> FindLatestGoodCheckpoint(const std::string& root) {
-  PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(root));
+  int version = 0;
+  PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(root, /*load_sharded_tensors=*/true, &version));
   return found.first;
 }
 

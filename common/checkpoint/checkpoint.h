@@ -21,6 +21,24 @@
 // the previous checkpoints and either the old or the new `latest`; a half-written temp
 // directory is never read (only names "ckpt-<digits>" are).
 //
+// Format version 2 (sharded: written by the ps tasks, common/checkpoint/shard_files.h):
+//
+//   <root>/ckpt-<step>/manifest.json   written by the chief last, after every ps answered
+//   <root>/ckpt-<step>/shard-00000, shard-00001, ...   one per ps, written and fsynced by it
+//
+// manifest.json: {"format": "pstrain-checkpoint", "version": 2, "step", "epoch",
+//   "job_spec", "metadata" (as version 1's),
+//   "files": [{"name": "shard-00000", "length", "crc32c"}, ...],
+//   "tensors": [{"name", "dtype": "float32", "shape" (the whole tensor's),
+//                "pieces": [{"file", "row_begin", "row_end",
+//                            "blocks": [{"offset", "length", "row_begin", "row_end",
+//                                        "crc32c"}, ...]}, ...]}, ...]}
+// A tensor's pieces cover its rows (first axis; a scalar is one row) exactly once, each
+// piece's blocks (at most 16 MiB each) its rows; each block's CRC-32C covers its bytes.
+// The ps tasks write into the writer's temporary folder (BeginSharded), the chief commits
+// it exactly as version 1 (CommitSharded). Any other version is refused with one line
+// ("unsupported checkpoint format version N").
+//
 // Variables use the model's names ("dense/kernel"); optimizer slots are stored as
 // "<variable>/optimizer/<slot>" and the per-variable update count in the metadata
 // (see common/training/training_state.h), so this layer knows only named float tensors.
@@ -34,6 +52,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/checkpoint/shard_files.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
 
@@ -73,6 +92,23 @@ class CheckpointWriter {
   //         previous checkpoints and `latest` are untouched (the temp dir is removed).
   absl::StatusOr<std::string> Write(const CheckpointContents& contents);
 
+  // Format version 2, in three steps: BeginSharded creates the temporary folder (whose
+  // name, not path, it returns) that the ps tasks write their shard files into;
+  // CommitSharded writes the manifest of `header` (step, epoch, job spec, metadata; its
+  // tensors are ignored) and `files` into it and commits it as Write does (the
+  // fault-injection delay included), then prunes; Abandon removes the folder of a write
+  // that failed. A folder never committed is never read, and is removed by the next
+  // write's prune or by RemoveStaleTemps.
+  // Errors: as Write.
+  absl::StatusOr<std::string> BeginSharded(int64_t step);
+  absl::StatusOr<std::string> CommitSharded(const std::string& temp_name,
+                                            const CheckpointContents& header,
+                                            const std::vector<ShardFile>& files);
+  void Abandon(const std::string& temp_name) const;
+  // Removes every temporary folder under the root (a writer that crashed left it): call
+  // when no write is under way (the chief at its start).
+  void RemoveStaleTemps() const;
+
   // Creates the root if needed and writes, syncs and removes a probe file in it, so
   // that a directory the job cannot write to is found before training rather than at
   // the first checkpoint (whose epoch would be lost).
@@ -102,9 +138,25 @@ class CheckpointReader {
   // Errors: NOT_FOUND no such checkpoint / no checkpoint under the root; DATA_LOSS a
   //         missing or malformed manifest, a missing or truncated data file, a CRC
   //         mismatch (each naming the file or tensor).
-  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& path);
+  //
+  // A version-2 (sharded) checkpoint's tensors are read whole the same way, block by
+  // block, unless `options.load_sharded_tensors` is false: then only its manifest and its
+  // files' lengths are checked and tensors() is empty (tensors_loaded() false), for a
+  // caller that has the ps tasks restore their own rows (ps_server/client/checkpointer.h).
+  struct OpenOptions {
+    bool load_sharded_tensors = true;
+  };
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& path,
+                                                                OpenOptions options);
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& path) {
+    return Open(path, OpenOptions());
+  }
 
   const std::string& path() const { return path_; }
+  // The manifest's format version: 1 (written by the chief) or 2 (sharded).
+  int version() const { return version_; }
+  // False for a version-2 checkpoint opened without its tensors.
+  bool tensors_loaded() const { return tensors_loaded_; }
   int64_t step() const { return contents_.step; }
   int epoch() const { return contents_.epoch; }
   const nlohmann::json& job_spec() const { return contents_.job_spec; }
@@ -117,6 +169,8 @@ class CheckpointReader {
  private:
   CheckpointReader() = default;
   std::string path_;
+  int version_ = 1;
+  bool tensors_loaded_ = true;
   CheckpointContents contents_;
   std::map<std::string, size_t> index_;
 };

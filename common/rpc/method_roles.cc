@@ -24,6 +24,10 @@ const absl::flat_hash_map<std::string, RoleSet>& RoleTable() {
       {"/pstrain.ParameterServer/CreateVariables", kChief},
       {"/pstrain.ParameterServer/RestoreState", kChief},
       {"/pstrain.ParameterServer/ReadState", kChief | kAdmin},
+      // Files in the shared checkpoint folder: the chief only (an admin takes a
+      // checkpoint through the chief's SaveCheckpoint).
+      {"/pstrain.ParameterServer/WriteCheckpointShard", kChief},
+      {"/pstrain.ParameterServer/RestoreCheckpointShard", kChief},
       {"/pstrain.ParameterServer/Shutdown", kChief | kAdmin},
       {"/pstrain.ParameterServer/Pull", kChief | kWorker},
       {"/pstrain.ParameterServer/PullRows", kChief | kWorker},

@@ -48,6 +48,8 @@ TEST(MethodRolesTest, EveryMethodOfEveryPstrainServiceHasARow) {
 TEST(MethodRolesTest, OnlyTheChiefChangesOrRestoresAJob) {
   for (const char* method : {"/pstrain.ParameterServer/CreateVariables",
                              "/pstrain.ParameterServer/RestoreState",
+                             "/pstrain.ParameterServer/WriteCheckpointShard",
+                             "/pstrain.ParameterServer/RestoreCheckpointShard",
                              "/pstrain.FunctionWorker/RunFunction"}) {
     EXPECT_TRUE(AuthorizeMethod(method, kChief).ok()) << method;
     for (const CallerIdentity& other : {kWorker1, kPs0, kAdmin}) {

@@ -1,5 +1,6 @@
 #include "common/training/training_state.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -94,6 +95,49 @@ CheckpointContents CheckpointFromTrainingState(
     }
   }
   contents.metadata["variables"] = std::move(variables);
+  return contents;
+}
+
+CheckpointContents ShardedCheckpointHeader(int epochs_done, int64_t global_step,
+                                           const JobSpec& job,
+                                           const nlohmann::json& extra_metadata,
+                                           const std::vector<ShardedVariableInfo>& variables,
+                                           const std::vector<ShardFile>& files) {
+  struct Counts {
+    int64_t iterations = 0;
+    int64_t version = 0;
+    bool seen = false;
+    std::vector<std::string> slots;
+  };
+  std::map<std::string, Counts> counts;
+  for (const ShardFile& file : files) {
+    for (const ShardCounts& c : file.counts) {
+      Counts& into = counts[c.variable];
+      into.iterations = std::max(into.iterations, c.iterations);
+      into.version = std::max(into.version, c.version);
+      if (!into.seen) into.slots = c.slots;
+      into.seen = true;
+    }
+  }
+  CheckpointContents contents;
+  contents.step = global_step;
+  contents.epoch = epochs_done;
+  contents.job_spec =
+      nlohmann::json::parse(SerializeJobSpec(job), nullptr, /*allow_exceptions=*/false);
+  contents.metadata = extra_metadata.is_object() ? extra_metadata : nlohmann::json::object();
+  contents.metadata["global_step"] = global_step;
+  contents.metadata["epochs_done"] = epochs_done;
+  contents.metadata["optimizer"] = job.optimizer.name();
+  nlohmann::json entries = nlohmann::json::object();
+  for (const ShardedVariableInfo& v : variables) {
+    const Counts& c = counts[v.name];
+    entries[v.name] = {{"shape", v.shape},
+                       {"iterations", c.iterations},
+                       {"version", c.version},
+                       {"slots", c.slots},
+                       {"num_shards", v.num_shards}};
+  }
+  contents.metadata["variables"] = std::move(entries);
   return contents;
 }
 

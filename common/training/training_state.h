@@ -42,6 +42,22 @@ CheckpointContents CheckpointFromTrainingState(
     const TrainingState& state, const JobSpec& job, const nlohmann::json& extra_metadata,
     const std::vector<std::pair<std::string, int>>& num_shards = {});
 
+// The header (step, epoch, job spec, metadata; no tensors) of a sharded checkpoint whose
+// tensors the ps tasks wrote as `files` (common/checkpoint/shard_files.h): the metadata is
+// CheckpointFromTrainingState's, each variable's iterations and version the largest of its
+// shards' (as the chief's gather takes them) and its slots its first shard's. `variables`
+// are the model's, in its order, with the number of shards each is kept in.
+struct ShardedVariableInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int num_shards = 1;
+};
+CheckpointContents ShardedCheckpointHeader(int epochs_done, int64_t global_step,
+                                           const JobSpec& job,
+                                           const nlohmann::json& extra_metadata,
+                                           const std::vector<ShardedVariableInfo>& variables,
+                                           const std::vector<ShardFile>& files);
+
 // The state a checkpoint holds. Variables are those the metadata's "variables" lists (with
 // their iterations, version and slots); a checkpoint without that key gives every tensor
 // whose name has no "/optimizer/" part, its "<name>/optimizer/<slot>" tensors as slots and

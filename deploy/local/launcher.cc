@@ -353,6 +353,8 @@ pstrain::LocalClusterOptions ParameterServerOptions(const std::string& bin_dir,
   options.chief_args = {JobFlag(), absl::StrCat("--checkpoint_dir=", folders.checkpoint_dir),
                         absl::StrCat("--logdir=", folders.logdir)};
   options.worker_args = {absl::StrCat("--device=", absl::GetFlag(FLAGS_device))};
+  // The ps write and restore their own shards of every checkpoint in the same folder.
+  options.ps_args = {absl::StrCat("--checkpoint_dir=", folders.checkpoint_dir)};
   options.task_args = TaskArgs(security);
   if (absl::GetFlag(FLAGS_checkpoint_every_steps) > 0) {
     options.chief_args.push_back(absl::StrCat("--checkpoint_every_steps=",

@@ -65,7 +65,7 @@ absl::Status StartLocalCluster(const LocalClusterOptions& options, ProcessGroup*
     return group->Start(spec);
   };
   for (int i = 0; i < options.num_ps; ++i) {
-    PS_RETURN_IF_ERROR(start("ps", i, "ps_server/ps_server", {}));
+    PS_RETURN_IF_ERROR(start("ps", i, "ps_server/ps_server", options.ps_args));
   }
   for (int i = 0; i < options.num_workers; ++i) {
     PS_RETURN_IF_ERROR(start("worker", i, "worker/worker", options.worker_args));

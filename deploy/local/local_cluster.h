@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   std::vector<std::string> chief_args;  // e.g. --job=..., --epochs=...
   std::vector<std::string> task_args;   // given to every task (timeouts, ...)
   std::vector<std::string> worker_args; // given to workers only (--device, ...)
+  std::vector<std::string> ps_args;     // given to ps tasks only (--checkpoint_dir, ...)
   std::string host = "localhost";
   // When set, every task also serves Prometheus metrics (the chief its dashboard too) on
   // a free port of its own, given as --metrics_port and recorded here by task name

@@ -1,9 +1,11 @@
 #include "ps_server/client/checkpointer.h"
 
+#include <filesystem>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/shard_files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/training/training_state.h"
@@ -18,6 +20,8 @@ Checkpointer::Checkpointer(Options options, const JobSpec* job,
     writer_options.keep = options_.keep;
     writer_options.delay_before_commit = options_.commit_delay;
     writer_ = std::make_unique<CheckpointWriter>(options_.dir, writer_options);
+    // Folders of writes a crashed chief (or ps) left are never read: gone before any write.
+    writer_->RemoveStaleTemps();
   }
   absl::MutexLock lock(&mu_);
   last_time_ = absl::Now();
@@ -47,27 +51,74 @@ bool Checkpointer::Requested() const {
   return requested_;
 }
 
-absl::Status Checkpointer::Write(int epochs_done, int64_t global_step,
-                                 const nlohmann::json* position) {
-  if (!enabled()) return absl::FailedPreconditionError("no checkpoint directory (--checkpoint_dir) was given");
-  absl::MutexLock write_lock(&write_mu_);
-  const absl::Time start = absl::Now();
+bool Checkpointer::UseSharded() {
+  if (whole_only_) return false;
+  absl::StatusOr<std::string> why_not = variables_->WhyNoShardedCheckpoints();
+  // A ps that does not answer fails the write either way, naming it (and recovery
+  // follows): no reason to give up sharded checkpoints for good.
+  if (!why_not.ok()) return false;
+  if (why_not->empty()) return true;
+  LogInfo(absl::StrCat("checkpoints are read from the ps tasks and written by the chief "
+                       "(format 1): ", *why_not));
+  whole_only_ = true;
+  return false;
+}
+
+absl::StatusOr<std::string> Checkpointer::WriteSharded(int epochs_done, int64_t global_step,
+                                                       const nlohmann::json& metadata) {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, variables_->Layout());
+  PS_ASSIGN_OR_RETURN(std::string temp, writer_->BeginSharded(global_step));
+  absl::StatusOr<std::vector<ShardFile>> files = variables_->WriteCheckpointShards(temp);
+  if (!files.ok()) {
+    writer_->Abandon(temp);
+    return files.status();
+  }
+  std::vector<ShardedVariableInfo> variables;
+  for (const VariableLayout& v : layout) {
+    variables.push_back({v.name, v.shape, static_cast<int>(v.shards.size())});
+  }
+  return writer_->CommitSharded(
+      temp, ShardedCheckpointHeader(epochs_done, global_step, *job_, metadata, variables, *files),
+      *files);
+}
+
+absl::StatusOr<std::string> Checkpointer::WriteWhole(int epochs_done, int64_t global_step,
+                                                     const nlohmann::json& metadata) {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, variables_->Layout());
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = global_step;
   PS_ASSIGN_OR_RETURN(state.variables, variables_->ReadStates());
-  nlohmann::json metadata =
-      options_.metadata.is_object() ? options_.metadata : nlohmann::json::object();
-  metadata["num_ps"] = variables_->num_ps();
-  if (position != nullptr) metadata["data_position"] = *position;
   std::vector<std::pair<std::string, int>> num_shards;
   for (const VariableLayout& v : layout) {
     num_shards.push_back({v.name, static_cast<int>(v.shards.size())});
   }
+  return writer_->Write(CheckpointFromTrainingState(state, *job_, metadata, num_shards));
+}
+
+absl::Status Checkpointer::Write(int epochs_done, int64_t global_step,
+                                 const nlohmann::json* position) {
+  if (!enabled()) return absl::FailedPreconditionError("no checkpoint directory (--checkpoint_dir) was given");
+  absl::MutexLock write_lock(&write_mu_);
+  const absl::Time start = absl::Now();
+  nlohmann::json metadata =
+      options_.metadata.is_object() ? options_.metadata : nlohmann::json::object();
+  metadata["num_ps"] = variables_->num_ps();
+  if (position != nullptr) metadata["data_position"] = *position;
   LogInfo(absl::StrCat("writing checkpoint of step ", global_step, " to ", writer_->root()));
-  absl::StatusOr<std::string> path =
-      writer_->Write(CheckpointFromTrainingState(state, *job_, metadata, num_shards));
+  absl::StatusOr<std::string> path = absl::UnknownError("not written");
+  bool sharded = UseSharded();
+  if (sharded) {
+    path = WriteSharded(epochs_done, global_step, metadata);
+    // FAILED_PRECONDITION from a ps's write: it has no folder, or not the chief's.
+    if (absl::IsFailedPrecondition(path.status())) {
+      LogWarning(absl::StrCat("checkpoints are read from the ps tasks and written by the "
+                              "chief (format 1) from now on: ", path.status().message()));
+      whole_only_ = true;
+      sharded = false;
+    }
+  }
+  if (!sharded) path = WriteWhole(epochs_done, global_step, metadata);
   if (options_.observer != nullptr) {
     CheckpointEvent event;
     event.ok = path.ok();
@@ -139,14 +190,60 @@ SaveCheckpointResponse Checkpointer::last() const {
   return last_;
 }
 
-absl::Status Checkpointer::Restore(const CheckpointReader& checkpoint) const {
-  PS_ASSIGN_OR_RETURN(TrainingState state, TrainingStateFromCheckpoint(checkpoint));
+std::string Checkpointer::ShardedName(const CheckpointReader& checkpoint) const {
+  if (checkpoint.version() != 2 || !enabled()) return "";
+  const std::filesystem::path path(checkpoint.path());
+  const std::string name = path.filename().string();
+  std::error_code ec;
+  if (!IsCommittedCheckpointName(name) ||
+      !std::filesystem::equivalent(path.parent_path(), options_.dir, ec) || ec) {
+    return "";
+  }
+  return name;
+}
+
+bool Checkpointer::RestorableByPs(const CheckpointReader& checkpoint) const {
+  return !ShardedName(checkpoint).empty();
+}
+
+absl::Status Checkpointer::RestoreShards(const CheckpointReader& checkpoint, int p) const {
+  const std::string name = ShardedName(checkpoint);
+  if (name.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", checkpoint.path(), " is not a sharded checkpoint in ", options_.dir));
+  }
+  return variables_->RestoreCheckpointShards(name, p);
+}
+
+absl::Status Checkpointer::RestoreWhole(const CheckpointReader& checkpoint) const {
+  std::unique_ptr<CheckpointReader> loaded;
+  const CheckpointReader* source = &checkpoint;
+  if (!checkpoint.tensors_loaded()) {
+    PS_ASSIGN_OR_RETURN(loaded, CheckpointReader::Open(checkpoint.path()));
+    source = loaded.get();
+  }
+  PS_ASSIGN_OR_RETURN(TrainingState state, TrainingStateFromCheckpoint(*source));
   return variables_->Restore(state, absl::StrCat("checkpoint ", checkpoint.path()));
+}
+
+absl::Status Checkpointer::Restore(const CheckpointReader& checkpoint) const {
+  if (RestorableByPs(checkpoint)) {
+    absl::Status restored = RestoreShards(checkpoint, -1);
+    // A ps without the folder (or an older ps): the chief reads the checkpoint itself.
+    if (!absl::IsFailedPrecondition(restored) && !absl::IsUnimplemented(restored)) {
+      return restored;
+    }
+    LogWarning(absl::StrCat("the ps tasks cannot restore ", checkpoint.path(),
+                            " themselves (", restored.message(), "); the chief reads it whole"));
+  }
+  return RestoreWhole(checkpoint);
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> Checkpointer::OpenLatest() const {
   if (!enabled()) return absl::FailedPreconditionError("no checkpoint directory (--checkpoint_dir) was given");
-  return CheckpointReader::Open(options_.dir);
+  CheckpointReader::OpenOptions open;
+  open.load_sharded_tensors = false;
+  return CheckpointReader::Open(options_.dir, open);
 }
 
 }  // namespace pstrain

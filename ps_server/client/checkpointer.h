@@ -20,9 +20,13 @@
 namespace pstrain {
 
 // The chief's checkpoints: when one is due (every N global steps, every interval, on
-// request), writing one (every shard's state read from the ps tasks, reassembled into
-// whole variables, in the training-state layout every trainer shares:
-// common/training/training_state.h) and restoring one onto the ps tasks. The coordinator
+// request), writing one and restoring one onto the ps tasks, in the training-state layout
+// every trainer shares (common/training/training_state.h). When every ps has the
+// checkpoint folder (its --checkpoint_dir, shared with the chief's) a checkpoint is
+// sharded (format v2): each ps writes and restores its own rows, and the chief writes
+// only the manifest, after every ps answered. Otherwise (a ps without the folder, or one
+// that does not see the chief's folder: one log line says which) every shard's state is
+// read from the ps tasks and reassembled into whole variables (format v1). The coordinator
 // decides where in the epoch a write happens (between chunks, or live) and what the epoch
 // in progress records (its data position).
 //
@@ -94,16 +98,44 @@ class Checkpointer {
   // The newest checkpoint written (empty path: none yet).
   SaveCheckpointResponse last() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Replaces every shard's state with `checkpoint`'s, sliced for the current placement.
-  // Errors: DATA_LOSS a malformed training state; INVALID_ARGUMENT it does not fit the
-  //         model; the first failed ps call.
+  // Replaces every shard's state with `checkpoint`'s, for the current placement (which
+  // may differ from the one that wrote it). A sharded checkpoint in dir() is restored by
+  // the ps tasks themselves, each reading its rows; one elsewhere, or one the ps cannot
+  // read (no --checkpoint_dir), is read whole here and sliced.
+  // Errors: DATA_LOSS a malformed training state or shard file; INVALID_ARGUMENT it does
+  //         not fit the model; the first failed ps call.
   absl::Status Restore(const CheckpointReader& checkpoint) const;
 
-  // The newest good checkpoint in dir() (a corrupt newest one is reported and skipped).
+  // Whether the ps tasks can restore `checkpoint` themselves: a sharded one in dir().
+  bool RestorableByPs(const CheckpointReader& checkpoint) const;
+  // Ps `p` (every ps when p < 0) restores its shards, created already, from `checkpoint`
+  // (RestorableByPs): the recovery of a ps that came back empty.
+  // Errors: FAILED_PRECONDITION not RestorableByPs; the first failed ps call.
+  absl::Status RestoreShards(const CheckpointReader& checkpoint, int p) const;
+
+  // The newest good checkpoint in dir() (a corrupt newest one is reported and skipped),
+  // a sharded one opened without its tensors (Restore has the ps read them).
   // Errors: FAILED_PRECONDITION not enabled(); CheckpointReader::Open's (NOT_FOUND none).
   absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenLatest() const;
 
  private:
+  // Write's two formats. WriteSharded answers FAILED_PRECONDITION when a ps cannot write
+  // into the folder (Write then falls back to WriteWhole for good).
+  absl::StatusOr<std::string> WriteSharded(int epochs_done, int64_t global_step,
+                                           const nlohmann::json& metadata)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::StatusOr<std::string> WriteWhole(int epochs_done, int64_t global_step,
+                                         const nlohmann::json& metadata)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Whether a sharded write is possible now; logs once why not.
+  bool UseSharded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // `checkpoint` as the ps tasks can restore it (a sharded one in dir()): its folder
+  // name; empty when they cannot.
+  std::string ShardedName(const CheckpointReader& checkpoint) const;
+  // Restore's whole-variable path, reading the tensors first when `checkpoint` was opened
+  // without them.
+  absl::Status RestoreWhole(const CheckpointReader& checkpoint) const;
+
   const Options options_;
   const JobSpec* const job_;                   // Not owned.
   const ShardedVariables* const variables_;    // Not owned.
@@ -111,6 +143,9 @@ class Checkpointer {
 
   // Serializes writes.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // A sharded write failed because a ps cannot reach the folder, or was found
+  // impossible and said so: every later write is whole.
+  bool whole_only_ ABSL_GUARDED_BY(write_mu_) = false;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -77,8 +77,18 @@ absl::Status PsRecovery::RecreateEmptied(const std::vector<int>& emptied,
                             opened.status().message()));
     }
   }
+  // A sharded checkpoint in the shared folder: each emptied ps creates its shards afresh
+  // and reads its own rows of it (nobody holds them whole). Any other checkpoint is read
+  // whole here (a sharded one opened without its tensors, read now).
+  const bool by_ps = checkpoint != nullptr && checkpointer_ != nullptr &&
+                     checkpointer_->RestorableByPs(*checkpoint);
+  std::unique_ptr<CheckpointReader> loaded;
+  if (checkpoint != nullptr && !by_ps && !checkpoint->tensors_loaded()) {
+    PS_ASSIGN_OR_RETURN(loaded, CheckpointReader::Open(checkpoint->path()));
+    checkpoint = loaded.get();
+  }
   std::optional<TrainingState> state;
-  if (checkpoint != nullptr) {
+  if (checkpoint != nullptr && !by_ps) {
     PS_ASSIGN_OR_RETURN(state, TrainingStateFromCheckpoint(*checkpoint));
   }
   // Each emptied ps's shards are created from the checkpoint's values, slots and counts,
@@ -88,6 +98,7 @@ absl::Status PsRecovery::RecreateEmptied(const std::vector<int>& emptied,
         p, state.has_value() ? &*state : nullptr,
         checkpoint != nullptr ? absl::StrCat("checkpoint ", checkpoint->path()) : "",
         options_.seed));
+    if (by_ps) PS_RETURN_IF_ERROR(checkpointer_->RestoreShards(*checkpoint, p));
     // A warning (./demo.sh shows it; tests read the path): what was restored and where
     // training goes on.
     LogWarning(absl::StrCat(

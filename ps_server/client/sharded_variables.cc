@@ -115,6 +115,67 @@ absl::Status ShardedVariables::Restore(const TrainingState& state,
   return RunConcurrently(restores);
 }
 
+absl::StatusOr<std::vector<std::vector<ShardSlice>>> ShardedVariables::SlicesByPs() const {
+  PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  std::vector<std::vector<ShardSlice>> slices(ps_.size());
+  const std::vector<std::vector<ShardRef>> shards = ShardsByPs(layout, num_ps());
+  for (size_t p = 0; p < shards.size(); ++p) {
+    for (const ShardRef& ref : shards[p]) {
+      const VariableLayout& v = layout[static_cast<size_t>(ref.variable)];
+      ShardSlice slice;
+      slice.shard = ref.entry.name();
+      slice.variable = v.name;
+      slice.variable_shape = v.shape;
+      // A scalar is one row; an unsplit variable is all its rows.
+      slice.row_begin = v.shape.empty() ? 0 : ref.entry.row_offset();
+      slice.row_end = v.shape.empty() ? 1 : ref.entry.row_offset() + ref.entry.num_rows();
+      slices[p].push_back(std::move(slice));
+    }
+  }
+  return slices;
+}
+
+absl::StatusOr<std::string> ShardedVariables::WhyNoShardedCheckpoints() const {
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    PS_ASSIGN_OR_RETURN(PsStatusResponse status, ps_[p]->GetStatus());
+    if (!status.checkpoint_shards()) {
+      return absl::StrCat(ps_[p]->name(), " has no --checkpoint_dir");
+    }
+  }
+  return std::string();
+}
+
+absl::StatusOr<std::vector<ShardFile>> ShardedVariables::WriteCheckpointShards(
+    const std::string& temp) const {
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<ShardSlice>> slices, SlicesByPs());
+  std::vector<absl::StatusOr<ShardFile>> written(ps_.size());
+  std::vector<std::function<absl::Status()>> writes;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (slices[p].empty()) continue;
+    writes.push_back([this, p, &temp, &slices, &written] {
+      written[p] = ps_[p]->WriteCheckpointShard(temp, static_cast<int>(p), slices[p]);
+      return written[p].status();
+    });
+  }
+  PS_RETURN_IF_ERROR(RunConcurrently(writes));
+  std::vector<ShardFile> files;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (!slices[p].empty()) files.push_back(*std::move(written[p]));
+  }
+  return files;
+}
+
+absl::Status ShardedVariables::RestoreCheckpointShards(const std::string& name, int only) const {
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<ShardSlice>> slices, SlicesByPs());
+  std::vector<std::function<absl::Status()>> restores;
+  for (size_t p = 0; p < ps_.size(); ++p) {
+    if (slices[p].empty() || (only >= 0 && static_cast<int>(p) != only)) continue;
+    restores.push_back(
+        [this, p, &name, &slices] { return ps_[p]->RestoreCheckpointShard(name, slices[p]); });
+  }
+  return RunConcurrently(restores);
+}
+
 absl::StatusOr<ShardedVariables::Census> ShardedVariables::TakeCensus() const {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
   const std::vector<std::vector<ShardRef>> expected = ShardsByPs(layout, num_ps());

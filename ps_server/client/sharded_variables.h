@@ -92,11 +92,28 @@ class ShardedVariables {
   absl::Status Recreate(int p, const TrainingState* state, const std::string& source,
                         uint64_t seed) const;
 
+  // Sharded checkpoints (format v2): each ps writes and restores its own shards in the
+  // checkpoint folder it shares with the chief (PsClient::WriteCheckpointShard).
+  //
+  // Empty when every ps says it can (PsStatusResponse.checkpoint_shards); otherwise why
+  // not, naming the first ps that cannot. Errors: the first failed GetStatus.
+  absl::StatusOr<std::string> WhyNoShardedCheckpoints() const;
+  // Every ps that holds shards writes them into the temporary folder `temp` (a name, in
+  // the shared folder), all at once; one file per ps, in ps order.
+  // Errors: the first failed write (naming the ps).
+  absl::StatusOr<std::vector<ShardFile>> WriteCheckpointShards(const std::string& temp) const;
+  // Ps `p` (every ps when p < 0) restores its shards from committed checkpoint `name` in
+  // the shared folder, reading its rows whatever number of ps wrote it.
+  // Errors: the first failed restore (naming the ps).
+  absl::Status RestoreCheckpointShards(const std::string& name, int p = -1) const;
+
   int num_ps() const { return static_cast<int>(ps_.size()); }
   // "ps task 1 (host:port)", as errors and logs name ps `p`.
   std::string ps_name(int p) const { return ps_[p]->name(); }
 
  private:
+  // Each ps's shards as checkpoint slices (index: the ps).
+  absl::StatusOr<std::vector<std::vector<ShardSlice>>> SlicesByPs() const;
   // The model's variables as (name, shape), in its order.
   std::vector<VariableShape> Shapes() const;
 

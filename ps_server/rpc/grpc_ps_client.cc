@@ -1,5 +1,6 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps_server/rpc/checkpoint_shard_proto.h"
 
 namespace pstrain {
 namespace {
@@ -365,6 +367,33 @@ class GrpcPsClient final : public PsClient {
       snapshots.push_back(*std::move(s));
     }
     return snapshots;
+  }
+
+  absl::StatusOr<ShardFile> WriteCheckpointShard(const std::string& checkpoint, int ps_index,
+                                                 const std::vector<ShardSlice>& slices) override {
+    WriteCheckpointShardRequest request;
+    request.set_checkpoint(checkpoint);
+    request.set_ps_index(ps_index);
+    for (const ShardSlice& slice : slices) SliceToProto(slice, request.add_shards());
+    WriteCheckpointShardResponse response;
+    grpc::ClientContext context;
+    // Writing a shard is disk-bound: a large one takes far longer than a pull.
+    SetTimeout(&context, std::max(timeout_, absl::Minutes(30)));
+    absl::Status status =
+        FromGrpcStatus(stub_->WriteCheckpointShard(&context, request, &response), name_);
+    if (!status.ok()) return status;
+    return ShardFileFromProto(response);
+  }
+
+  absl::Status RestoreCheckpointShard(const std::string& checkpoint,
+                                      const std::vector<ShardSlice>& slices) override {
+    RestoreCheckpointShardRequest request;
+    request.set_checkpoint(checkpoint);
+    for (const ShardSlice& slice : slices) SliceToProto(slice, request.add_shards());
+    RestoreCheckpointShardResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, std::max(timeout_, absl::Minutes(30)));
+    return FromGrpcStatus(stub_->RestoreCheckpointShard(&context, request, &response), name_);
   }
 
   absl::Status RestoreState(const std::vector<VariableSnapshot>& snapshots) override {

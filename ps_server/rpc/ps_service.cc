@@ -1,5 +1,7 @@
 #include "ps_server/rpc/ps_service.h"
 
+#include "ps_server/rpc/checkpoint_shard_proto.h"
+
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -582,6 +584,7 @@ grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusReques
   response->set_limit_refusals(streams_.refused() + pulls_refused_.load() +
                                streams_over_memory_.load());
   response->set_streams_cancelled(streams_.cancelled());
+  response->set_checkpoint_shards(checkpoint_shards_ != nullptr);
   return grpc::Status::OK;
 }
 
@@ -620,6 +623,55 @@ grpc::Status PsServiceImpl::Shutdown(grpc::ServerContext*, const ShutdownRequest
   // Logged by the task: a reason of a megabyte is cut, not refused (Shutdown never fails).
   on_shutdown_(request->reason().substr(0, kMaxWireNameBytes));
   return grpc::Status::OK;
+}
+
+namespace {
+
+// The folder and every name of a sharded-checkpoint request checked for length.
+absl::Status CheckSliceNames(
+    const std::string& checkpoint,
+    const google::protobuf::RepeatedPtrField<CheckpointShardSlice>& slices) {
+  PS_RETURN_IF_ERROR(CheckLength("checkpoint name", checkpoint));
+  for (const CheckpointShardSlice& slice : slices) {
+    PS_RETURN_IF_ERROR(CheckLength("variable name", slice.shard()));
+    PS_RETURN_IF_ERROR(CheckLength("variable name", slice.variable()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NoCheckpointDir() {
+  return absl::FailedPreconditionError(
+      "this ps has no --checkpoint_dir: it cannot write or restore checkpoint shards");
+}
+
+}  // namespace
+
+grpc::Status PsServiceImpl::WriteCheckpointShard(grpc::ServerContext*,
+                                                 const WriteCheckpointShardRequest* request,
+                                                 WriteCheckpointShardResponse* response) {
+  if (checkpoint_shards_ == nullptr) return Answer("WriteCheckpointShard", NoCheckpointDir());
+  if (absl::Status names = CheckSliceNames(request->checkpoint(), request->shards());
+      !names.ok()) {
+    return Answer("WriteCheckpointShard", names);
+  }
+  absl::StatusOr<ShardFile> file = checkpoint_shards_->Write(
+      request->checkpoint(), request->ps_index(), SlicesFromProto(request->shards()));
+  if (!file.ok()) return Answer("WriteCheckpointShard", file.status());
+  ShardFileToProto(*file, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::RestoreCheckpointShard(grpc::ServerContext*,
+                                                   const RestoreCheckpointShardRequest* request,
+                                                   RestoreCheckpointShardResponse*) {
+  if (checkpoint_shards_ == nullptr) return Answer("RestoreCheckpointShard", NoCheckpointDir());
+  if (absl::Status names = CheckSliceNames(request->checkpoint(), request->shards());
+      !names.ok()) {
+    return Answer("RestoreCheckpointShard", names);
+  }
+  return Answer("RestoreCheckpointShard",
+                checkpoint_shards_->Restore(request->checkpoint(),
+                                            SlicesFromProto(request->shards())));
 }
 
 }  // namespace pstrain

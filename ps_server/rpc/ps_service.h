@@ -10,6 +10,7 @@
 #include "common/memory_budget.h"
 #include "common/rpc/grpc_util.h"
 #include "proto/ps.grpc.pb.h"
+#include "ps_server/checkpoint_shards.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/push_pull_stream.h"
 #include "ps_server/rpc/server_stream.h"
@@ -71,6 +72,14 @@ class PsServiceImpl final : public ParameterServer::Service {
                         PullRowsResponse* response) override;
   grpc::Status PushRows(grpc::ServerContext* context, const PushRowsRequest* request,
                         PushRowsResponse* response) override;
+  // Sharded checkpoints (CheckpointShards): FAILED_PRECONDITION without one
+  // (set_checkpoint_shards).
+  grpc::Status WriteCheckpointShard(grpc::ServerContext* context,
+                                    const WriteCheckpointShardRequest* request,
+                                    WriteCheckpointShardResponse* response) override;
+  grpc::Status RestoreCheckpointShard(grpc::ServerContext* context,
+                                      const RestoreCheckpointShardRequest* request,
+                                      RestoreCheckpointShardResponse* response) override;
 
   // PushPullStream: reads the push header and checks it against the store (every
   // gradient a variable held here, of its shape, each once) and charges its bytes to the
@@ -104,6 +113,10 @@ class PsServiceImpl final : public ParameterServer::Service {
   // server starts.
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
+  // The ps's part of sharded checkpoints (not owned; null, the default: the ps has no
+  // --checkpoint_dir, and says so in GetStatus). Call before the server starts.
+  void set_checkpoint_shards(const CheckpointShards* shards) { checkpoint_shards_ = shards; }
+
   // Where pushes, bytes and refused calls are counted (not owned; null: nowhere). Call
   // before the server starts.
   void set_metrics(PsMetrics* metrics) { metrics_ = metrics; }
@@ -133,6 +146,7 @@ class PsServiceImpl final : public ParameterServer::Service {
   const PsServiceOptions options_;
   int64_t chunk_bytes_ = kDefaultPushPullChunkBytes;
   PsMetrics* metrics_ = nullptr;  // Not owned; may be null.
+  const CheckpointShards* checkpoint_shards_ = nullptr;  // Not owned; may be null.
   std::function<void(int)> stream_read_hook_;
   std::function<void(grpc::ServerContext*)> before_apply_hook_;
 

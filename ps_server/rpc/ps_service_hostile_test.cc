@@ -3,6 +3,9 @@
 // changed (values, versions, optimizer slots), and what the ps counted.
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -19,6 +22,9 @@
 #include "gtest/gtest.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
+#include "common/checkpoint/checkpoint.h"
+#include "ps_server/checkpoint_shards.h"
+#include "ps_server/rpc/checkpoint_shard_proto.h"
 #include "ps_server/rpc/raw_http2.h"
 #include "common/rpc/call_authorizer.h"
 #include "common/rpc/client_security.h"
@@ -39,6 +45,7 @@ class HostileTest : public ::testing::Test {
              ServerOptions server_options = ServerOptions()) {
     service_ = std::make_unique<PsServiceImpl>(&store_, [](const std::string&) {}, options);
     service_->set_chunk_bytes(16);
+    if (checkpoint_shards_ != nullptr) service_->set_checkpoint_shards(checkpoint_shards_.get());
     if (read_hook_) service_->set_stream_read_hook_for_testing(read_hook_);
     if (before_apply_hook_) service_->set_before_apply_hook_for_testing(before_apply_hook_);
     server_options.listen_address = "127.0.0.1:0";
@@ -145,6 +152,7 @@ class HostileTest : public ::testing::Test {
   }
 
   VariableStore store_;
+  std::unique_ptr<CheckpointShards> checkpoint_shards_;  // set before Start, or none
   // Installed by Start when set.
   std::function<void(int)> read_hook_;
   std::function<void(grpc::ServerContext*)> before_apply_hook_;
@@ -1225,6 +1233,79 @@ TEST_F(InsiderQuotaTest, StreamQuotasArePerIdentityNotPerHost) {
     held_context[i].TryCancel();
     Drain(held[i].get());
   }
+}
+
+// Sharded checkpoints: only names of checkpoint folders, never paths; a ps without a
+// folder says so; a corrupt shard file changes nothing.
+TEST_F(HostileTest, CheckpointShardCallsTakeOnlyFolderNamesAndVerifyEveryBlock) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string root = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/hostile_shards");
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  checkpoint_shards_ = std::make_unique<CheckpointShards>(&store_, root, CheckpointShards::Options());
+  Start();
+  EXPECT_TRUE(Status().checkpoint_shards());
+  CreateAdam({{"w", Tensor({3, 2}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(unary_client_->Push({{"w", Tensor({3, 2}, {1, 1, 1, 1, 1, 1})}}, 0).ok());
+  const std::vector<ShardSlice> slices = {{"w", "w", {3, 2}, 0, 3}};
+
+  CheckpointWriter writer(root, CheckpointWriter::Options());
+  auto temp = writer.BeginSharded(1);
+  ASSERT_TRUE(temp.ok());
+  auto file = unary_client_->WriteCheckpointShard(*temp, 0, slices);
+  ASSERT_TRUE(file.ok()) << file.status();
+  CheckpointContents header;
+  header.step = 1;
+  auto committed = writer.CommitSharded(*temp, header, {*file});
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  ASSERT_TRUE(unary_client_->Push({{"w", Tensor({3, 2}, {1, 1, 1, 1, 1, 1})}}, 1).ok());
+  const std::string before = StateOf("w");
+
+  for (const char* name : {"../hostile_shards/ckpt-1", "/tmp", "ckpt-1/../../x", "..", ""}) {
+    SCOPED_TRACE(name);
+    RestoreCheckpointShardRequest request;
+    request.set_checkpoint(name);
+    SliceToProto(slices[0], request.add_shards());
+    RestoreCheckpointShardResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->RestoreCheckpointShard(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_EQ(status.error_message().find('\n'), std::string::npos);
+    EXPECT_EQ(unary_client_->WriteCheckpointShard(name, 0, slices).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(unary_client_->RestoreCheckpointShard("ckpt-1", {{"w", "w", {3, 9}, 0, 3}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateOf("w"), before);
+
+  // One flipped bit in the file: refused, nothing changed; repaired: restored.
+  const std::string shard = absl::StrCat(*committed, "/shard-00000");
+  const auto flip = [&] {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 1);
+    f.seekp(5);
+    f.write(&c, 1);
+  };
+  flip();
+  const absl::Status corrupt = unary_client_->RestoreCheckpointShard("ckpt-1", slices);
+  EXPECT_EQ(corrupt.code(), absl::StatusCode::kDataLoss) << corrupt;
+  EXPECT_EQ(StateOf("w"), before);
+  flip();
+  ASSERT_TRUE(unary_client_->RestoreCheckpointShard("ckpt-1", slices).ok());
+  EXPECT_NE(StateOf("w"), before);
+}
+
+TEST_F(HostileTest, APsWithoutACheckpointFolderRefusesShardCalls) {
+  Start();
+  EXPECT_FALSE(Status().checkpoint_shards());
+  CreateAdam({{"w", Tensor({2}, {1, 2})}});
+  const absl::Status status =
+      unary_client_->RestoreCheckpointShard("ckpt-1", {{"w", "w", {2}, 0, 2}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("--checkpoint_dir"), absl::string_view::npos);
 }
 
 }  // namespace

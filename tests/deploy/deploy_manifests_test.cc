@@ -519,7 +519,12 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
     EXPECT_EQ(service.command[0], expected_binary);
     ExpectFaultToleranceFlags(type, service.command);
     ExpectMetricsFlags(service.command);
-    if (config.task.type != Role::kChief) {
+    if (config.task.type == Role::kPs) {
+      // The chief's checkpoint volume, where each ps writes its own shards.
+      EXPECT_EQ(FlagValue(service.command, "checkpoint_dir"), kCheckpointDir) << name;
+      EXPECT_THAT(service.volumes, testing::ElementsAre(absl::StrCat("checkpoints:", kCheckpointDir)))
+          << name;
+    } else if (config.task.type != Role::kChief) {
       EXPECT_THAT(service.volumes, testing::IsEmpty());
     }
   }

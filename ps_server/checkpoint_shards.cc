@@ -1,0 +1,207 @@
+#include "ps_server/checkpoint_shards.h"
+
+#include <sys/stat.h>
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kSlotInfix[] = "/optimizer/";
+constexpr size_t kMaxRank = 8;
+constexpr int kMaxPsIndex = 99999;
+
+// The shape of `slice`'s shard: its rows of the variable.
+std::vector<int64_t> ShardShape(const ShardSlice& slice) {
+  if (slice.variable_shape.empty()) return {};
+  std::vector<int64_t> shape = slice.variable_shape;
+  shape[0] = slice.row_end - slice.row_begin;
+  return shape;
+}
+
+absl::Status CheckSlice(const ShardSlice& slice) {
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint slice of shard \"", slice.shard,
+                                                   "\": ", why));
+  };
+  if (slice.shard.empty() || slice.variable.empty()) return bad("no shard or variable name");
+  if (slice.variable_shape.size() > kMaxRank) return bad("more than 8 dimensions");
+  for (int64_t d : slice.variable_shape) {
+    if (d < 1) return bad("a dimension below 1");
+  }
+  const int64_t elements = NumElements(slice.variable_shape);
+  if (elements < 0 || elements > kMaxTensorElements) return bad("too many elements");
+  if (slice.row_begin < 0 || slice.row_end <= slice.row_begin ||
+      slice.row_end > RowsOf(slice.variable_shape)) {
+    return bad(absl::StrCat("rows [", slice.row_begin, ", ", slice.row_end,
+                            ") are not rows of a variable of shape ",
+                            ShapeToString(slice.variable_shape)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CheckpointShards::CheckpointShards(VariableStore* store, std::string root, Options options)
+    : store_(store), root_(std::move(root)), options_(options) {}
+
+absl::StatusOr<std::string> CheckpointShards::Folder(const std::string& checkpoint,
+                                                     bool committed) const {
+  if (committed ? !IsCommittedCheckpointName(checkpoint) : !IsTempCheckpointName(checkpoint)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", absl::CHexEscape(checkpoint.substr(0, 64)), "\" is not the name of a ",
+        committed ? "checkpoint folder (ckpt-<step>)"
+                  : "temporary checkpoint folder (.tmp-ckpt-<step>-<pid>-<n>)"));
+  }
+  const std::string folder = absl::StrCat(root_, "/", checkpoint);
+  struct stat st;
+  if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this ps sees no folder ", checkpoint, " in its --checkpoint_dir ", root_,
+        ": it is not the chief's checkpoint folder (not shared?)"));
+  }
+  return folder;
+}
+
+absl::Status CheckpointShards::CheckSlices(const std::vector<ShardSlice>& slices) const {
+  // A ps may hold several shards of one variable (more shards than ps): each its rows.
+  std::set<std::string> shards;
+  for (const ShardSlice& slice : slices) {
+    PS_RETURN_IF_ERROR(CheckSlice(slice));
+    if (!shards.insert(slice.shard).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard \"", slice.shard, "\" named twice"));
+    }
+    PS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, store_->ShapeOf(slice.shard));
+    if (shape != ShardShape(slice)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard \"", slice.shard, "\" is ", ShapeToString(shape), " here, not rows [",
+          slice.row_begin, ", ", slice.row_end, ") of ", ShapeToString(slice.variable_shape)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardFile> CheckpointShards::Write(const std::string& checkpoint, int ps_index,
+                                                  const std::vector<ShardSlice>& slices) const {
+  if (ps_index < 0 || ps_index > kMaxPsIndex) {
+    return absl::InvalidArgumentError(absl::StrCat("ps index ", ps_index, " out of range"));
+  }
+  PS_ASSIGN_OR_RETURN(std::string folder, Folder(checkpoint, /*committed=*/false));
+  PS_RETURN_IF_ERROR(CheckSlices(slices));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<ShardFileWriter> writer,
+                      ShardFileWriter::Create(folder, ShardFileName(ps_index),
+                                              options_.block_bytes));
+  std::vector<ShardCounts> counts;
+  for (const ShardSlice& slice : slices) {
+    // One shard's state at a time (a copy of this ps's rows, never a whole variable).
+    PS_ASSIGN_OR_RETURN(std::vector<VariableSnapshot> state,
+                        store_->ReadState(std::vector<std::string>{slice.shard}));
+    const VariableSnapshot& s = state.front();
+    PS_RETURN_IF_ERROR(writer->Add(slice.variable, slice.variable_shape, slice.row_begin,
+                                   slice.row_end, s.value));
+    ShardCounts c;
+    c.variable = slice.variable;
+    c.iterations = s.iterations;
+    c.version = s.version;
+    for (const NamedTensor& slot : s.slots) {
+      PS_RETURN_IF_ERROR(writer->Add(absl::StrCat(slice.variable, kSlotInfix, slot.name),
+                                     slice.variable_shape, slice.row_begin, slice.row_end,
+                                     slot.tensor));
+      c.slots.push_back(slot.name);
+    }
+    counts.push_back(std::move(c));
+  }
+  if (options_.delay_before_sync > absl::ZeroDuration()) absl::SleepFor(options_.delay_before_sync);
+  return writer->Finish(std::move(counts));
+}
+
+namespace {
+
+// `metadata.variables[variable]`'s count `key` (0 when absent).
+absl::StatusOr<int64_t> CountOf(const nlohmann::json& entry, const char* key,
+                                const std::string& dir, const std::string& variable) {
+  if (!entry.contains(key)) return 0;
+  if (!entry[key].is_number_integer() || entry[key].get<int64_t>() < 0) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", dir, ": ", key, " of ", variable,
+                                            " is not a count"));
+  }
+  return entry[key].get<int64_t>();
+}
+
+}  // namespace
+
+absl::Status CheckpointShards::Restore(const std::string& checkpoint,
+                                       const std::vector<ShardSlice>& slices) const {
+  PS_ASSIGN_OR_RETURN(std::string folder, Folder(checkpoint, /*committed=*/true));
+  PS_RETURN_IF_ERROR(CheckSlices(slices));
+  PS_ASSIGN_OR_RETURN(LoadedShardedManifest loaded, ReadShardedManifest(folder));
+  const ShardedManifest& manifest = loaded.manifest;
+  const nlohmann::json* variables = nullptr;
+  if (loaded.json.contains("metadata") && loaded.json["metadata"].is_object() &&
+      loaded.json["metadata"].contains("variables") &&
+      loaded.json["metadata"]["variables"].is_object()) {
+    variables = &loaded.json["metadata"]["variables"];
+  }
+  // The rows of one tensor read into a fresh value of the shard's shape, checked first.
+  const auto read_rows = [&](const std::string& tensor_name,
+                             const ShardSlice& slice) -> absl::StatusOr<Tensor> {
+    auto it = manifest.index.find(tensor_name);
+    if (it == manifest.index.end()) {
+      return absl::NotFoundError(absl::StrCat("checkpoint ", folder, " has no tensor \"",
+                                              tensor_name, "\""));
+    }
+    const StoredTensor& stored = manifest.tensors[it->second];
+    if (stored.shape != slice.variable_shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", folder, ": tensor \"", tensor_name, "\" is ",
+          ShapeToString(stored.shape), ", the variable here ",
+          ShapeToString(slice.variable_shape)));
+    }
+    Tensor value(ShardShape(slice));
+    PS_RETURN_IF_ERROR(
+        ReadTensorRows(folder, manifest, stored, slice.row_begin, slice.row_end, value.data()));
+    return value;
+  };
+  std::vector<VariableSnapshot> snapshots;
+  for (const ShardSlice& slice : slices) {
+    const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json& entry =
+        variables != nullptr && variables->contains(slice.variable) &&
+                (*variables)[slice.variable].is_object()
+            ? (*variables)[slice.variable]
+            : empty;
+    VariableSnapshot s;
+    s.name = slice.shard;
+    PS_ASSIGN_OR_RETURN(s.value, read_rows(slice.variable, slice));
+    PS_ASSIGN_OR_RETURN(s.iterations, CountOf(entry, "iterations", folder, slice.variable));
+    PS_ASSIGN_OR_RETURN(s.version, CountOf(entry, "version", folder, slice.variable));
+    if (entry.contains("slots")) {
+      if (!entry["slots"].is_array() || entry["slots"].size() > 16) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", folder, ": slots of ",
+                                                slice.variable, " is not a short list"));
+      }
+      for (const nlohmann::json& slot : entry["slots"]) {
+        if (!slot.is_string()) {
+          return absl::DataLossError(absl::StrCat("checkpoint ", folder, ": a slot name of ",
+                                                  slice.variable, " is not a string"));
+        }
+        const std::string slot_name = slot.get<std::string>();
+        PS_ASSIGN_OR_RETURN(Tensor t,
+                            read_rows(absl::StrCat(slice.variable, kSlotInfix, slot_name), slice));
+        s.slots.push_back({slot_name, std::move(t)});
+      }
+    }
+    snapshots.push_back(std::move(s));
+  }
+  // Everything read and verified: now the store changes, all or nothing.
+  return store_->RestoreState(std::move(snapshots));
+}
+
+}  // namespace pstrain
