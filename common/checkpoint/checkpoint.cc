@@ -110,6 +110,13 @@ nlohmann::json ShapeJson(const std::vector<int64_t>& shape) {
   return out;
 }
 
+// `object[key]` when it is a string, else "": json::value() throws (an abort here) when a
+// hostile manifest gives the key another type.
+std::string StringOrEmpty(const nlohmann::json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool IsNonNegativeInt(const nlohmann::json& v) {
   return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
 }
@@ -448,7 +455,7 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
   if (manifest.is_discarded() || !manifest.is_object()) {
     return DataLoss(dir, "manifest.json is not valid JSON (truncated?)");
   }
-  if (manifest.value("format", "") != kFormat) {
+  if (StringOrEmpty(manifest, "format") != kFormat) {
     return DataLoss(dir, "manifest.json is not a pstrain checkpoint manifest");
   }
   const bool sharded = manifest.contains("version") && manifest["version"] == 2;
@@ -499,7 +506,7 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
     if (!seen.insert(name).second) {
       return DataLoss(dir, absl::StrCat("tensor \"", name, "\" listed twice"));
     }
-    if (t.value("dtype", "") != "float32") {
+    if (StringOrEmpty(t, "dtype") != "float32") {
       return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has an unsupported dtype"));
     }
     std::vector<int64_t> shape;

@@ -203,6 +203,17 @@ TEST(CheckpointTest, EpochBeyondAnIntFallsBack) {
   }, "lacks step");
 }
 
+// A field of another type than the format's (a number where a string belongs) is a
+// corrupt manifest, not a crash: json::value() threw on these and aborted the reader.
+TEST(CheckpointTest, AManifestFieldOfTheWrongTypeFallsBack) {
+  ExpectFallback("format_number", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) { (*m)["format"] = 7; });
+  }, "not a pstrain checkpoint manifest");
+  ExpectFallback("dtype_number", [](const std::string& dir) {
+    EditManifest(dir, [](nlohmann::json* m) { (*m)["tensors"][0]["dtype"] = 5; });
+  }, "unsupported dtype");
+}
+
 TEST(CheckpointTest, AnUnreadableManifestIsSaidToBeUnreadable) {
   ExpectFallback("manifest_dir", [](const std::string& dir) {
     fs::remove(dir + "/manifest.json");
