@@ -13,8 +13,11 @@ namespace {
 
 void CheckRoundTrip(const pstrain::TfConfig& config) {
   for (const std::string& job : config.cluster.jobs()) {
+    // A job the parser kept names a role (an unknown task type is refused).
+    absl::StatusOr<pstrain::Role> role = pstrain::RoleFromTaskType(job);
+    if (!role.ok()) std::abort();
     for (int i = 0; i < config.cluster.num_tasks(job); ++i) {
-      if (!config.cluster.address({job, i}).ok()) std::abort();
+      if (!config.cluster.address({*role, i}).ok()) std::abort();
     }
   }
   const std::string text = pstrain::TfConfigToJson(config);
