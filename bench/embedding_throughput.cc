@@ -1,5 +1,5 @@
 // embedding_throughput: a large Embedding table on a parameter server, trained by rows
-// (what a worker does: worker/sparse_embedding.h) next to a dense push of the same table
+// (what a worker does: ps_server/client/sparse_embedding.h) next to a dense push of the same table
 // (the baseline, measured in the same run).
 //
 // A real ps (VariableStore + PsServiceImpl behind StartServer, its byte counters as the

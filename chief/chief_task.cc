@@ -23,12 +23,14 @@
 #include "common/logging.h"
 #include "common/math/cpu_backend.h"
 #include "common/model/job_spec.h"
+#include "common/memory_budget.h"
 #include "common/model/model_memory.h"
-#include "common/model/optimizer.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
+#include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "ps_server/client/sparse_embedding.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "worker/rpc/grpc_worker_client.h"
 
@@ -107,20 +109,26 @@ absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOpti
   return absl::OkStatus();
 }
 
-// Whether the chief's share of the model fits --max_memory (common/model/model_memory.h):
-// it reads back every value and optimizer slot for a checkpoint, evaluates a batch at a
-// time, and holds initial values only when the job gives them (a .keras model's weights):
-// otherwise each ps draws its own rows of them.
-absl::Status CheckChiefMemory(const Model& model, const JobSpec& job) {
-  PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
-  const int64_t slots = static_cast<int64_t>(optimizer->NewState(1)->slots().size());
+// Whether what the chief holds fits --max_memory (common/model/model_memory.h). It
+// evaluates as a worker trains (ps_server/client/sharded_evaluator.h): every dense
+// variable pulled once, of an Embedding table only a validation batch's rows, and a
+// validation batch's activations. The whole model only where something needs it whole:
+// initial values the job gives (a .keras model's weights; otherwise each ps draws its own
+// rows) and --export_keras's final weights. The ps tasks write checkpoints (format 2); a
+// checkpoint the chief must read whole (format 1: a ps without the folder) is checked
+// when it is written (Checkpointer).
+absl::Status CheckChiefMemory(const Model& model, const JobSpec& job, bool exports) {
   const bool given = job.initial_weights != nullptr;
   ModelMemoryUse use;
-  use.copies_per_variable = 1 + slots + (given ? 1 : 0);
-  use.copies_are = absl::StrCat(given ? "initial values, and " : "", "values with ", slots,
-                                " optimizer slot", slots == 1 ? "" : "s",
-                                " read for checkpoints");
-  use.batch = job.batch_size;
+  use.copies_per_variable = 1 + (given ? 1 : 0) + (exports ? 1 : 0);
+  use.copies_are = absl::StrCat(given ? "initial values, " : "",
+                                exports ? "the weights for --export_keras, " : "",
+                                "values pulled to evaluate");
+  use.batch = Coordinator::kValidationBatch;
+  if (!given && !exports && HasRowSparseEmbedding(model)) {
+    use.first_layer_rows_held = SaturatingMul(Coordinator::kValidationBatch, model.input_size());
+    use.copies_are += "; of the Embedding, a validation batch's rows";
+  }
   return CheckModelMemory(model, use, "chief");
 }
 
@@ -135,7 +143,8 @@ absl::Status BuildModelAndValidation(const ChiefOptions& options, ChiefJob* chie
     return InJobSpec(options, loss);
   }
   // Before any task is waited for.
-  if (absl::Status fits = CheckChiefMemory(**model, chief->job); !fits.ok()) {
+  if (absl::Status fits = CheckChiefMemory(**model, chief->job, !options.export_keras.empty());
+      !fits.ok()) {
     return absl::Status(fits.code(), absl::StrCat(options.job_path, ": ", fits.message()));
   }
   chief->model = *std::move(model);
@@ -365,6 +374,17 @@ void ShutdownTasks(const std::vector<PsClient*>& ps, const std::vector<WorkerCli
 // Ends the job after Coordinator::Run returned `result`, and says how the chief exits.
 // Preempted: the tasks keep running for the restarted chief. Otherwise every task is told
 // the job is over.
+// What GetStatus would answer now, as one line of protobuf's JSON (as each ps logs its
+// own): once the chief is gone, what every task held at most (the chief's peak after its
+// last evaluation, each task's as its last heartbeat said) stays readable in the log.
+void LogFinalStatus(const ChiefServiceImpl& service) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(service.Status(), &json, print).ok()) return;
+  LogInfo(absl::StrCat("chief final status: ", json));
+}
+
 int FinishJob(const absl::Status& result, bool preempted, Membership* membership,
               const TaskClients& tasks, ShutdownSignal* shutdown) {
   if (absl::IsAborted(result) && preempted) {
@@ -455,6 +475,7 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
   }
   const int exit_code =
       FinishJob(result, coordinator.preempted(), &membership, tasks, runtime->shutdown());
+  LogFinalStatus(service);
   // The server goes first: its SaveCheckpoint calls may still use the coordinator.
   runtime->StopServing();
   handle->Finish();

@@ -61,10 +61,6 @@ PsRecovery::Options PsRecoveryOptions(const Coordinator::Options& options, uint6
   return out;
 }
 
-// The number of evaluation examples per Model::Evaluate call: large batches evaluate
-// fastest, and the result does not depend on it.
-constexpr int64_t kValidationBatch = 1000;
-
 // A worker as the scheduler sees it: ready unless the coordinator found it lost (it
 // rejoins at a segment's start or after a ps recovery: RejoinLostWorkers), so asking
 // costs no RPC.
@@ -177,6 +173,7 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
       restore_(restore),
       variables_(model, ps_, PsOptimizerFor(*job, *model, workers_.size()),
                  options_.consistency),
+      evaluator_(model, &variables_, ps_),
       checkpointer_(CheckpointerOptions(options_), job, &variables_),
       ps_recovery_(PsRecoveryOptions(options_, job->seed,
                                      [this](absl::Duration d) { return WaitDuringRecovery(d); }),
@@ -763,9 +760,8 @@ absl::Status Coordinator::RunEpoch(int epoch, EpochSummary* summary,
 }
 
 absl::Status Coordinator::Validate(EpochSummary* summary) {
-  PS_ASSIGN_OR_RETURN(std::vector<Tensor> weights, variables_.Pull());
   PS_ASSIGN_OR_RETURN(EvaluationResult result,
-                      EvaluateOn(model_, weights, *validation_, kValidationBatch));
+                      evaluator_.Evaluate(*validation_, kValidationBatch));
   if (result.samples > 0) {
     summary->has_validation = true;
     summary->val_loss = result.loss;

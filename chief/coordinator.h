@@ -31,6 +31,7 @@
 #include "proto/ps.pb.h"
 #include "ps_server/client/ps_recovery.h"
 #include "ps_server/client/sharded_variables.h"
+#include "ps_server/client/sharded_evaluator.h"
 #include "ps_server/ps_client.h"
 #include "worker/worker_client.h"
 
@@ -63,6 +64,10 @@ using JobPhase = distribute::JobPhase;
 // the chunk runs again.
 class Coordinator {
  public:
+  // Examples per Model::Evaluate call of the validation after each epoch: large batches
+  // evaluate fastest, and the result does not depend on it.
+  static constexpr int64_t kValidationBatch = 1000;
+
   struct Options {
     absl::Duration register_timeout = absl::Seconds(60);
     // Steps per RunSteps call: smaller chunks mean finer progress and shorter deadlines.
@@ -210,7 +215,9 @@ class Coordinator {
   // At a segment's start and after a ps recovery: lost workers that heartbeat and answer
   // ready again take work.
   void RejoinLostWorkers(int epoch) ABSL_LOCKS_EXCLUDED(mu_);
-  // Evaluates the weights on the ps tasks on the validation data.
+  // Evaluates the weights on the ps tasks on the validation data: the dense variables
+  // pulled whole, an Embedding table by the rows each batch needs (the figures are those
+  // of the whole weights).
   absl::Status Validate(EpochSummary* summary);
   // Writes a checkpoint of `epochs_done` completed epochs at the current global step;
   // `position` (may be null: at an epoch's end) is where the epoch in progress stands.
@@ -238,6 +245,8 @@ class Coordinator {
   const std::function<void(const EpochSummary&)> on_epoch_;
   const CheckpointReader* const restore_;  // Not owned; may be null.
   ShardedVariables variables_;
+  // Validation, without gathering an Embedding table.
+  ShardedEvaluator evaluator_;
   Checkpointer checkpointer_;
   PsRecovery ps_recovery_;
   // The workers as the scheduler sees them (ready unless lost_), and the scheduler of the

@@ -32,6 +32,8 @@ std::vector<TaskState> TaskStates(const distribute::Membership& membership) {
     s.set_address(m.address);
     s.set_registered(m.registered);
     if (m.registered) s.set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(m.since_heard));
+    s.set_resident_memory_bytes(m.memory.resident_bytes);
+    s.set_peak_resident_memory_bytes(m.memory.peak_resident_bytes);
     states.push_back(std::move(s));
   }
   return states;

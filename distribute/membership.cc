@@ -86,6 +86,7 @@ absl::Status Membership::Register(const std::string& type, int index,
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Member*> m = Find(type, index);
     if (!m.ok()) return m.status();
+    if ((*m)->incarnation != incarnation) (*m)->memory = ProcessMemory();
     (*m)->incarnation = incarnation;
     if (!address.empty()) (*m)->address = address;
     MarkHeard(*m, &change);
@@ -95,7 +96,12 @@ absl::Status Membership::Register(const std::string& type, int index,
 }
 
 absl::StatusOr<bool> Membership::Heartbeat(const std::string& type, int index,
-                                           int64_t incarnation) {
+                                           int64_t incarnation, ProcessMemory memory) {
+  if (memory.resident_bytes < 0 || memory.peak_resident_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", type, " ", index, " reports a negative memory size (resident ",
+        memory.resident_bytes, ", peak ", memory.peak_resident_bytes, ")"));
+  }
   Change change;
   bool over = false;
   {
@@ -107,6 +113,7 @@ absl::StatusOr<bool> Membership::Heartbeat(const std::string& type, int index,
                                               " is not registered with this incarnation"));
     }
     MarkHeard(*m, &change);
+    (*m)->memory = memory;
     over = job_over_;
   }
   Tell(change);
@@ -217,6 +224,7 @@ std::vector<MemberStatus> Membership::Snapshot() const {
     s.registered = m.registered;
     if (m.registered) s.since_heard = now - m.last_heard;
     s.times_back = m.times_back;
+    s.memory = m.memory;
     out.push_back(std::move(s));
   }
   return out;

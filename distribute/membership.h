@@ -36,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
+#include "common/process_memory.h"
 
 namespace pstrain::distribute {
 
@@ -59,6 +60,8 @@ struct MemberStatus {
   absl::Duration since_heard;
   // Times it came back after being lost.
   int64_t times_back = 0;
+  // As its last heartbeat reported it (zeros: not known; a new incarnation starts over).
+  ProcessMemory memory;
 };
 
 class Membership {
@@ -92,12 +95,13 @@ class Membership {
   absl::Status Register(const std::string& type, int index, const std::string& address,
                         int64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Records a heartbeat of the registered incarnation; returns true once the job is over
-  // (EndJob: the task should exit).
-  // Errors: INVALID_ARGUMENT unknown task; NOT_FOUND the task has not registered, or this
-  //         incarnation was replaced by a newer one (the heartbeat is not counted).
-  absl::StatusOr<bool> Heartbeat(const std::string& type, int index, int64_t incarnation)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a heartbeat of the registered incarnation, and the memory it reports (all
+  // zeros: not known); returns true once the job is over (EndJob: the task should exit).
+  // Errors: INVALID_ARGUMENT unknown task, a negative memory figure; NOT_FOUND the task
+  //         has not registered, or this incarnation was replaced by a newer one (the
+  //         heartbeat is not counted). Nothing is recorded on an error.
+  absl::StatusOr<bool> Heartbeat(const std::string& type, int index, int64_t incarnation,
+                                 ProcessMemory memory = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The task answered a call (a status poll): registers it the first time (incarnation
   // 0, the cluster spec's address) and counts as a heartbeat after.
@@ -153,6 +157,7 @@ class Membership {
     // ReportLost was called after last_heard.
     bool reported_lost = false;
     int64_t times_back = 0;
+    ProcessMemory memory;
   };
   // A change of state to tell on_change about once the lock is released.
   struct Change {

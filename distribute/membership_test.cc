@@ -107,6 +107,24 @@ TEST(MembershipTest, UnknownTaskAndStaleIncarnationAreRejected) {
   EXPECT_TRUE(*membership.Heartbeat("worker", 0, 2));
 }
 
+// A heartbeat's memory figures are the member's until the next one; a negative one is
+// refused and changes nothing; a new incarnation starts with none.
+TEST(MembershipTest, HeartbeatsCarryTheTasksMemory) {
+  Membership membership(TwoPsTwoWorkers());
+  ASSERT_TRUE(membership.Register("ps", 1, "h:3", 7).ok());
+  auto memory_of_ps1 = [&] { return membership.Snapshot()[1].memory; };
+  EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 0);
+  ASSERT_TRUE(membership.Heartbeat("ps", 1, 7, {100 << 20, 300 << 20}).ok());
+  EXPECT_EQ(memory_of_ps1().resident_bytes, 100 << 20);
+  EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 300 << 20);
+  EXPECT_EQ(membership.Heartbeat("ps", 1, 7, {-1, 5}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(memory_of_ps1().resident_bytes, 100 << 20);
+  EXPECT_EQ(membership.Snapshot()[0].memory.resident_bytes, 0);  // ps 0 never said
+  ASSERT_TRUE(membership.Register("ps", 1, "h:3", 8).ok());  // restarted
+  EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 0);
+}
+
 TEST(MembershipTest, IsLiveNeedsARegistrationAndAFreshHeartbeat) {
   StepClock clock;
   Membership::Options options;

@@ -89,8 +89,19 @@ void CheckPsctlAgainstTheRunningJob(const std::string& chief, std::string* repor
   EXPECT_GE(NumberAfter(status.out, "global step"), 14) << status.out;  // epoch 1 is done
   std::map<int, std::string> ps_address;
   int workers = 0;
+  bool chief_memory = false;
   for (const auto& row : status.rows) {
+    // type, index, address, registered, "Nms ago", memory, peak memory: every task's
+    // memory as the kernel counts it, never unknown in a running job.
+    if (row.size() == 7 && row[0] == "chief") {
+      chief_memory = absl::EndsWith(row[6], "MiB") && row[6] != "0.0MiB";
+    }
     if (row.size() < 4 || (row[0] != "ps" && row[0] != "worker")) continue;
+    EXPECT_EQ(row.size(), 8u) << absl::StrJoin(row, " ");
+    if (row.size() == 8) {
+      EXPECT_TRUE(absl::EndsWith(row[6], "MiB") && absl::EndsWith(row[7], "MiB"))
+          << "no memory: " << absl::StrJoin(row, " ");
+    }
     EXPECT_EQ(row[3], "yes") << "not registered: " << absl::StrJoin(row, " ");
     EXPECT_TRUE(absl::StartsWith(row[2], "localhost:")) << absl::StrJoin(row, " ");
     int index = -1;
@@ -99,6 +110,7 @@ void CheckPsctlAgainstTheRunningJob(const std::string& chief, std::string* repor
     if (row[0] == "worker") ++workers;
   }
   EXPECT_EQ(workers, 2) << status.out;
+  EXPECT_TRUE(chief_memory) << status.out;
   ASSERT_EQ(ps_address.size(), 2u) << status.out;
 
   // layout: variable, shard, ps, rows, shape; whole variables here (each < 256 KiB).

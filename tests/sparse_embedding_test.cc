@@ -1,9 +1,9 @@
-// A worker's row-sparse Embedding (worker/sparse_embedding.h) against real ps stores: the
+// A worker's row-sparse Embedding (ps_server/client/sparse_embedding.h) against real ps stores: the
 // weights equal those of dense training, and a step's bytes on the wire, counted by the
 // ps's own metrics behind its real gRPC service, grow with the rows a batch touches, not
 // with the table.
 
-#include "worker/sparse_embedding.h"
+#include "ps_server/client/sparse_embedding.h"
 
 #include <memory>
 #include <string>

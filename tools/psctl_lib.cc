@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/match.h"
@@ -216,6 +217,16 @@ std::string FormatLayoutTable(const std::vector<VariablePlacementEntry>& placeme
   return Table(rows, "");
 }
 
+namespace {
+
+// "512.0MiB" (one word, so a script splits a row on spaces), or "-" when not known (0).
+std::string MemoryText(int64_t bytes) {
+  if (bytes <= 0) return "-";
+  return absl::StrFormat("%.1fMiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
 std::string FormatChiefStatus(const ChiefStatusResponse& status) {
   // The enum, or an older chief's phase name; a phase this psctl does not know is shown
   // as the chief spelled it.
@@ -226,12 +237,19 @@ std::string FormatChiefStatus(const ChiefStatusResponse& status) {
                                 " (phase ", static_cast<int>(status.phase()), ")");
   std::string text = absl::StrCat("phase: ", phase_text, "\nepoch: ", status.epoch(),
                                   "\nglobal step: ", status.global_step(), "\ntasks:\n");
+  // Memory as the tasks' heartbeats reported it, the chief's as it answered: what each
+  // task holds now and the most it held (README "Large embeddings on the parameter
+  // servers" says what that should be).
   std::vector<std::vector<std::string>> tasks = {
-      {"type", "index", "address", "registered", "last heartbeat"}};
+      {"type", "index", "address", "registered", "last heartbeat", "memory", "peak memory"}};
+  tasks.push_back({"chief", "0", "-", "yes", "-", MemoryText(status.chief_resident_memory_bytes()),
+                   MemoryText(status.chief_peak_resident_memory_bytes())});
   for (const TaskState& t : status.tasks()) {
     tasks.push_back({t.task_type(), absl::StrCat(t.task_index()), t.address(),
                      t.registered() ? "yes" : "no",
-                     t.registered() ? absl::StrCat(t.last_heartbeat_age_ms(), "ms ago") : "-"});
+                     t.registered() ? absl::StrCat(t.last_heartbeat_age_ms(), "ms ago") : "-",
+                     MemoryText(t.resident_memory_bytes()),
+                     MemoryText(t.peak_resident_memory_bytes())});
   }
   absl::StrAppend(&text, Table(tasks, "  "), "layout:\n");
   if (status.placement().empty()) {

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "chief/membership.h"
 #include "distribute/job_phase.h"
 #include "chief/rpc/chief_service.h"
@@ -244,6 +245,47 @@ TEST_F(PsctlTest, StatusShowsProgressTasksAndLayout) {
   EXPECT_TRUE(absl::StrContains(r.out, "worker")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "dense/kernel/part_1")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "variable")) << r.out;
+}
+
+// Every task's memory is a column: the tasks' as their last heartbeat reported it, the
+// chief's its own (this process's) at the call; a task that has not said is "-".
+TEST_F(PsctlTest, StatusShowsEveryTasksMemory) {
+  ASSERT_TRUE(membership_->Heartbeat("ps", 0, 42, {int64_t{300} << 20, int64_t{1536} << 20}).ok());
+
+  Result r = RunArgs({"status", "--chief=" + chief_address_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, std::vector<std::string>> rows;  // "ps 0" -> its fields
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() >= 2) rows[fields[0] + " " + fields[1]] = fields;
+  }
+  ASSERT_FALSE(rows["type index"].empty()) << r.out;  // the tasks table's header
+  EXPECT_EQ(rows["type index"].back(), "memory") << r.out;  // "... memory peak memory"
+  ASSERT_EQ(rows["ps 0"].size(), 8u) << r.out;  // "12ms ago" is two words
+  EXPECT_EQ(rows["ps 0"][6], "300.0MiB") << r.out;
+  EXPECT_EQ(rows["ps 0"][7], "1536.0MiB") << r.out;
+  ASSERT_EQ(rows["worker 0"].size(), 7u) << r.out;
+  EXPECT_EQ(rows["worker 0"][5], "-") << r.out;  // not registered: nothing reported
+  ASSERT_EQ(rows["chief 0"].size(), 7u) << r.out;
+  double chief_mib = 0;
+  ASSERT_TRUE(absl::SimpleAtod(absl::StripSuffix(rows["chief 0"][6], "MiB"), &chief_mib))
+      << r.out;
+  EXPECT_GT(chief_mib, 0) << r.out;
+
+  Result json = RunArgs({"status", "--chief=" + chief_address_, "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  std::vector<nlohmann::json> lines = JsonLines(json.out);
+  ASSERT_EQ(lines.size(), 1u) << json.out;
+  int64_t chief_peak = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(lines[0]["chief_peak_resident_memory_bytes"].get<std::string>(),
+                               &chief_peak))
+      << json.out;
+  EXPECT_GT(chief_peak, 0);
+  for (const nlohmann::json& task : lines[0]["tasks"]) {
+    if (task["task_type"] == "ps" && task["task_index"] == 0) {
+      EXPECT_EQ(task["peak_resident_memory_bytes"], absl::StrCat(int64_t{1536} << 20));
+    }
+  }
 }
 
 TEST_F(PsctlTest, LayoutPrintsOneRowPerShard) {

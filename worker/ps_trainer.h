@@ -13,7 +13,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
-#include "worker/sparse_embedding.h"
+#include "ps_server/client/sparse_embedding.h"
 #include "worker/worker_metrics.h"
 
 namespace pstrain {
@@ -32,11 +32,11 @@ namespace pstrain {
 // come from different ps at slightly different versions, as with TensorFlow's
 // partitioned variables under asynchronous training.
 //
-// Row-sparse embeddings (EmbeddingTraffic::kRowSparse, worker/sparse_embedding.h): a model
-// whose first layer is an Embedding never holds its table. Each step pulls the rows of the
-// batch's distinct ids (PullRows), computes on a compact copy of the model, and pushes
-// those rows' gradients (PushRows) next to the other variables' PushPull, to the same ps
-// at once; the table is left out of PullAll, weights() holds the compact table.
+// Row-sparse embeddings (EmbeddingTraffic::kRowSparse, ps_server/client/sparse_embedding.h):
+// a model whose first layer is an Embedding never holds its table. Each step pulls the rows
+// of the batch's distinct ids (PullRows), computes on a compact copy of the model, and
+// pushes those rows' gradients (PushRows) next to the other variables' PushPull, to the
+// same ps at once; the table is left out of PullAll, weights() holds the compact table.
 enum class EmbeddingTraffic {
   kDense,      // every variable whole, every step (what sync mode needs)
   kRowSparse,  // the first layer's Embedding table by rows, when the model has one

@@ -94,7 +94,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
   const std::vector<VariablePlacementEntry> placement(request.placement().begin(),
                                                       request.placement().end());
   // An Embedding table moves by rows, except in sync mode, which aggregates dense
-  // gradients only (worker/sparse_embedding.h).
+  // gradients only (ps_server/client/sparse_embedding.h).
   PS_ASSIGN_OR_RETURN(
       trainer_, PsTrainer::Create(model_.get(), std::move(clients), placement,
                                   job_.seed * 7919 + 104729 * (worker_index_ + 1),

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/process_memory.h"
 #include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 
@@ -49,8 +50,11 @@ grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext* context,
       !caller.ok()) {
     return caller;
   }
+  ProcessMemory memory;
+  memory.resident_bytes = request->resident_memory_bytes();
+  memory.peak_resident_bytes = request->peak_resident_memory_bytes();
   absl::StatusOr<bool> over = membership_->Heartbeat(request->task_type(), request->task_index(),
-                                                     request->incarnation());
+                                                     request->incarnation(), memory);
   if (!over.ok()) return ToGrpcStatus(over.status());
   response->set_shutdown(*over);
   return grpc::Status::OK;
@@ -78,9 +82,20 @@ grpc::Status ChiefServiceImpl::Report(grpc::ServerContext* context, const Report
 
 grpc::Status ChiefServiceImpl::GetStatus(grpc::ServerContext*, const ChiefStatusRequest*,
                                          ChiefStatusResponse* response) {
-  describe_(response);
-  for (TaskState& state : TaskStates(*membership_)) *response->add_tasks() = std::move(state);
+  *response = Status();
   return grpc::Status::OK;
+}
+
+ChiefStatusResponse ChiefServiceImpl::Status() const {
+  ChiefStatusResponse status;
+  describe_(&status);
+  for (TaskState& state : TaskStates(*membership_)) *status.add_tasks() = std::move(state);
+  // The chief's own, read now (the tasks' come with their heartbeats).
+  if (absl::StatusOr<ProcessMemory> memory = ReadProcessMemory(); memory.ok()) {
+    status.set_chief_resident_memory_bytes(memory->resident_bytes);
+    status.set_chief_peak_resident_memory_bytes(memory->peak_resident_bytes);
+  }
+  return status;
 }
 
 grpc::Status ChiefServiceImpl::SaveCheckpoint(grpc::ServerContext* context,

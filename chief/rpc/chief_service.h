@@ -35,6 +35,10 @@ class ChiefServiceImpl final : public Chief::Service {
   grpc::Status SaveCheckpoint(grpc::ServerContext* context, const SaveCheckpointRequest* request,
                               SaveCheckpointResponse* response) override;
 
+  // What GetStatus answers: `describe`'s part, every member (with the memory its last
+  // heartbeat reported) and the chief's own memory now.
+  ChiefStatusResponse Status() const;
+
  private:
   Membership* const membership_;  // Not owned.
   const std::string job_json_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/process_memory.h"
 
 namespace pstrain {
 namespace {
@@ -68,6 +69,10 @@ void TaskAgent::HeartbeatLoop() {
   absl::Time last_answer = absl::Now();
   while (!stop_heartbeats_.WaitFor(options_.heartbeat_interval)) {
     if (shutdown_->requested()) return;
+    // What this task holds, for psctl status (zeros when /proc cannot be read).
+    const ProcessMemory memory = ReadProcessMemory().value_or(ProcessMemory());
+    request.set_resident_memory_bytes(memory.resident_bytes);
+    request.set_peak_resident_memory_bytes(memory.peak_resident_bytes);
     absl::StatusOr<HeartbeatResponse> response = chief_->Heartbeat(request);
     if (absl::IsNotFound(response.status())) {
       // The chief does not know this task: it was restarted (Kubernetes, the launcher)

@@ -34,6 +34,11 @@ TEST(MetricsServerTest, ServesTheRegistryInPrometheusTextFormat) {
   EXPECT_THAT(response->body, HasSubstr("pstrain_task_info{task_index=\"1\",task_type=\"ps\"} 1"));
   EXPECT_THAT(response->body, HasSubstr("# TYPE process_cpu_seconds_total counter"));
   EXPECT_THAT(response->body, HasSubstr("process_resident_memory_bytes "));
+  // The peak (VmHWM): a gauge, never 0 in a running process.
+  EXPECT_THAT(response->body, HasSubstr("# TYPE pstrain_peak_resident_memory_bytes gauge"));
+  const size_t peak_at = response->body.find("\npstrain_peak_resident_memory_bytes ");
+  ASSERT_NE(peak_at, std::string::npos);
+  EXPECT_GT(std::stod(response->body.substr(peak_at + 36)), 0) << response->body;
   // The start time is this process's, within a day of now.
   const size_t at = response->body.find("\nprocess_start_time_seconds ");
   ASSERT_NE(at, std::string::npos);

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/process_memory.h"
 
 namespace pstrain {
 namespace {
@@ -94,6 +95,15 @@ void AddProcessMetrics(const ProcessMetricsOptions& options, MetricsRegistry* re
                         MetricType::Gauge)
         .Add(stat.resident_bytes)
         .AppendTo(families);
+    // The peak is what decides whether a task fits its machine: a chief that evaluates
+    // by rows stays flat while the ps grow with the table (README "Large embeddings").
+    if (absl::StatusOr<ProcessMemory> memory = ReadProcessMemory(); memory.ok()) {
+      MetricFamilyBuilder("pstrain_peak_resident_memory_bytes",
+                          "The most resident memory this process has held (VmHWM)",
+                          MetricType::Gauge)
+          .Add(static_cast<double>(memory->peak_resident_bytes))
+          .AppendTo(families);
+    }
     MetricFamilyBuilder("process_virtual_memory_bytes", "Virtual memory size", MetricType::Gauge)
         .Add(stat.virtual_bytes)
         .AppendTo(families);

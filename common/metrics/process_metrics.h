@@ -17,7 +17,8 @@ struct ProcessMetricsOptions {
 // Adds what every daemon exports about itself, read from /proc at each scrape:
 //   process_cpu_seconds_total, process_resident_memory_bytes,
 //   process_virtual_memory_bytes, process_open_fds, process_start_time_seconds
-// (the names of Prometheus' own client libraries, which dashboards expect), and
+// (the names of Prometheus' own client libraries, which dashboards expect),
+//   pstrain_peak_resident_memory_bytes (VmHWM: the most resident memory it held), and
 //   pstrain_build_info{version, cuda} 1, pstrain_task_info{task_type, task_index} 1.
 // Prometheus itself adds `up` for every target it scrapes.
 void AddProcessMetrics(const ProcessMetricsOptions& options, MetricsRegistry* registry);

@@ -77,7 +77,7 @@ class Model {
 
   const std::string& name() const { return name_; }
   // The backend the passes run on (null: a description only), and the loss SetLoss set
-  // (a copy of the model, e.g. worker/sparse_embedding.h's compact one, takes them).
+  // (a copy of the model, e.g. ps_server/client/sparse_embedding.h's compact one, takes them).
   Backend* backend() const { return backend_; }
   const LossConfig& loss() const { return loss_; }
 

@@ -25,9 +25,9 @@ struct ModelMemoryUse {
   int64_t replicas = 1;
   // Says what the copies are, for the message ("value, gradient and 2 optimizer slots").
   std::string copies_are;
-  // >= 0: the first layer is an Embedding trained by rows (a ps worker's, see
-  // worker/sparse_embedding.h): of its table this process holds only this many rows (a
-  // batch's ids), each copies_per_variable times, not the whole table.
+  // >= 0: the first layer is an Embedding read by rows (a ps worker's training, the chief's
+  // evaluation: ps_server/client/sparse_embedding.h): of its table this process holds only
+  // this many rows (a batch's ids), each copies_per_variable times, not the whole table.
   int64_t first_layer_rows_held = -1;
 };
 

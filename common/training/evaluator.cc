@@ -7,8 +7,8 @@
 
 namespace pstrain {
 
-absl::StatusOr<EvaluationResult> EvaluateOn(Model* model, const std::vector<Tensor>& weights,
-                                            const Dataset& data, int64_t batch_size) {
+absl::StatusOr<EvaluationResult> EvaluateInBatches(const Dataset& data, int64_t batch_size,
+                                                   const EvaluateBatch& evaluate) {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("evaluation batch size ", batch_size, " < 1"));
   }
@@ -18,7 +18,7 @@ absl::StatusOr<EvaluationResult> EvaluateOn(Model* model, const std::vector<Tens
   for (int64_t start = 0; start < data.num_examples(); start += batch_size) {
     const int64_t count = std::min(batch_size, data.num_examples() - start);
     PS_ASSIGN_OR_RETURN(Dataset batch, data.Slice(start, count));
-    PS_ASSIGN_OR_RETURN(StepResult r, model->Evaluate(weights, batch.x, batch.y));
+    PS_ASSIGN_OR_RETURN(StepResult r, evaluate(batch.x, batch.y));
     loss_sum += r.loss_sum;
     correct += r.correct;
     result.samples += r.samples;
@@ -28,6 +28,13 @@ absl::StatusOr<EvaluationResult> EvaluateOn(Model* model, const std::vector<Tens
     result.accuracy = static_cast<double>(correct) / result.samples;
   }
   return result;
+}
+
+absl::StatusOr<EvaluationResult> EvaluateOn(Model* model, const std::vector<Tensor>& weights,
+                                            const Dataset& data, int64_t batch_size) {
+  return EvaluateInBatches(data, batch_size, [&](const Tensor& x, const Tensor& y) {
+    return model->Evaluate(weights, x, y);
+  });
 }
 
 }  // namespace pstrain

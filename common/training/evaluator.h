@@ -7,6 +7,7 @@
 // every epoch, Fit the weights it trains, and tools/evaluate a checkpoint's.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,17 @@ struct EvaluationResult {
 //         fit the model, ...).
 absl::StatusOr<EvaluationResult> EvaluateOn(Model* model, const std::vector<Tensor>& weights,
                                             const Dataset& data, int64_t batch_size);
+
+// Evaluates one batch (x, y), as Model::Evaluate does.
+using EvaluateBatch =
+    std::function<absl::StatusOr<StepResult>(const Tensor& x, const Tensor& y)>;
+
+// EvaluateOn with each batch handed to `evaluate` instead of one model with whole
+// weights: the chief's evaluation pulls only the Embedding rows each batch needs
+// (ps_server/client/sparse_embedding.h). The batches and the sums are EvaluateOn's, so
+// the same figures come out. Errors: INVALID_ARGUMENT batch_size < 1; `evaluate`'s.
+absl::StatusOr<EvaluationResult> EvaluateInBatches(const Dataset& data, int64_t batch_size,
+                                                   const EvaluateBatch& evaluate);
 
 }  // namespace pstrain
 

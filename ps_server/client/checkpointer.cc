@@ -7,10 +7,32 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/shard_files.h"
 #include "common/logging.h"
+#include "common/memory_budget.h"
+#include "common/model/optimizer.h"
 #include "common/status_macros.h"
 #include "common/training/training_state.h"
 
 namespace pstrain {
+namespace {
+
+// A format-1 checkpoint passes through this process whole: every variable's value and
+// optimizer slots. Checked against --max_memory before anything is read, so a model too
+// large for the chief fails its checkpoint with a message, not the chief with bad_alloc.
+absl::Status CheckWholeStateFits(const std::vector<VariableLayout>& layout, const JobSpec& job) {
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, Optimizer::Create(job.optimizer));
+  const int64_t copies = 1 + static_cast<int64_t>(optimizer->NewState(1)->slots().size());
+  int64_t elements = 0;
+  for (const VariableLayout& v : layout) {
+    int64_t n = 1;
+    for (int64_t d : v.shape) n = SaturatingMul(n, d);
+    elements = SaturatingAdd(elements, n);
+  }
+  return CheckMemoryBudget(SaturatingMul(SaturatingMul(elements, copies), sizeof(float)),
+                           "a format-1 checkpoint (every variable and its optimizer slots, "
+                           "read whole into the chief)");
+}
+
+}  // namespace
 
 Checkpointer::Checkpointer(Options options, const JobSpec* job,
                            const ShardedVariables* variables)
@@ -85,6 +107,7 @@ absl::StatusOr<std::string> Checkpointer::WriteSharded(int epochs_done, int64_t 
 absl::StatusOr<std::string> Checkpointer::WriteWhole(int epochs_done, int64_t global_step,
                                                      const nlohmann::json& metadata) {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, variables_->Layout());
+  PS_RETURN_IF_ERROR(CheckWholeStateFits(layout, *job_));
   TrainingState state;
   state.epochs_done = epochs_done;
   state.global_step = global_step;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/math/cpu_backend.h"
+#include "common/memory_budget.h"
 #include "gtest/gtest.h"
 #include "ps_server/local_ps_client.h"
 #include "ps_server/variable_store.h"
@@ -114,6 +115,21 @@ TEST_F(CheckpointerTest, WritesTheSharedLayoutAndRestoresIt) {
   auto after = variables_->Pull();
   ASSERT_TRUE(after.ok());
   for (size_t i = 0; i < before->size(); ++i) EXPECT_EQ(Values((*after)[i]), Values((*before)[i]));
+}
+
+// A format-1 checkpoint (these ps have no folder of their own) passes every variable
+// and its slots through this process: over --max_memory it is refused before anything
+// is read or written, and the budget back, the next one is written.
+TEST_F(CheckpointerTest, AFormatOneCheckpointOverTheMemoryBudgetIsRefused) {
+  Checkpointer checkpointer(OptionsIn("over_budget"), &job_, variables_.get());
+  SetMemoryBudgetForTesting(64);  // out/kernel alone is 12 floats, with Adam's 2 slots 144 B
+  const absl::Status refused = checkpointer.Write(1, 10, nullptr);
+  SetMemoryBudgetForTesting(0);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("--max_memory"), std::string::npos) << refused;
+  EXPECT_FALSE(checkpointer.OpenLatest().ok());
+  ASSERT_TRUE(checkpointer.Write(1, 10, nullptr).ok());
+  EXPECT_TRUE(checkpointer.OpenLatest().ok());
 }
 
 TEST_F(CheckpointerTest, AwaitWriteAnswersTheWriteTheJobsEndOrTheDeadline) {

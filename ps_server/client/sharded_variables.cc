@@ -86,11 +86,16 @@ absl::StatusOr<std::vector<VariableLayout>> ShardedVariables::Layout() const {
   return ResolveLayout(Shapes(), current, num_ps());
 }
 
-absl::StatusOr<std::vector<Tensor>> ShardedVariables::Pull() const {
+absl::StatusOr<std::vector<Tensor>> ShardedVariables::Pull(bool skip_first) const {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
-  return GatherValues(layout, num_ps(), [this](int p, const std::vector<std::string>& names) {
-    return ps_[p]->Pull(names);
-  });
+  if (skip_first && !layout.empty()) layout.erase(layout.begin());
+  PS_ASSIGN_OR_RETURN(
+      std::vector<Tensor> values,
+      GatherValues(layout, num_ps(), [this](int p, const std::vector<std::string>& names) {
+        return ps_[p]->Pull(names);
+      }));
+  if (skip_first) values.insert(values.begin(), Tensor());
+  return values;
 }
 
 absl::StatusOr<std::vector<VariableSnapshot>> ShardedVariables::ReadStates() const {

@@ -63,9 +63,11 @@ class ShardedVariables {
   // Errors: INVALID_ARGUMENT before Create.
   absl::StatusOr<std::vector<VariableLayout>> Layout() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Every variable's current value, whole, in the model's order.
+  // Every variable's current value, whole, in the model's order. `skip_first`: variable 0
+  // (a row-sparse Embedding table, read by rows: sparse_embedding.h) is not pulled, and
+  // an empty tensor stands in its place.
   // Errors: the first failed Pull (naming the ps); GatherValues'.
-  absl::StatusOr<std::vector<Tensor>> Pull() const;
+  absl::StatusOr<std::vector<Tensor>> Pull(bool skip_first = false) const;
 
   // Every variable's whole state (value, optimizer slots and counts), in the model's order.
   // Errors: the first failed ReadState (naming the ps); GatherStates'.

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_SPARSE_EMBEDDING_H_
-#define PSTRAIN_WORKER_SPARSE_EMBEDDING_H_
+#ifndef PSTRAIN_PS_SERVER_CLIENT_SPARSE_EMBEDDING_H_
+#define PSTRAIN_PS_SERVER_CLIENT_SPARSE_EMBEDDING_H_
 
 // A worker's side of a row-sparse Embedding table in the parameter-server strategy, as
 // TensorFlow's ParameterServerStrategy trains an embedding lookup (IndexedSlices gradients)
@@ -21,6 +21,8 @@
 // So a step moves U rows each way, whatever the table's size. Sync mode aggregates dense
 // gradients only (the ps refuses row pushes there): workers train the table densely then
 // (TrainsRowSparse says which).
+// The chief evaluates the same way (steps 1 to 3, its forward pass only: Model::Evaluate
+// on the compact model), so validation never gathers the table either.
 //
 // Thread-safety: not thread-safe; one per trainer. PushShardRows(p, ...) for different p
 // may run at once.
@@ -104,4 +106,4 @@ class SparseEmbedding {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_SPARSE_EMBEDDING_H_
+#endif  // PSTRAIN_PS_SERVER_CLIENT_SPARSE_EMBEDDING_H_

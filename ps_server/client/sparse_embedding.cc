@@ -1,4 +1,4 @@
-#include "worker/sparse_embedding.h"
+#include "ps_server/client/sparse_embedding.h"
 
 #include <algorithm>
 #include <cmath>
