@@ -36,6 +36,12 @@ class PsMetrics {
     push_seconds_.Observe(absl::ToDoubleSeconds(latency));
   }
   void RecordPull(int64_t value_bytes) { sent_bytes_.Increment(static_cast<double>(value_bytes)); }
+  // Sets the bytes RecordPush and RecordPull counted so far in `status` (GetStatus's
+  // answer, and the final status a ps logs).
+  void DescribeTraffic(PsStatusResponse* status) const {
+    status->set_received_bytes(static_cast<int64_t>(received_bytes_.Value()));
+    status->set_sent_bytes(static_cast<int64_t>(sent_bytes_.Value()));
+  }
   // Counts `status` when it is an error; `method` is the RPC's name ("Push").
   void RecordResult(const char* method, const absl::Status& status);
 

@@ -52,11 +52,13 @@ absl::StatusOr<int64_t> RequestMemoryBytes() {
 // What GetStatus would answer now, as one line of protobuf's JSON: once the task is gone
 // its counters and versions stay readable in the log (an operator's post-mortem, and the
 // cluster tests' check of the consistency rules against the ps's own counts).
-void LogFinalStatus(int task_index, const VariableStore& store) {
+void LogFinalStatus(int task_index, const VariableStore& store, const PsMetrics& metrics) {
+  PsStatusResponse status = DescribeStore(store);
+  metrics.DescribeTraffic(&status);
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   print.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(DescribeStore(store), &json, print).ok()) {
+  if (!google::protobuf::util::MessageToJsonString(status, &json, print).ok()) {
     return;
   }
   LogInfo(absl::StrCat("ps task ", task_index, " final status: ", json));
@@ -102,7 +104,7 @@ int RunPsTask(DaemonRuntime* runtime) {
   const int exit_code = (*task)->WaitAndStop();
   LogWithFields('I', "served the job",
                 {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
-  LogFinalStatus(runtime->options().config.task.index, store);
+  LogFinalStatus(runtime->options().config.task.index, store, ps_metrics);
   runtime->metrics()->Linger();
   return exit_code;
 }

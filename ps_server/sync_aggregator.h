@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -25,15 +26,33 @@ namespace pstrain {
 // done with its share) stops counting towards the aggregate until it pushes again, so it
 // costs one timeout instead of one per step.
 //
+// A table (an Embedding, or a row shard of one) is aggregated by rows (PushRows), as
+// TensorFlow's SyncReplicasOptimizer accumulates IndexedSlices: each gradient carries only
+// the rows its batch touched, the rows several pushers sent are summed per row, and the
+// mean (the sum over the pushers that joined, rows or not, divided by their count) is
+// applied once to those rows only. That is the dense aggregate of the same gradients with
+// zeros in the other rows, to the last bit: adding a zero leaves a sum as it was, and the
+// row update of SGD and Adagrad is the dense update's arithmetic on a row whose gradient
+// is not zero (Optimizer::ApplyRows). A pusher whose batch missed the table still joins
+// with no rows, so the mean divides by the same count as the dense one. The aggregate
+// holds the rows pushed, never more than the table.
+//
 // Thread-safe. Each variable's aggregate lives beside the variable, under its lock (see
 // Variable); the aggregator's own record of who pushed when sits under a small mutex of
 // its own, never held while a variable's lock is taken.
 class SyncAggregator {
  public:
   // One variable's aggregate: the sum and count of the gradients computed at its current
-  // version and not applied yet. Guarded by its variable's lock.
+  // version and not applied yet. Guarded by its variable's lock. While only row gradients
+  // joined, the sum is by rows (`rows`, ascending and distinct, and `row_sums`, a row of
+  // `row_width` values each) and `sum` is empty or zeros; once a dense gradient joins,
+  // the rows are folded into `sum` (`dense`), so the aggregate never holds the table twice.
   struct Pending {
     std::vector<float> sum;
+    bool dense = false;
+    std::vector<int64_t> rows;
+    std::vector<float> row_sums;
+    int64_t row_width = 0;
     int count = 0;
     // Drops what was summed (a restore replaces the value it was computed against).
     void Clear();
@@ -51,7 +70,25 @@ class SyncAggregator {
     // result would not be finite; returns whether it was applied. The aggregator bumps the
     // version either way (the gradients were accepted; the aggregate is done).
     virtual bool ApplyMean(absl::Span<const float> mean) = 0;
+    // The same for the mean of a row aggregate: `row_means` holds rows.size() rows, of
+    // rows `rows` (ascending, distinct, in range), applied with the variable's row update
+    // (Optimizer::ApplyRows) to those rows only, or not at all when its result would not
+    // be finite. No rows (every pusher missed the table): an update of zeros, which moves
+    // no value but counts (the optimizer's iterations, as the dense update's would).
+    virtual bool ApplyRowsMean(absl::Span<const int64_t> rows,
+                               absl::Span<const float> row_means) = 0;
     virtual void BumpVersion() = 0;
+  };
+
+  // A row gradient as the aggregator takes it: `values` holds rows.size() rows of `width`
+  // values, the gradient of rows `rows` (ascending, distinct, in range: the caller summed
+  // repeated rows and checked the rest), finite. No rows: the pusher joins the aggregate
+  // with nothing to add.
+  struct RowGradient {
+    std::string name;
+    absl::Span<const int64_t> rows;
+    absl::Span<const float> values;
+    int64_t width = 0;
   };
 
   // replicas_to_aggregate >= 1 and timeout > 0 (ValidateConsistency checked the config).
@@ -69,6 +106,12 @@ class SyncAggregator {
   // update would overflow is dropped (both counted in nonfinite_dropped()).
   void Push(const PushContext& context, absl::Span<Variable* const> variables,
             absl::Span<const NamedTensor> gradients, absl::Span<const int64_t> versions)
+      ABSL_LOCKS_EXCLUDED(progress_mu_);
+  // As Push, for row gradients of table variables (see the class comment): each joins
+  // its variable's aggregate row by row. A gradient whose rows' sums with the aggregate
+  // overflow a float stays out of it.
+  void PushRows(const PushContext& context, absl::Span<Variable* const> variables,
+                absl::Span<const RowGradient> gradients, absl::Span<const int64_t> versions)
       ABSL_LOCKS_EXCLUDED(progress_mu_);
 
   // Gradients dropped because they were computed at another version.
@@ -90,6 +133,16 @@ class SyncAggregator {
   // replicas_to_aggregate less one for each worker that pushed before but not for
   // `timeout`, at least 1.
   int LiveReplicas(const PushContext& context) ABSL_LOCKS_EXCLUDED(progress_mu_);
+
+  // Push and PushRows: gradient i (named names(i)) joins variables[i]'s aggregate through
+  // add(i, pending) (with the variable's lock held; false: its sum would overflow, it
+  // stays out) when versions[i] is the variable's version, then the push waits as Push
+  // says.
+  void Aggregate(const PushContext& context, absl::Span<Variable* const> variables,
+                 absl::Span<const int64_t> versions,
+                 absl::FunctionRef<const std::string&(size_t)> names,
+                 absl::FunctionRef<bool(size_t, Pending&)> add)
+      ABSL_LOCKS_EXCLUDED(progress_mu_);
 
   // Applies the mean of v's pending gradients, bumps its version and empties the
   // aggregate; counts the update as full when it averaged replicas_to_aggregate gradients.

@@ -158,12 +158,17 @@ absl::Status VariableStore::CheckVariablesFit(const std::vector<RequestedVariabl
                                               const Optimizer& optimizer, bool sync) const {
   // Per element: the value (already here) and each optimizer slot, twice (the second
   // copy is what a dense update is computed into before it is swapped in), and in sync
-  // mode the aggregate of pending gradients.
+  // mode the aggregate of pending gradients, with a row index per row when it is
+  // aggregated by rows.
   const int64_t copies =
       2 * (1 + static_cast<int64_t>(optimizer.NewState(1)->slots().size())) + (sync ? 1 : 0);
+  auto bytes_of = [copies, sync](const std::vector<int64_t>& shape, int64_t elements) {
+    const int64_t index_bytes = sync && !shape.empty() ? SaturatingMul(shape[0], 8) : 0;
+    return SaturatingAdd(SaturatingMul(elements, copies * 4), index_bytes);
+  };
   int64_t total = 0;
   for (const auto& [name, v] : variables_) {
-    total = SaturatingAdd(total, SaturatingMul(v->num_elements, copies * 4));
+    total = SaturatingAdd(total, bytes_of(v->shape, v->num_elements));
   }
   const RequestedVariable* largest = nullptr;
   int64_t largest_elements = 0;
@@ -171,7 +176,7 @@ absl::Status VariableStore::CheckVariablesFit(const std::vector<RequestedVariabl
     if (variables_.contains(v.name)) continue;
     // Validated shapes: no overflow (a negative count would saturate).
     const int64_t elements = NumElements(v.shape);
-    total = SaturatingAdd(total, SaturatingMul(elements, copies * 4));
+    total = SaturatingAdd(total, bytes_of(v.shape, elements));
     if (largest == nullptr || elements > largest_elements) {
       largest = &v;
       largest_elements = elements;
@@ -310,6 +315,21 @@ void VariableStore::CommitDenseUpdate(Variable& v) {
   std::swap(v.state, v.next_state);
 }
 
+absl::Status VariableStore::CheckSyncVersions(const PushContext& context, size_t gradients) {
+  if (context.versions.size() == gradients) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "sync mode needs the version each gradient was computed at: got ",
+      context.versions.size(), " versions for ", gradients, " gradients"));
+}
+
+std::vector<SyncAggregator::Variable*> VariableStore::AsSyncVariables(
+    std::vector<SyncView>& views) {
+  std::vector<SyncAggregator::Variable*> out;
+  out.reserve(views.size());
+  for (SyncView& view : views) out.push_back(&view);
+  return out;
+}
+
 absl::Status VariableStore::UpdateOverflows(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "the update of \"", name,
@@ -347,9 +367,11 @@ absl::StatusOr<RowShape> RowShapeOf(const std::string& name, const std::vector<i
   return r;
 }
 
+// Rows in range; none at all only where `none_ok` (sync mode: a pusher whose batch
+// missed the table still joins its aggregate, and learns its version by a pull of none).
 absl::Status CheckRows(const std::string& name, absl::Span<const int64_t> rows,
-                       int64_t num_rows) {
-  if (rows.empty()) {
+                       int64_t num_rows, bool none_ok) {
+  if (rows.empty() && !none_ok) {
     return absl::InvalidArgumentError(absl::StrCat("no rows of \"", name, "\" given"));
   }
   for (int64_t row : rows) {
@@ -406,14 +428,16 @@ std::string Describe(const SparseGradient& g) {
 absl::Span<const float> ValuesOf(const NamedTensor& g) { return g.tensor.values(); }
 absl::Span<const float> ValuesOf(const SparseGradient& g) { return g.values.values(); }
 
-absl::Status CheckGradientShape(const NamedTensor& g, const std::vector<int64_t>& shape) {
+absl::Status CheckGradientShape(const NamedTensor& g, const std::vector<int64_t>& shape,
+                                bool /*rows may be none: a dense gradient has none*/) {
   if (g.tensor.shape() == shape) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("gradient for \"", g.name, "\" has shape ",
                                                  g.tensor.ShapeString(), ", variable has ",
                                                  ShapeToString(shape)));
 }
 
-absl::Status CheckGradientShape(const SparseGradient& g, const std::vector<int64_t>& shape) {
+absl::Status CheckGradientShape(const SparseGradient& g, const std::vector<int64_t>& shape,
+                                bool no_rows_ok) {
   PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(g.name, shape));
   std::vector<int64_t> want = shape;
   want[0] = static_cast<int64_t>(g.rows.size());
@@ -422,7 +446,7 @@ absl::Status CheckGradientShape(const SparseGradient& g, const std::vector<int64
         "row gradient for \"", g.name, "\" has shape ", g.values.ShapeString(), " for ",
         g.rows.size(), " rows; want [", absl::StrJoin(want, ","), "]"));
   }
-  return CheckRows(g.name, g.rows, row_shape.rows);
+  return CheckRows(g.name, g.rows, row_shape.rows, no_rows_ok);
 }
 
 }  // namespace
@@ -437,7 +461,8 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
     shape = v->value.shape();
   }
   PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(name, shape));
-  PS_RETURN_IF_ERROR(CheckRows(name, rows, row_shape.rows));
+  PS_RETURN_IF_ERROR(
+      CheckRows(name, rows, row_shape.rows, consistency_mode() == CONSISTENCY_SYNC));
   PS_RETURN_IF_ERROR(CheckDistinctRows(name, rows));
   // rows.size() rows of `width` floats, checked without overflow before it is formed.
   const int64_t row_bytes = row_shape.width * static_cast<int64_t>(sizeof(float));
@@ -464,7 +489,8 @@ absl::StatusOr<Tensor> VariableStore::PullRows(const std::string& name,
 
 template <typename Gradient>
 absl::StatusOr<VariableStore::CheckedPush> VariableStore::CheckPush(
-    absl::Span<const Gradient> gradients, const Optimizer& optimizer) {
+    absl::Span<const Gradient> gradients, const PushSettings& settings) {
+  const Optimizer& optimizer = *settings.optimizer;
   CheckedPush checked;
   checked.variables.reserve(gradients.size());
   checked.shapes.reserve(gradients.size());
@@ -481,7 +507,7 @@ absl::StatusOr<VariableStore::CheckedPush> VariableStore::CheckPush(
       shape = v->value.shape();
     }
     // Shapes never change after creation, so this still holds when the push applies.
-    PS_RETURN_IF_ERROR(CheckGradientShape(g, shape));
+    PS_RETURN_IF_ERROR(CheckGradientShape(g, shape, settings.mode == Mode::kSync));
     checked.variables.push_back(v);
     checked.shapes.push_back(std::move(shape));
   }
@@ -499,20 +525,13 @@ absl::StatusOr<VariableStore::CheckedPush> VariableStore::CheckPush(
 absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
                                      const PushContext& context) {
   PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
-  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, *settings.optimizer));
+  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, settings));
   if (checked.dropped) return absl::OkStatus();
   const std::vector<Variable*>& found = checked.variables;
   if (settings.mode == Mode::kSync) {
-    if (context.versions.size() != gradients.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sync mode needs the version each gradient was computed at: got ",
-          context.versions.size(), " versions for ", gradients.size(), " gradients"));
-    }
+    PS_RETURN_IF_ERROR(CheckSyncVersions(context, gradients.size()));
     std::vector<SyncView> views(found.begin(), found.end());
-    std::vector<SyncAggregator::Variable*> aggregated;
-    aggregated.reserve(views.size());
-    for (SyncView& view : views) aggregated.push_back(&view);
-    settings.aggregator->Push(context, aggregated, gradients, context.versions);
+    settings.aggregator->Push(context, AsSyncVariables(views), gradients, context.versions);
     CountPush(context);
     ++pushes_;
     return absl::OkStatus();
@@ -544,26 +563,41 @@ absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradie
                                          const PushContext& context) {
   PS_ASSIGN_OR_RETURN(const PushSettings settings, SettingsForPush());
   const Optimizer* optimizer = settings.optimizer;
-  if (settings.mode == Mode::kSync) {
-    return absl::FailedPreconditionError(
-        "row-sparse pushes are not supported in sync mode (it aggregates dense gradients); "
-        "use async or bounded_staleness");
-  }
-  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, *optimizer));
+  PS_ASSIGN_OR_RETURN(const CheckedPush checked, CheckPush(gradients, settings));
   if (checked.dropped) return absl::OkStatus();
   const std::vector<Variable*>& found = checked.variables;
+  if (settings.mode == Mode::kSync) {
+    PS_RETURN_IF_ERROR(CheckSyncVersions(context, gradients.size()));
+  }
   // Repeated rows summed once, before anything changes: a sum of finite rows can
   // overflow, and so can the update of a finite sum (as Push: every update checked, then
   // all applied, under the locks of every variable pushed).
   std::vector<std::vector<int64_t>> rows(found.size());
   std::vector<std::vector<float>> summed(found.size());
+  std::vector<int64_t> widths(found.size());
   for (size_t i = 0; i < found.size(); ++i) {
     PS_ASSIGN_OR_RETURN(const RowShape row_shape, RowShapeOf(gradients[i].name, checked.shapes[i]));
+    widths[i] = row_shape.width;
     SumRepeatedRows(gradients[i].rows, gradients[i].values.values(), row_shape.width, &rows[i],
                     &summed[i]);
     absl::Status finite = CheckFinite(
         summed[i], absl::StrCat("the sum of repeated rows of \"", gradients[i].name, "\""));
     if (!finite.ok()) return DropNonFinitePush(std::move(finite), *optimizer);
+  }
+  if (settings.mode == Mode::kSync) {
+    // Each gradient joins its variable's aggregate by rows (sync_aggregator.h).
+    std::vector<SyncAggregator::RowGradient> aggregated(found.size());
+    for (size_t i = 0; i < found.size(); ++i) {
+      aggregated[i].name = gradients[i].name;
+      aggregated[i].rows = rows[i];
+      aggregated[i].values = summed[i];
+      aggregated[i].width = widths[i];
+    }
+    std::vector<SyncView> views(found.begin(), found.end());
+    settings.aggregator->PushRows(context, AsSyncVariables(views), aggregated, context.versions);
+    CountPush(context);
+    ++pushes_;
+    return absl::OkStatus();
   }
   if (settings.mode == Mode::kBoundedStaleness) settings.gate->Wait(context);
   // Only the rows pushed are touched: they are checked, then updated in place (a copy
@@ -601,6 +635,22 @@ bool VariableStore::SyncView::ApplyMean(absl::Span<const float> mean) {
   v_->mu.AssertHeld();
   if (!PrepareDenseUpdate(*v_, mean)) return false;
   CommitDenseUpdate(*v_);
+  return true;
+}
+
+bool VariableStore::SyncView::ApplyRowsMean(absl::Span<const int64_t> rows,
+                                            absl::Span<const float> row_means) {
+  v_->mu.AssertHeld();
+  if (rows.empty()) {
+    // Every pusher missed the table: the dense mean would be zeros, which moves nothing
+    // but counts (a learning-rate schedule reads the count).
+    v_->state->set_iterations(v_->state->iterations() + 1);
+    return true;
+  }
+  if (!v_->optimizer->RowUpdatesStayFinite(rows, row_means, v_->value.values(), *v_->state)) {
+    return false;
+  }
+  v_->optimizer->ApplyRows(rows, row_means, v_->value.values(), v_->state.get());
   return true;
 }
 

@@ -38,10 +38,10 @@ namespace pstrain {
 //
 // Consistency (ConsistencyConfig, set by the first CreateVariables): "async" applies every
 // push at once; "bounded_staleness" passes each push through a StalenessGate
-// (staleness_gate.h) before applying it; "sync" hands dense pushes to a SyncAggregator
-// (sync_aggregator.h), which sums them per variable, beside the variable under its lock,
-// and applies their mean through the variable's update rule. Async pushes never take a
-// store-wide lock.
+// (staleness_gate.h) before applying it; "sync" hands pushes to a SyncAggregator
+// (sync_aggregator.h), which sums them per variable (a row push's by rows), beside the
+// variable under its lock, and applies their mean through the variable's update rule.
+// Async pushes never take a store-wide lock.
 class VariableStore {
  public:
   struct VariableInfo {
@@ -115,10 +115,12 @@ class VariableStore {
   // The rows `rows` of variable `name` in that order, as [rows.size(), shape[1], ...],
   // read under the variable's lock; `version` (may be null) gets its count of applied
   // updates. Each row may be asked once, so an answer is never larger than the variable
-  // (a small request naming one row 60,000 times cannot make a huge answer).
-  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a rank-0 variable, no rows, a
-  //         row outside [0, shape[0]) or asked twice; RESOURCE_EXHAUSTED the rows hold
-  //         more than `max_bytes` bytes.
+  // (a small request naming one row 60,000 times cannot make a huge answer). In sync
+  // mode a pull may ask no rows: it answers [0, shape[1], ...] and the version (what a
+  // worker whose batch missed a table shard pushes against, PushRows).
+  // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a rank-0 variable, no rows
+  //         (outside sync mode), a row outside [0, shape[0]) or asked twice;
+  //         RESOURCE_EXHAUSTED the rows hold more than `max_bytes` bytes.
   absl::StatusOr<Tensor> PullRows(const std::string& name, absl::Span<const int64_t> rows,
                                   int64_t* version, int64_t max_bytes = INT64_MAX) const;
 
@@ -127,16 +129,21 @@ class VariableStore {
   // as the dense update of the same gradient, Adam and momentum lazily) and the variable's
   // version is bumped. Validated as Push validates, every gradient before any is applied;
   // the non-finite policy, request ids, counters and the bounded-staleness wait are
-  // Push's. Sync mode aggregates dense gradients only: a row push there is refused.
+  // Push's. In sync mode each gradient, its repeated rows summed, joins its variable's
+  // aggregate by rows (SyncAggregator::PushRows: rows several workers pushed are summed
+  // per row, and the mean applied once by the row update), with context.versions as
+  // Push's; a gradient may carry no rows there (the pusher joins the aggregate with
+  // nothing to add, as its dense gradient of zeros would).
   // A finite push whose repeated rows sum to an infinity, or whose update would take a
   // row or one of its optimizer slots out of the floats, is refused (or dropped under
   // NONFINITE_SKIP) as Push refuses one: checked for every variable before any changes,
   // under the locks that apply them.
   // Errors: NOT_FOUND unknown variable; INVALID_ARGUMENT a name repeats, a rank-0
-  //         variable, values whose shape is not [rows.size(), row shape], no rows, a row
-  //         out of range, a non-finite value, a sum or an update that overflows;
-  //         FAILED_PRECONDITION no variables created
-  //         yet, or sync mode; ABORTED the same request_id is still being applied.
+  //         variable, values whose shape is not [rows.size(), row shape], no rows
+  //         (outside sync mode), a row out of range, a non-finite value, a sum or an
+  //         update that overflows, or (sync) context.versions not aligned with the
+  //         gradients; FAILED_PRECONDITION no variables created yet; ABORTED the same
+  //         request_id is still being applied.
   absl::Status PushRows(absl::Span<const SparseGradient> gradients,
                         const PushContext& context = PushContext());
 
@@ -227,8 +234,9 @@ class VariableStore {
     SyncAggregator::Pending pending ABSL_GUARDED_BY(mu);
   };
 
-  // A variable as the sync aggregator sees it: its lock, version and aggregate, and its
-  // dense update (computed aside and swapped in, as a push's).
+  // A variable as the sync aggregator sees it: its lock, version and aggregate, its dense
+  // update (computed aside and swapped in, as a push's) and its row update (checked, then
+  // applied in place, as a row push's).
   class SyncView : public SyncAggregator::Variable {
    public:
     explicit SyncView(VariableStore::Variable* v) : v_(v) {}
@@ -236,6 +244,8 @@ class VariableStore {
     int64_t version() override;
     SyncAggregator::Pending& pending() override;
     bool ApplyMean(absl::Span<const float> mean) override;
+    bool ApplyRowsMean(absl::Span<const int64_t> rows,
+                       absl::Span<const float> row_means) override;
     void BumpVersion() override;
 
    private:
@@ -316,13 +326,18 @@ class VariableStore {
   };
   // The checks Push and PushRows share, in this order: each variable named once, each
   // known, each gradient's shape fits its variable (CheckGradientShape, sparse_rows's
-  // rules for row gradients), every value finite (else refused, or dropped under
-  // NONFINITE_SKIP: DropNonFinitePush).
+  // rules for row gradients: no rows only in sync mode), every value finite (else
+  // refused, or dropped under the optimizer's NONFINITE_SKIP: DropNonFinitePush).
   // Errors: NOT_FOUND an unknown variable; INVALID_ARGUMENT a name given twice, a shape
   //         that does not fit, a non-finite value.
   template <typename Gradient>
   absl::StatusOr<CheckedPush> CheckPush(absl::Span<const Gradient> gradients,
-                                        const Optimizer& optimizer);
+                                        const PushSettings& settings);
+  // Sync mode: a push names the version of each of its `gradients`.
+  // Errors: INVALID_ARGUMENT context.versions not aligned with the gradients.
+  static absl::Status CheckSyncVersions(const PushContext& context, size_t gradients);
+  // The aggregator's view of each of `views` (which must outlive it).
+  static std::vector<SyncAggregator::Variable*> AsSyncVariables(std::vector<SyncView>& views);
 
   // Push without the request-id bookkeeping.
   absl::Status PushOnce(absl::Span<const NamedTensor> gradients, const PushContext& context);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -778,7 +779,7 @@ TEST(VariableStoreRowsTest, RowPushesThatOverflowAreRefusedAndChangeNothing) {
   EXPECT_EQ(adam.num_pushes() + sgd.num_pushes() + summed.num_pushes(), 0);
 }
 
-TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnceAndSyncModeRefusesRows) {
+TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnce) {
   VariableStore store;
   ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1)).ok());
   PushContext context;
@@ -791,14 +792,116 @@ TEST(VariableStoreRowsTest, ARetriedRowPushAppliesOnceAndSyncModeRefusesRows) {
             (std::vector<float>{Table().data()[6] - 1, Table().data()[7] - 1,
                                 Table().data()[8] - 1}));
 
-  VariableStore sync;
-  ConsistencyConfig config;
-  config.set_mode(CONSISTENCY_SYNC);
-  config.set_replicas_to_aggregate(2);
-  config.set_timeout_ms(100);
-  ASSERT_TRUE(sync.CreateVariables({{"emb", Table()}}, Sgd(1), config).ok());
-  EXPECT_EQ(sync.PushRows({{"emb", {2}, one_row}}).code(),
-            absl::StatusCode::kFailedPrecondition);
+}
+
+// Sync mode aggregates row pushes: three workers push rows of one table at each version
+// (overlapping, one with a repeated row, one with no rows at all), and the table ends where
+// the same gradients pushed densely (zeros elsewhere) leave it, to float rounding (the
+// workers arrive in any order, and a float sum depends on it), with SGD and Adagrad.
+TEST(VariableStoreRowsTest, SyncAggregatesRowPushesOfSeveralWorkersAsTheDenseMean) {
+  for (const char* optimizer : {"sgd", "adagrad"}) {
+    SCOPED_TRACE(optimizer);
+    VariableStore by_rows, dense;
+    ASSERT_TRUE(by_rows.CreateVariables({{"emb", Table()}}, Named(optimizer, 0.5), Sync(3, 60000))
+                    .ok());
+    ASSERT_TRUE(
+        dense.CreateVariables({{"emb", Table()}}, Named(optimizer, 0.5), Sync(3, 60000)).ok());
+    const std::vector<std::vector<int64_t>> rows = {{5, 1, 5, 3}, {1, 2}, {}};
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::thread> workers;
+      std::vector<absl::Status> pushed(6);
+      for (int w = 0; w < 3; ++w) {
+        const float k = static_cast<float>(step + 1 + w);
+        Tensor values({static_cast<int64_t>(rows[w].size()), 3});
+        for (int64_t i = 0; i < values.num_elements(); ++i) {
+          values.data()[i] = k * 0.5f - static_cast<float>(i) / 3.0f;
+        }
+        Tensor full({6, 3});
+        for (size_t r = 0; r < rows[w].size(); ++r) {
+          for (int c = 0; c < 3; ++c) full.data()[rows[w][r] * 3 + c] += values.data()[r * 3 + c];
+        }
+        const std::string name = absl::StrCat("worker ", w);
+        workers.emplace_back([&, w, name, values, step] {
+          pushed[w] = by_rows.PushRows({{"emb", rows[w], values}}, At(name, step, {step}));
+        });
+        workers.emplace_back([&, w, name, full, step] {
+          pushed[3 + w] = dense.Push({{"emb", full}}, At(name, step, {step}));
+        });
+      }
+      for (std::thread& t : workers) t.join();
+      for (const absl::Status& status : pushed) ASSERT_TRUE(status.ok()) << status;
+    }
+    auto a = by_rows.ReadState({"emb"});
+    auto b = dense.ReadState({"emb"});
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::vector<float> got = Values((*a)[0].value), want = Values((*b)[0].value);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+    // Rows 0 and 4 were never pushed: as they were.
+    for (int64_t i : {0, 1, 2, 12, 13, 14}) EXPECT_EQ(got[i], Table().data()[i]) << i;
+    EXPECT_EQ((*a)[0].version, 3);
+    EXPECT_EQ((*a)[0].iterations, (*b)[0].iterations);
+    ASSERT_EQ((*a)[0].slots.size(), (*b)[0].slots.size());
+    for (size_t s = 0; s < (*a)[0].slots.size(); ++s) {
+      const std::vector<float> got_slot = Values((*a)[0].slots[s].tensor);
+      const std::vector<float> want_slot = Values((*b)[0].slots[s].tensor);
+      for (size_t i = 0; i < got_slot.size(); ++i) EXPECT_NEAR(got_slot[i], want_slot[i], 1e-5);
+    }
+    const PsStatusResponse status = DescribeStore(by_rows);
+    EXPECT_EQ(status.sync_full_updates(), 3);
+    EXPECT_EQ(status.sync_partial_updates(), 0);
+    EXPECT_EQ(status.sync_aggregated_gradients(), 9);
+    EXPECT_EQ(status.consistency_timeouts(), 0);
+  }
+}
+
+// In sync mode a bad row push is refused before it joins an aggregate (with one replica a
+// push that joined would be applied at once and move the version); a push of no rows is
+// a pusher that touched nothing, and a pull of no rows answers the version.
+TEST(VariableStoreRowsTest, SyncRefusesBadRowPushesBeforeTheyJoin) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"emb", Table()}}, Sgd(1), Sync(1, 60000)).ok());
+  const Tensor one_row({1, 3}, {1, 1, 1});
+  struct Case {
+    std::vector<SparseGradient> push;
+    std::vector<int64_t> versions;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{{"emb", {6}, one_row}}, {0}, "row 6"},
+      {{{"emb", {-1}, one_row}}, {0}, "row -1"},
+      {{{"emb", {1}, Tensor({1, 3}, {1, NAN, 1})}}, {0}, "emb"},
+      {{{"emb", {1}, Tensor({1, 3}, {1, INFINITY, 1})}}, {0}, "emb"},
+      {{{"emb", {1}, Tensor({1, 2}, {1, 1})}}, {0}, "[1,2]"},
+      {{{"emb", {1, 2}, one_row}}, {0}, "want [2,3]"},
+      {{{"emb", {1}, one_row}}, {}, "versions"},
+      {{{"emb", {1}, one_row}}, {0, 0}, "versions"},
+      {{{"emb", {0}, one_row}, {"emb", {1}, one_row}}, {0, 0}, "twice"},
+      // Repeated rows whose sum overflows.
+      {{{"emb", {2, 2}, Tensor({2, 3}, {3e38f, 0, 0, 3e38f, 0, 0})}}, {0}, "emb"},
+  };
+  for (const Case& c : cases) {
+    absl::Status status = store.PushRows(c.push, At("w", 0, c.versions));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find(c.says), std::string::npos) << status;
+  }
+  auto state = store.ReadState({"emb"});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(Values((*state)[0].value), Values(Table()));
+  EXPECT_EQ((*state)[0].version, 0);
+  EXPECT_EQ(store.num_pushes(), 0);
+  EXPECT_EQ(DescribeStore(store).sync_aggregated_gradients(), 0);
+
+  int64_t version = -1;
+  auto none = store.PullRows("emb", std::vector<int64_t>{}, &version);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->shape(), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(version, 0);
+  ASSERT_TRUE(store.PushRows({{"emb", {}, Tensor({0, 3})}}, At("w", 0, {0})).ok());
+  state = store.ReadState({"emb"});
+  EXPECT_EQ(Values((*state)[0].value), Values(Table()));
+  EXPECT_EQ((*state)[0].version, 1);
+  EXPECT_EQ((*state)[0].iterations, 1);
 }
 
 // Every element, slot, iteration count and version of `store`'s variables.

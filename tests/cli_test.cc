@@ -23,7 +23,7 @@ const std::vector<std::string>& Binaries() {
       "train/train",        "deploy/local/launcher", "tools/psctl",
       "tools/evaluate",      "tools/export_safetensors", "tools/export_keras", "bench/train_throughput",
       "bench/ps_throughput", "bench/allreduce_bandwidth", "bench/embedding_throughput",
-      "examples/custom_loop"};
+      "bench/checkpoint_throughput", "examples/custom_loop"};
   return *binaries;
 }
 

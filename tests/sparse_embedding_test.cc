@@ -99,7 +99,7 @@ TEST(RenumberBatchTest, DistinctIdsAscendingAndTheBatchInTheirIndices) {
   }
 }
 
-// The same batches trained densely (every step the whole table, as in sync mode) and by
+// The same batches trained densely (every step the whole table) and by
 // rows, each from the same initial values on stores of their own, a table split into 3
 // shards over 2 ps: with SGD every value on every ps is bitwise the same. The compact
 // model's forward pass reads the same rows, its backward pass sums repeated ids in the

@@ -37,8 +37,9 @@ namespace pstrain {
 // of the batch's distinct ids (PullRows), computes on a compact copy of the model, and
 // pushes those rows' gradients (PushRows) next to the other variables' PushPull, to the
 // same ps at once; the table is left out of PullAll, weights() holds the compact table.
+// Sync mode too: the ps aggregates the rows (SetConsistency passes the mode on).
 enum class EmbeddingTraffic {
-  kDense,      // every variable whole, every step (what sync mode needs)
+  kDense,      // every variable whole, every step (a model trained densely, to compare)
   kRowSparse,  // the first layer's Embedding table by rows, when the model has one
 };
 
@@ -80,10 +81,12 @@ class PsTrainer {
   int64_t steps_done() const { return steps_done_; }
 
   // Who pushes and whether each push carries the versions its gradients were computed at
-  // (sync mode needs them; the ps ignores them otherwise). Call before the first Step.
+  // (sync mode needs them; the ps ignores them otherwise). A row-sparse table then moves
+  // as sync mode needs it (SparseEmbedding::SetSyncMode). Call before the first Step.
   void SetConsistency(std::string worker, bool send_versions) {
     worker_ = std::move(worker);
     send_versions_ = send_versions;
+    if (sparse_ != nullptr) sparse_->SetSyncMode(send_versions);
   }
 
   // The epoch and the step within it that the next Step pushes as (bounded staleness

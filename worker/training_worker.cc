@@ -6,7 +6,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/data/data_spec.h"
-#include "common/logging.h"
 #include "common/memory_budget.h"
 #include "common/model/model_memory.h"
 #include "common/status_macros.h"
@@ -26,12 +25,12 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
   // Before the data or anything of the model is allocated: the pulled weights, the
   // gradients, their copy on the wire, and a batch's activations; of an Embedding trained
-  // by rows (not in sync mode), only a batch's rows.
+  // by rows, only a batch's rows.
   ModelMemoryUse use;
   use.copies_per_variable = 3;
   use.copies_are = "pulled values, gradients and their copy on the wire";
   use.batch = job.batch_size;
-  if (!sync && HasRowSparseEmbedding(*model)) {
+  if (HasRowSparseEmbedding(*model)) {
     use.first_layer_rows_held = SaturatingMul(job.batch_size, model->input_size());
     use.copies_are += "; of the Embedding, a batch's rows";
   }
@@ -49,11 +48,6 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     if (absl::Status ids = train.CheckClassIds(model->output_size()); !ids.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("data.train: ", ids.message()));
     }
-  }
-  if (sync && HasRowSparseEmbedding(*model)) {
-    LogInfo(absl::StrCat("worker ", worker_index, ": consistency sync aggregates dense gradients "
-                         "only, so the Embedding table is pulled and pushed whole each step "
-                         "(async and bounded_staleness move only the rows a batch uses)"));
   }
   return std::unique_ptr<TrainingWorker>(new TrainingWorker(
       std::move(job), sync, worker_index, std::move(backend), std::move(model),
@@ -93,12 +87,12 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
   for (auto& c : ps_clients_) clients.push_back(c.get());
   const std::vector<VariablePlacementEntry> placement(request.placement().begin(),
                                                       request.placement().end());
-  // An Embedding table moves by rows, except in sync mode, which aggregates dense
-  // gradients only (ps_server/client/sparse_embedding.h).
+  // An Embedding table moves by rows, in every consistency mode
+  // (ps_server/client/sparse_embedding.h).
   PS_ASSIGN_OR_RETURN(
       trainer_, PsTrainer::Create(model_.get(), std::move(clients), placement,
                                   job_.seed * 7919 + 104729 * (worker_index_ + 1),
-                                  sync_ ? EmbeddingTraffic::kDense : EmbeddingTraffic::kRowSparse));
+                                  EmbeddingTraffic::kRowSparse));
   trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
   trainer_->SetMetrics(metrics_);
   placement_key_ = key;

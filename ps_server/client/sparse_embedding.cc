@@ -60,6 +60,7 @@ SparseEmbedding::SparseEmbedding(const Model& model, VariableLayout table,
                                  std::vector<PsClient*> ps)
     : model_(model), table_(std::move(table)), ps_(std::move(ps)), width_(table_.shape[1]) {
   spans_by_ps_.resize(ps_.size());
+  versions_by_ps_.resize(ps_.size());
 }
 
 absl::Status SparseEmbedding::EnsureCapacity(int64_t rows) {
@@ -101,7 +102,10 @@ absl::StatusOr<Model*> SparseEmbedding::PullBatchRows(const Tensor& x, Tensor* c
     ShardSpan span{shard};
     span.begin = std::lower_bound(rows_.ids.begin(), rows_.ids.end(), first) - rows_.ids.begin();
     span.end = std::lower_bound(rows_.ids.begin(), rows_.ids.end(), last) - rows_.ids.begin();
-    if (span.begin < span.end) spans_by_ps_[shard.ps_index()].push_back(std::move(span));
+    // Sync mode names the shards the batch missed too (the class comment says why).
+    if (span.begin < span.end || sync_) {
+      spans_by_ps_[shard.ps_index()].push_back(std::move(span));
+    }
   }
   std::vector<std::function<absl::Status()>> pulls;
   for (size_t p = 0; p < ps_.size(); ++p) {
@@ -115,8 +119,9 @@ absl::StatusOr<Model*> SparseEmbedding::PullBatchRows(const Tensor& x, Tensor* c
           r.rows.push_back(rows_.ids[i] - span.shard.row_offset());
         }
       }
-      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values, ps_[p]->PullRows(requests, nullptr));
-      if (values.size() != requests.size()) {
+      PS_ASSIGN_OR_RETURN(std::vector<Tensor> values,
+                          ps_[p]->PullRows(requests, &versions_by_ps_[p]));
+      if (values.size() != requests.size() || versions_by_ps_[p].size() != requests.size()) {
         return absl::InternalError(absl::StrCat(ps_[p]->name(), ": answered ", values.size(),
                                                 " row sets for ", requests.size()));
       }
@@ -143,7 +148,9 @@ bool SparseEmbedding::TouchesPs(size_t p) const {
 }
 
 absl::Status SparseEmbedding::PushShardRows(size_t p, const Tensor& compact_gradient,
-                                            const PushContext& context) const {
+                                            const PushContext& context_in) const {
+  PushContext context = context_in;
+  if (sync_) context.versions = versions_by_ps_[p];
   std::vector<SparseGradient> gradients;
   for (const ShardSpan& span : spans_by_ps_[p]) {
     SparseGradient& g = gradients.emplace_back();

@@ -18,9 +18,11 @@
 //      compact row;
 //   4. pushes the U gradient rows to their shards (PsClient::PushRows), each shard's rows
 //      counted from the shard's first row.
-// So a step moves U rows each way, whatever the table's size. Sync mode aggregates dense
-// gradients only (the ps refuses row pushes there): workers train the table densely then
-// (TrainsRowSparse says which).
+// So a step moves U rows each way, whatever the table's size. In sync mode (SetSyncMode)
+// steps 2 and 4 also name each shard the batch missed, with no rows, and the push carries
+// the version each shard was pulled at: the ps aggregates the workers' rows per shard and
+// version (ps_server/sync_aggregator.h), and a worker whose batch missed a shard must
+// still count in that shard's aggregate, as its dense gradient of zeros would.
 // The chief evaluates the same way (steps 1 to 3, its forward pass only: Model::Evaluate
 // on the compact model), so validation never gathers the table either.
 //
@@ -74,10 +76,15 @@ class SparseEmbedding {
   // The distinct ids of the last PullBatchRows.
   const std::vector<int64_t>& ids() const { return rows_.ids; }
 
-  // Whether ps `p` owns a shard that the last batch touched.
+  // Sync mode: every shard on a ps the batch touches or not, pulled (for its version) and
+  // pushed each step, the push naming the versions pulled. Call before PullBatchRows.
+  void SetSyncMode(bool sync) { sync_ = sync; }
+
+  // Whether ps `p` owns a shard that the last batch touched (in sync mode: any shard).
   bool TouchesPs(size_t p) const;
   // Step 4 for ps `p`: the rows of `compact_gradient` (the compact model's gradient of the
-  // table) that ps p's shards own, in one PushRows.
+  // table) that ps p's shards own, in one PushRows (in sync mode with the versions of
+  // those shards as last pulled, in context.versions).
   // Errors: PsClient::PushRows'.
   absl::Status PushShardRows(size_t p, const Tensor& compact_gradient,
                              const PushContext& context) const;
@@ -100,8 +107,11 @@ class SparseEmbedding {
   std::unique_ptr<Model> compact_;
   int64_t capacity_ = 0;
   BatchRows rows_;
-  // Per ps: the spans of its shards the last batch touched.
+  bool sync_ = false;
+  // Per ps: the spans of its shards the last batch touched (in sync mode, of all its
+  // shards, empty ones too), and their versions as the last PullBatchRows got them.
   std::vector<std::vector<ShardSpan>> spans_by_ps_;
+  std::vector<std::vector<int64_t>> versions_by_ps_;
 };
 
 }  // namespace pstrain

@@ -175,6 +175,7 @@ class GrpcPsClient final : public PsClient {
     request.set_step(push_context.step);
     request.set_request_id(push_context.request_id != 0 ? push_context.request_id
                                                         : NextRequestId());
+    request.mutable_versions()->Add(push_context.versions.begin(), push_context.versions.end());
     for (const SparseGradient& g : gradients) {
       RowGradient* out = request.add_gradients();
       out->set_name(g.name);

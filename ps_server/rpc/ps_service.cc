@@ -569,6 +569,7 @@ grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* caller,
   context.epoch = request->epoch();
   context.step = request->step();
   context.request_id = request->request_id();
+  context.versions.assign(request->versions().begin(), request->versions().end());
   const int64_t start = absl::GetCurrentTimeNanos();
   absl::Status pushed = store_->PushRows(*gradients, context);
   if (pushed.ok() && metrics_ != nullptr) {
@@ -585,6 +586,7 @@ grpc::Status PsServiceImpl::GetStatus(grpc::ServerContext*, const PsStatusReques
                                streams_over_memory_.load());
   response->set_streams_cancelled(streams_.cancelled());
   response->set_checkpoint_shards(checkpoint_shards_ != nullptr);
+  if (metrics_ != nullptr) metrics_->DescribeTraffic(response);
   return grpc::Status::OK;
 }
 
