@@ -42,12 +42,24 @@ absl::StatusOr<ProcessMemory> ParseProcessMemory(absl::string_view proc_status) 
   return memory;
 }
 
-absl::StatusOr<ProcessMemory> ReadProcessMemory() {
-  std::ifstream in("/proc/self/status");
-  if (!in) return absl::UnavailableError("cannot read /proc/self/status");
+namespace {
+
+absl::StatusOr<ProcessMemory> ReadProcessMemoryFrom(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::UnavailableError(absl::StrCat("cannot read ", path));
   std::stringstream text;
   text << in.rdbuf();
   return ParseProcessMemory(text.str());
+}
+
+}  // namespace
+
+absl::StatusOr<ProcessMemory> ReadProcessMemory() {
+  return ReadProcessMemoryFrom("/proc/self/status");
+}
+
+absl::StatusOr<ProcessMemory> ReadProcessMemoryOf(int pid) {
+  return ReadProcessMemoryFrom(absl::StrCat("/proc/", pid, "/status"));
 }
 
 }  // namespace pstrain

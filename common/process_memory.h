@@ -26,6 +26,10 @@ absl::StatusOr<ProcessMemory> ParseProcessMemory(absl::string_view proc_status);
 // Errors: UNAVAILABLE the file cannot be read (no /proc); ParseProcessMemory's.
 absl::StatusOr<ProcessMemory> ReadProcessMemory();
 
+// Another process's, from /proc/<pid>/status (a test watching a daemon it started).
+// Errors: as ReadProcessMemory's (UNAVAILABLE also when the process is gone).
+absl::StatusOr<ProcessMemory> ReadProcessMemoryOf(int pid);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_PROCESS_MEMORY_H_

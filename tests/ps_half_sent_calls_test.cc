@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "common/process_memory.h"
 #include "common/rpc/call_mac.h"
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
@@ -215,22 +215,6 @@ class HalfSentPush {
   int64_t sent_ = 0;
 };
 
-// A /proc/<pid>/status field in bytes ("VmRSS", "VmHWM"); -1 when it cannot be read.
-int64_t ProcStatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, field + ":")) continue;
-    std::string digits;
-    for (char c : line) {
-      if (c >= '0' && c <= '9') digits.push_back(c);
-    }
-    int64_t kib = 0;
-    return absl::SimpleAtoi(digits, &kib) ? kib * 1024 : -1;
-  }
-  return -1;
-}
-
 // Resets the process's peak resident memory (VmHWM) to its resident memory now; a kernel
 // without the feature leaves the peak as it was, which only makes the check stricter.
 void ResetPeakResidentMemory(pid_t pid) {
@@ -279,7 +263,9 @@ TEST(PsHalfSentCallsTest, HalfSentMessagesHoldNoMoreThanTheReceiveMemory) {
   // The peak is measured from here: "5" in clear_refs resets VmHWM to the current VmRSS
   // (Linux 4.0 and later), so that what the ps touched while it started is not counted.
   ResetPeakResidentMemory(*pid);
-  const int64_t before = ProcStatusBytes(*pid, "VmRSS");
+  absl::StatusOr<ProcessMemory> started = ReadProcessMemoryOf(*pid);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const int64_t before = started->resident_bytes;
   ASSERT_GT(before, 0);
 
   std::vector<std::unique_ptr<HalfSentPush>> calls;
@@ -292,8 +278,10 @@ TEST(PsHalfSentCallsTest, HalfSentMessagesHoldNoMoreThanTheReceiveMemory) {
   }
   for (auto& call : calls) call->Hold(absl::Seconds(1));
   for (auto& call : calls) ended += call->ended() ? 1 : 0;
-  const int64_t peak = ProcStatusBytes(*pid, "VmHWM");
-  const int64_t now = ProcStatusBytes(*pid, "VmRSS");
+  absl::StatusOr<ProcessMemory> after = ReadProcessMemoryOf(*pid);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const int64_t peak = after->peak_resident_bytes;
+  const int64_t now = after->resident_bytes;
   std::cout << "sent " << sent / kMiB << " MiB half-sent in " << kCalls << " calls, " << ended
             << " ended by the ps; its peak resident memory grew by " << (peak - before) / kMiB
             << " MiB (now " << (now - before) / kMiB << " MiB)" << std::endl;
