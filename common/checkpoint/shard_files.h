@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "common/checkpoint/durable_file.h"
 #include "common/tensor.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 
