@@ -37,6 +37,7 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "distribute/fit.h"
+#include "nlohmann/json.hpp"
 #include "train/train_monitoring.h"
 #include "distribute/strategy.h"
 

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "common/tensorboard/tensorboard_flags.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -17,6 +17,7 @@
 #include "common/training/training_state.h"
 #include "distribute/failure.h"
 #include "distribute/watched_worker.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "chief/shard_queue.h"
 #include "common/checkpoint/checkpoint.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 #include "proto/worker.pb.h"
 
 namespace pstrain {

@@ -1,6 +1,7 @@
 #include "chief/data_position.h"
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 ABSL_FLAG(pstrain::LogFormat, log_format, pstrain::LogFormat::kText,
           "Log records on stderr: text (\"I 19:30:01.123 chief] ...\") or json (one object "

@@ -10,6 +10,7 @@
 #include "common/training/evaluator.h"
 #include "distribute/distributed_dataset.h"
 #include "distribute/replicated_model.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -14,6 +14,7 @@
 #include "distribute/fit_test_util.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/strategy.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {
@@ -141,13 +142,12 @@ absl::Status CheckpointShards::Restore(const std::string& checkpoint,
                                        const std::vector<ShardSlice>& slices) const {
   PS_ASSIGN_OR_RETURN(std::string folder, Folder(checkpoint, /*committed=*/true));
   PS_RETURN_IF_ERROR(CheckSlices(slices));
-  PS_ASSIGN_OR_RETURN(LoadedShardedManifest loaded, ReadShardedManifest(folder));
-  const ShardedManifest& manifest = loaded.manifest;
+  nlohmann::json header;
+  PS_ASSIGN_OR_RETURN(const ShardedManifest manifest, ReadShardedManifest(folder, &header));
   const nlohmann::json* variables = nullptr;
-  if (loaded.json.contains("metadata") && loaded.json["metadata"].is_object() &&
-      loaded.json["metadata"].contains("variables") &&
-      loaded.json["metadata"]["variables"].is_object()) {
-    variables = &loaded.json["metadata"]["variables"];
+  if (header.contains("metadata") && header["metadata"].is_object() &&
+      header["metadata"].contains("variables") && header["metadata"]["variables"].is_object()) {
+    variables = &header["metadata"]["variables"];
   }
   // The rows of one tensor read into a fresh value of the shard's shape, checked first.
   const auto read_rows = [&](const std::string& tensor_name,

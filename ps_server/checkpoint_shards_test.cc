@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

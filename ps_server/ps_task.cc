@@ -11,6 +11,7 @@
 #include "common/daemon/task_runtime.h"
 #include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
+#include "nlohmann/json.hpp"
 #include "ps_server/checkpoint_shards.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/ps_service.h"

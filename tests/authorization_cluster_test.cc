@@ -23,6 +23,7 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "proto/chief.grpc.pb.h"
 #include "proto/collective.grpc.pb.h"
 #include "proto/function.grpc.pb.h"

@@ -13,6 +13,7 @@
 #include "deploy/local/free_port.h"
 #include "deploy/local/local_cluster.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "common/daemon/daemon_options.h"
 #include "deploy/local/process_group.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

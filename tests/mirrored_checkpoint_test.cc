@@ -20,6 +20,7 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
 
 namespace pstrain {

@@ -30,6 +30,7 @@
 #include "common/rpc/grpc_util.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "proto/chief.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "tests/cluster_test_util.h"

@@ -18,6 +18,7 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "tests/cluster_test_util.h"
 

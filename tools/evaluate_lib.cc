@@ -9,6 +9,7 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tensorboard/tensorboard_flags.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

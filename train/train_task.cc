@@ -29,6 +29,7 @@
 #include "distribute/create_sync_strategy.h"
 #include "distribute/fit.h"
 #include "distribute/strategy.h"
+#include "nlohmann/json.hpp"
 #include "train/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");

@@ -25,6 +25,7 @@
 #include "common/checkpoint/shard_files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint data files are little-endian float32, copied as is");

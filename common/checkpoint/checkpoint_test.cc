@@ -9,6 +9,7 @@
 
 #include "common/unprivileged.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

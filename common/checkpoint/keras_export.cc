@@ -19,6 +19,7 @@
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -24,7 +24,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/model/job_spec.h"
 #include "common/tensor.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

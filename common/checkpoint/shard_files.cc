@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "common/checkpoint/crc32c.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint shard files are little-endian float32, copied as is");
@@ -351,7 +352,7 @@ absl::StatusOr<ShardedManifest> ParseShardedManifest(const nlohmann::json& json,
   return manifest;
 }
 
-absl::StatusOr<LoadedShardedManifest> ReadShardedManifest(const std::string& dir) {
+absl::StatusOr<ShardedManifest> ReadShardedManifest(const std::string& dir, nlohmann::json* json) {
   const std::string path = absl::StrCat(dir, "/manifest.json");
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) {
@@ -364,20 +365,20 @@ absl::StatusOr<LoadedShardedManifest> ReadShardedManifest(const std::string& dir
   }
   std::string text(static_cast<size_t>(st.st_size), '\0');
   PS_RETURN_IF_ERROR(ReadExactly(fd.get(), 0, text.data(), st.st_size, path));
-  LoadedShardedManifest out;
-  out.json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (out.json.is_discarded() || !out.json.is_object() || !out.json.contains("format") ||
-      out.json["format"] != "pstrain-checkpoint") {
+  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("format") ||
+      parsed["format"] != "pstrain-checkpoint") {
     return DataLoss(dir, "manifest.json is not a pstrain checkpoint manifest");
   }
-  if (!out.json.contains("version") || out.json["version"] != 2) {
+  if (!parsed.contains("version") || parsed["version"] != 2) {
     return DataLoss(dir, absl::StrCat("unsupported checkpoint format version ",
-                                      out.json.contains("version") ? out.json["version"].dump().substr(0, 24)
+                                      parsed.contains("version") ? parsed["version"].dump().substr(0, 24)
                                                                    : "(none)",
                                       " (this reader takes sharded checkpoints, version 2)"));
   }
-  PS_ASSIGN_OR_RETURN(out.manifest, ParseShardedManifest(out.json, dir));
-  return out;
+  PS_ASSIGN_OR_RETURN(ShardedManifest manifest, ParseShardedManifest(parsed, dir));
+  if (json != nullptr) *json = std::move(parsed);
+  return manifest;
 }
 
 absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manifest,

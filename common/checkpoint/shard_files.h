@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "common/checkpoint/durable_file.h"
 #include "common/tensor.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 
@@ -159,15 +159,13 @@ void AddShardFilesToManifest(const std::vector<ShardFile>& files, nlohmann::json
 absl::StatusOr<ShardedManifest> ParseShardedManifest(const nlohmann::json& manifest,
                                                      const std::string& dir);
 
-// Reads the whole manifest.json of `dir` and parses it as version 2 (its header fields
-// stay in `json`). Errors: DATA_LOSS missing, too large, not JSON, not a pstrain
-// manifest, a version other than 2 ("unsupported checkpoint format version N"), or as
-// ParseShardedManifest.
-struct LoadedShardedManifest {
-  nlohmann::json json;
-  ShardedManifest manifest;
-};
-absl::StatusOr<LoadedShardedManifest> ReadShardedManifest(const std::string& dir);
+// Reads the whole manifest.json of `dir` and parses it as version 2; the whole parsed
+// manifest (its header fields too) goes to `json` unless it is null (a pointer, not a
+// member of the result, so that this header needs only json_fwd.hpp). Errors: DATA_LOSS
+// missing, too large, not JSON, not a pstrain manifest, a version other than 2
+// ("unsupported checkpoint format version N"), or as ParseShardedManifest.
+absl::StatusOr<ShardedManifest> ReadShardedManifest(const std::string& dir,
+                                                    nlohmann::json* json = nullptr);
 
 // Reads rows [row_begin, row_end) of `tensor` from its files in `dir` into `out` (room for
 // exactly those rows), one block at a time, each block's CRC-32C verified before it is

@@ -92,12 +92,12 @@ TEST(ShardFilesTest, PiecesOfTwoFilesReadBackWholeAndByRows) {
   // Rows [3, 9): across both files and several blocks.
   auto manifest = ReadShardedManifest(*path);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
-  const StoredTensor& stored = manifest->manifest.tensors[manifest->manifest.index.at("table")];
+  const StoredTensor& stored = manifest->tensors[manifest->index.at("table")];
   std::vector<float> rows(6 * 3);
-  ASSERT_TRUE(ReadTensorRows(*path, manifest->manifest, stored, 3, 9, rows.data()).ok());
+  ASSERT_TRUE(ReadTensorRows(*path, *manifest, stored, 3, 9, rows.data()).ok());
   const Tensor want = Rows(3, 9);
   EXPECT_EQ(rows, std::vector<float>(want.values().begin(), want.values().end()));
-  EXPECT_FALSE(ReadTensorRows(*path, manifest->manifest, stored, 3, 11, rows.data()).ok());
+  EXPECT_FALSE(ReadTensorRows(*path, *manifest, stored, 3, 11, rows.data()).ok());
 }
 
 }  // namespace

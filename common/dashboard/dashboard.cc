@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/dashboard/dashboard_page.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

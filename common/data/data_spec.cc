@@ -15,6 +15,7 @@
 #include "common/data/synthetic.h"
 #include "common/data/zipf_ids.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

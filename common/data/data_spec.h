@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

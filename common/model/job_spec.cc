@@ -12,6 +12,7 @@
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
 #include "common/training/consistency_config.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

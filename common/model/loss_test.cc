@@ -1,6 +1,7 @@
 #include "common/model/loss.h"
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/model/layers/input_layer.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

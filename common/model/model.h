@@ -27,7 +27,7 @@
 #include "common/model/row_initializer.h"
 #include "common/model/variable_spec.h"
 #include "common/tensor.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

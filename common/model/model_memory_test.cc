@@ -2,6 +2,7 @@
 
 #include "common/memory_budget.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

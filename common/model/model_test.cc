@@ -11,6 +11,7 @@
 #include "common/model/layers/input_layer.h"
 #include "common/model/optimizer.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/finite.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

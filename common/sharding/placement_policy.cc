@@ -1,6 +1,7 @@
 #include "common/sharding/placement_policy.h"
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -22,7 +22,7 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/variable_snapshot.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

@@ -11,6 +11,7 @@
 #include "common/model/optimizer.h"
 #include "common/status_macros.h"
 #include "common/training/training_state.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

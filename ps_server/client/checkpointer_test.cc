@@ -10,6 +10,7 @@
 #include "common/math/cpu_backend.h"
 #include "common/memory_budget.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "ps_server/local_ps_client.h"
 #include "ps_server/variable_store.h"
 

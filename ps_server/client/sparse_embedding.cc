@@ -9,6 +9,7 @@
 #include "common/model/layers/embedding.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/model/model.h"
+#include "nlohmann/json.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

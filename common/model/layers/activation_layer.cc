@@ -1,6 +1,7 @@
 #include "common/model/layers/activation_layer.h"
 
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/layers/layer.h"
+#include "nlohmann/json.hpp"  // a json member (layer.h has only json_fwd.hpp)
 
 namespace pstrain {
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/layers/window.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

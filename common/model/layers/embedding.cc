@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

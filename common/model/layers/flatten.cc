@@ -2,6 +2,7 @@
 
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

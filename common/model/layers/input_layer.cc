@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 
@@ -40,5 +41,7 @@ json InputLayer::KerasEntry(const std::string& name, const Shape& shape) {
             {"name", name}}},
           {"registered_name", nullptr}};
 }
+
+json InputLayer::KerasConfig() const { return json::object(); }
 
 }  // namespace pstrain

@@ -27,7 +27,7 @@ class InputLayer : public Layer {
 
  protected:
   absl::StatusOr<Shape> BuildShapes(const Shape& input) override { return input; }
-  nlohmann::json KerasConfig() const override { return nlohmann::json::object(); }
+  nlohmann::json KerasConfig() const override;
 
  private:
   InputLayer() : Layer("InputLayer") {}

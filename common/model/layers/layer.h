@@ -34,7 +34,7 @@
 #include "common/math/backend.h"
 #include "common/model/layers/initializer.h"
 #include "common/model/layers/layer_config.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 
@@ -160,6 +161,8 @@ absl::Status LayerConfig::Unsupported(const char* key, const json& default_value
   if (v == nullptr || *v == default_value) return absl::OkStatus();
   return Error(absl::StrCat(key, " is unsupported (got ", v->dump(), ")"));
 }
+
+absl::Status LayerConfig::Unsupported(const char* key) { return Unsupported(key, nullptr); }
 
 absl::Status LayerConfig::CheckAllRead() const {
   for (auto it = config_->begin(); it != config_->end(); ++it) {

@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "common/math/backend.h"
 #include "common/model/layers/initializer.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 
@@ -74,7 +74,10 @@ class LayerConfig {
 
   // A key Keras defines for this layer whose feature pstrain lacks: OK when missing, null,
   // or equal to `default_value`; otherwise "<key> is unsupported (got <value>)".
-  absl::Status Unsupported(const char* key, const nlohmann::json& default_value = nullptr);
+  absl::Status Unsupported(const char* key, const nlohmann::json& default_value);
+  // The same with `default_value` null (an overload, not a default argument, so that this
+  // header needs only json_fwd.hpp).
+  absl::Status Unsupported(const char* key);
 
   // Error for the first key that no getter read: "unknown config key \"<key>\"".
   absl::Status CheckAllRead() const;

@@ -7,6 +7,7 @@
 
 #include "common/model/layers/registry.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

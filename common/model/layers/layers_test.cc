@@ -13,6 +13,7 @@
 #include "common/math/cpu_backend.h"
 #include "common/model/model.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {

@@ -2,6 +2,7 @@
 
 #include "common/model/layers/window.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tensor.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 

@@ -1,6 +1,7 @@
 #include "common/model/layers/softmax_layer.h"
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 
@@ -22,5 +23,7 @@ absl::StatusOr<Shape> SoftmaxLayer::BuildShapes(const Shape& input) {
   }
   return input;
 }
+
+nlohmann::json SoftmaxLayer::KerasConfig() const { return {{"axis", -1}}; }
 
 }  // namespace pstrain

@@ -18,7 +18,7 @@ class SoftmaxLayer : public ActivationLayer {
 
  protected:
   absl::StatusOr<Shape> BuildShapes(const Shape& input) override;
-  nlohmann::json KerasConfig() const override { return {{"axis", -1}}; }
+  nlohmann::json KerasConfig() const override;
 
  private:
   SoftmaxLayer() : ActivationLayer("Softmax", Activation::kSoftmax) {}
