@@ -17,6 +17,8 @@
 #
 #   bench/cluster_throughput.sh [--epochs=3] [--timeout=600] [--models=seed,wide]
 #                               [--configs=one,ps2w2,ps1w1,mwm2] [--keep]
+#                               [--wire_dtype=float32|bfloat16|float16]
+# --wire_dtype sets the jobs' "wire_dtype" (the parameter-server exchange in 16 bits).
 set -euo pipefail
 
 epochs=3
@@ -24,6 +26,7 @@ run_timeout=600
 models=seed,wide
 configs=one,ps2w2,ps1w1,mwm2
 keep=false
+wire_dtype=float32
 for a in "$@"; do
   case "$a" in
     --epochs=*) epochs="${a#--epochs=}" ;;
@@ -31,7 +34,8 @@ for a in "$@"; do
     --models=*) models="${a#--models=}" ;;
     --configs=*) configs="${a#--configs=}" ;;
     --keep) keep=true ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --wire_dtype=*) wire_dtype="${a#--wire_dtype=}" ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
   esac
 done
@@ -69,7 +73,7 @@ declare -A args_of=(
 )
 
 echo "cluster_throughput: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores," \
-  "$epochs epochs per run, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  "$epochs epochs per run, wire_dtype $wire_dtype, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 results="$work/results.jsonl"
@@ -81,8 +85,8 @@ for model in "${model_list[@]}"; do
   job="$work/$model.json"
   # Training only: without validation data the epoch period is the training epoch and
   # its checkpoint, in every configuration alike.
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data"].pop("validation",None); json.dump(j,open(sys.argv[2],"w"))' \
-    "${job_of[$model]}" "$job"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data"].pop("validation",None); j["wire_dtype"]=sys.argv[3]; json.dump(j,open(sys.argv[2],"w"))' \
+    "${job_of[$model]}" "$job" "$wire_dtype"
   for config in "${config_list[@]}"; do
     [[ -n "${args_of[$config]:-}" ]] || { echo "unknown config $config" >&2; exit 2; }
     # A 1-epoch run first: what the N-epoch run's CPU has beyond it is epochs 2..N alone

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/wire_precision.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -24,6 +25,11 @@ struct PushContext {
   // Names the push so that a retry of it is applied at most once (PushRequest.request_id);
   // 0 = no id.
   uint64_t request_id = 0;
+  // How the gradients and the values pulled back travel (the job's "wire_dtype"): the
+  // pusher has already rounded the gradients (with error feedback, common/wire_precision.h);
+  // a gRPC client sends them and asks for the values in this precision, an in-process one
+  // rounds the values as the wire would. The ps itself never sees it.
+  WirePrecision precision = WirePrecision::kFloat32;
 };
 
 // Longest consistency wait a ps accepts (one hour): a push waits up to timeout_ms on a

@@ -58,7 +58,13 @@ class LocalPsClient final : public PsClient {
     }
     std::vector<std::string> names;
     for (const NamedTensor& g : gradients) names.push_back(g.name);
-    return Pull(names, versions);
+    absl::StatusOr<std::vector<Tensor>> values = Pull(names, versions);
+    // As a gRPC client gets them (common/wire_precision.h), so that in-process tests see
+    // what a real worker sees.
+    if (values.ok()) {
+      for (Tensor& value : *values) RoundForWire(context.precision, value.values());
+    }
+    return values;
   }
 
   absl::StatusOr<PsStatusResponse> GetStatus() override {

@@ -108,6 +108,42 @@ TEST(ConsistencyClusterTest, SyncAppliesTheMeanOfExactlyRGradientsOfOneVersion) 
   EXPECT_EQ(variables, 4);
 }
 
+// A job's "wire_dtype": bfloat16 pushes carry 2 bytes per element, counted by each ps's
+// own metrics (a float32 push carries 4), the sync accounting stays exact (every update
+// the mean of both workers' gradients of its version), and the model still learns.
+TEST(ConsistencyClusterTest, Bfloat16PushesCarryHalfTheBytesWithExactSyncAccounting) {
+  const int epochs = 3;
+  ClusterRun run = RunTinyCluster(
+      WriteTinyJob("sync_bf16", {{"wire_dtype", "bfloat16"},
+                                 {"consistency",
+                                  {{"mode", "sync"}, {"replicas_to_aggregate", 2},
+                                   {"timeout_ms", 20000}}}}),
+      epochs, absl::ZeroDuration());
+  ASSERT_EQ(run.ps.size(), 2u);
+  for (const auto& [index, ps] : run.ps) {
+    SCOPED_TRACE(absl::StrCat("ps ", index));
+    EXPECT_EQ(ps.pushes(), 2 * kStepsPerShard * epochs);
+    EXPECT_EQ(ps.stale_gradients(), 0);
+    EXPECT_EQ(ps.sync_partial_updates(), 0);
+    int64_t applied = 0;
+    int64_t elements = 0;
+    for (const VariableInfo& v : ps.variables()) {
+      EXPECT_EQ(v.version(), kStepsPerShard * epochs) << v.name();
+      applied += v.version();
+      int64_t n = 1;
+      for (int64_t d : v.shape()) n *= d;
+      elements += n;
+    }
+    EXPECT_EQ(ps.sync_full_updates(), applied);
+    EXPECT_EQ(ps.sync_aggregated_gradients(), 2 * applied);
+    // Every push carried each of this ps's variables whole, 2 bytes an element.
+    EXPECT_EQ(ps.received_bytes(), ps.pushes() * elements * 2);
+  }
+  const std::vector<double> losses = ParseEpochLosses(run.processes.stdout_of["chief"]);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(epochs));
+  EXPECT_LT(losses.back(), losses.front()) << run.processes.stdout_of["chief"];
+}
+
 // With R = 1 and worker 1 slow, a gradient computed at a version another push has since
 // replaced is dropped and counted: every gradient the ps received was either applied
 // (one update each) or counted stale, and some were stale: the two workers start every

@@ -46,6 +46,7 @@ PsTrainer::PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<Variab
   }
   for (const std::vector<ShardRef>& shards : by_ps_) names_by_ps_.push_back(ShardNames(shards));
   versions_by_ps_.resize(ps_.size());
+  feedback_by_ps_.resize(ps_.size());
   // A split variable's full tensor exists before any pull, so that the per-ps threads
   // write rows into it without ever resizing it. A row-sparse table's is the compact one
   // PullBatchRows makes.
@@ -176,6 +177,12 @@ absl::Status PsTrainer::ExchangeWith(size_t p, int64_t step) {
       // Other threads read other rows of the same gradient: slice, never move.
       PS_ASSIGN_OR_RETURN(Tensor rows, SliceShard(gradients_[ref.variable], ref.entry));
       grads.push_back({ref.entry.name(), std::move(rows)});
+    }
+  }
+  if (precision_ != WirePrecision::kFloat32) {
+    context.precision = precision_;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      feedback_by_ps_[p].Round(precision_, k, grads[k].tensor.values());
     }
   }
   std::vector<int64_t> versions;

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/model.h"
 #include "common/tensor.h"
+#include "common/wire_precision.h"
 #include "proto/chief.pb.h"
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
@@ -97,6 +98,13 @@ class PsTrainer {
     has_position_ = true;
   }
 
+  // How the dense gradients and the values pulled back with them travel (the job's
+  // "wire_dtype"). In bfloat16 or float16 each gradient is rounded with error feedback
+  // (common/wire_precision.h: what a push rounds away goes with the next push of the
+  // same shard) and the values come back rounded; the ps keeps float32. Row pushes and
+  // the whole pulls (PullAll) stay float32. Call before the first Step.
+  void SetWirePrecision(WirePrecision precision) { precision_ = precision; }
+
   // Where each step's phases are timed (not owned; null: nowhere). Call before Step.
   void SetMetrics(WorkerMetrics* metrics) { metrics_ = metrics; }
 
@@ -133,6 +141,10 @@ class PsTrainer {
   std::vector<std::vector<int64_t>> versions_by_ps_;
   std::string worker_;
   bool send_versions_ = false;
+  WirePrecision precision_ = WirePrecision::kFloat32;
+  // feedback_by_ps_[p]: the rounding residuals of ps p's shards (slot k: by_ps_[p][k]),
+  // touched only by the thread exchanging with ps p.
+  std::vector<ErrorFeedback> feedback_by_ps_;
   int32_t epoch_ = 0;
   int64_t position_ = 0;
   bool has_position_ = false;

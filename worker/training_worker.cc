@@ -94,6 +94,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
                                   job_.seed * 7919 + 104729 * (worker_index_ + 1),
                                   EmbeddingTraffic::kRowSparse));
   trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
+  trainer_->SetWirePrecision(job_.wire_precision);
   trainer_->SetMetrics(metrics_);
   placement_key_ = key;
   return absl::OkStatus();

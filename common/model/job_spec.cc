@@ -204,7 +204,7 @@ absl::Status ReadFitSection(const json& root, JobSpec* spec) {
   return absl::OkStatus();
 }
 
-// seed, strategy, nonfinite, one_hot_labels and scale_learning_rate.
+// seed, strategy, nonfinite, wire_dtype, one_hot_labels and scale_learning_rate.
 absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
   auto seed = root.find("seed");
   if (seed != root.end() && !seed->is_null()) {
@@ -237,6 +237,15 @@ absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
       return Bad(absl::StrCat("nonfinite ", nonfinite->dump(),
                               " is unknown (want \"error\", the default, or \"skip\")"));
     }
+  }
+  auto wire = root.find("wire_dtype");
+  if (wire != root.end() && !wire->is_null()) {
+    if (!wire->is_string()) {
+      return Bad(absl::StrCat("wire_dtype must be a string, got ", wire->dump().substr(0, 64)));
+    }
+    absl::StatusOr<WirePrecision> precision = ParseWirePrecision(wire->get<std::string>());
+    if (!precision.ok()) return Bad(std::string(precision.status().message()));
+    spec->wire_precision = *precision;
   }
   for (auto [key, field] :
        {std::pair<const char*, bool*>{"one_hot_labels", &spec->one_hot_labels},
@@ -297,6 +306,9 @@ std::string SerializeJobSpec(const JobSpec& spec) {
   if (spec.strategy.has_value()) out["strategy"] = std::string(StrategyKindName(*spec.strategy));
   out["consistency"] = ConsistencyConfigToJson(spec.consistency);
   out["placement"] = PlacementPolicyToJson(spec.placement);
+  if (spec.wire_precision != WirePrecision::kFloat32) {
+    out["wire_dtype"] = std::string(WirePrecisionName(spec.wire_precision));
+  }
   if (spec.data.is_null()) {
     out.erase("data");
   } else {

@@ -42,6 +42,7 @@
 #include "common/tensor.h"
 #include "common/sharding/placement_policy.h"
 #include "common/training/strategy_kind.h"
+#include "common/wire_precision.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
@@ -75,6 +76,10 @@ struct JobSpec {
   ConsistencyConfig consistency;
   // "placement": how the chief splits the variables and spreads them over the ps tasks.
   PlacementPolicy placement;
+  // "wire_dtype": how the workers' dense pushes and the values pulled back with them
+  // travel to and from the ps tasks ("float32", the default; "bfloat16" or "float16":
+  // half the bytes, error feedback on the pushes; common/wire_precision.h).
+  WirePrecision wire_precision = WirePrecision::kFloat32;
   nlohmann::json raw;  // the whole job as given, with "model" inlined
 };
 

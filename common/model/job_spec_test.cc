@@ -205,6 +205,25 @@ TEST(JobSpecTest, ConsistencyAndPlacementAreTyped) {
                 "placement.strategy");
 }
 
+// "wire_dtype" is read once, typed, travels with the job, and anything else is refused
+// with the accepted names.
+TEST(JobSpecTest, WireDtypeIsTyped) {
+  auto spec = ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"wire_dtype":"bfloat16")"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->wire_precision, WirePrecision::kBfloat16);
+  auto back = ParseJobSpec(SerializeJobSpec(*spec), "");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->wire_precision, WirePrecision::kBfloat16);
+  auto defaults = ParseJobSpec(Job(kModel, R"({"loss":"mse"})"), "");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->wire_precision, WirePrecision::kFloat32);
+  EXPECT_EQ(SerializeJobSpec(*defaults).find("wire_dtype"), std::string::npos);
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"wire_dtype":"int8")"), ""),
+                "want float32, bfloat16 or float16");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"wire_dtype":16)"), ""),
+                "wire_dtype must be a string");
+}
+
 // The global batch is split across the replicas (as distribute/fit.cc slices it); the
 // parameter-server batch is each worker's.
 TEST(JobSpecTest, BatchDescriptionsFollowKeras) {

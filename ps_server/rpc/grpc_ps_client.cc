@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/row_initializer.h"
 #include "common/rpc/grpc_util.h"
+#include "common/wire_precision.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
 #include "proto/ps.grpc.pb.h"
@@ -27,7 +28,7 @@ absl::StatusOr<std::vector<Tensor>> UnpackPull(const PullResponse& response, siz
   std::vector<Tensor> values;
   values.reserve(expected);
   for (const TensorProto& proto : response.values()) {
-    absl::StatusOr<Tensor> t = Tensor::FromProto(proto);
+    absl::StatusOr<Tensor> t = TensorFromWireProto(proto);
     if (!t.ok()) return absl::InternalError(absl::StrCat(peer, ": ", t.status().message()));
     values.push_back(*std::move(t));
   }
@@ -48,10 +49,13 @@ void PackPush(absl::Span<const NamedTensor> gradients, const PushContext& contex
   request->set_epoch(context.epoch);
   request->set_step(context.step);
   for (int64_t v : context.versions) request->add_versions(v);
+  if (context.precision != WirePrecision::kFloat32) {
+    request->set_pull_dtype(WireDataType(context.precision));
+  }
   for (const NamedTensor& g : gradients) {
     Gradient* out = request->add_gradients();
     out->set_name(g.name);
-    g.tensor.ToProto(out->mutable_gradient());
+    TensorToWireProto(g.tensor, context.precision, out->mutable_gradient());
   }
 }
 
@@ -226,7 +230,9 @@ class GrpcPsClient final : public PsClient {
                                                    const PushContext& push_context,
                                                    std::vector<int64_t>* versions) {
     int64_t bytes = 0;
-    for (const NamedTensor& g : gradients) bytes += g.tensor.num_elements() * 4;
+    for (const NamedTensor& g : gradients) {
+      bytes += g.tensor.num_elements() * WireBytesPerElement(push_context.precision);
+    }
     if (bytes >= options_.stream_threshold_bytes) {
       return PushPullStreamed(gradients, push_context, versions);
     }
@@ -258,12 +264,21 @@ class GrpcPsClient final : public PsClient {
     push->set_epoch(push_context.epoch);
     push->set_step(push_context.step);
     for (int64_t v : push_context.versions) push->add_versions(v);
+    const WirePrecision precision = push_context.precision;
+    if (precision != WirePrecision::kFloat32) push->set_pull_dtype(WireDataType(precision));
+    // In 16 bits the gradients go from an encoded copy; in float32 from the tensors.
+    std::vector<std::string> encoded;
     std::vector<int64_t> bytes;
     for (const NamedTensor& g : gradients) {
       Gradient* header = push->add_gradients();
       header->set_name(g.name);
-      TensorHeader(g.tensor, header->mutable_gradient());
-      bytes.push_back(g.tensor.num_elements() * 4);
+      TensorHeader(g.tensor, WireDataType(precision), header->mutable_gradient());
+      if (precision != WirePrecision::kFloat32) {
+        encoded.push_back(EncodeForWire(precision, g.tensor.values()));
+        bytes.push_back(static_cast<int64_t>(encoded.back().size()));
+      } else {
+        bytes.push_back(g.tensor.num_elements() * 4);
+      }
     }
     // The last message carries the commit and goes with the half-close (WriteLast): the
     // ps applies the push only then, so a stream cut short applies nothing.
@@ -279,8 +294,10 @@ class GrpcPsClient final : public PsClient {
       out.fields().set_offset(offset);
       // One copy into a gRPC slice: the caller's tensor may be gone before gRPC lets go
       // of a slice borrowed from it (after an early error, say).
-      out.SetPayloadCopy(reinterpret_cast<const char*>(gradients[tensor].tensor.data()) + offset,
-                         size);
+      const char* base = encoded.empty()
+                             ? reinterpret_cast<const char*>(gradients[tensor].tensor.data())
+                             : encoded[tensor].data();
+      out.SetPayloadCopy(base + offset, size);
       header_sent = true;
       if (tensor == last_tensor && offset + size == bytes[tensor]) {
         out.fields().set_commit(true);

@@ -15,6 +15,7 @@
 #include "common/rpc/call_authorizer.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
+#include "common/wire_precision.h"
 
 namespace pstrain {
 namespace {
@@ -113,12 +114,17 @@ absl::StatusOr<std::string> StreamOwner(const grpc::ServerContext& context, int 
   return FormatIdentity(**caller);
 }
 
-absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& request) {
+// The gradients widened to float32 (each may travel as DT_FLOAT, DT_BFLOAT16 or DT_HALF),
+// and their bytes on the wire in `wire_bytes`.
+absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& request,
+                                                         int64_t* wire_bytes) {
   std::vector<NamedTensor> gradients;
   gradients.reserve(request.gradients_size());
+  *wire_bytes = 0;
   for (const Gradient& g : request.gradients()) {
     PS_RETURN_IF_ERROR(CheckLength("gradient name", g.name()));
-    absl::StatusOr<Tensor> tensor = Tensor::FromProto(g.gradient());
+    *wire_bytes += static_cast<int64_t>(g.gradient().content().size());
+    absl::StatusOr<Tensor> tensor = TensorFromWireProto(g.gradient());
     if (!tensor.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient for \"", g.name(), "\": ", tensor.status().message()));
@@ -128,27 +134,33 @@ absl::StatusOr<std::vector<NamedTensor>> UnpackGradients(const PushRequest& requ
   return gradients;
 }
 
+// The precision a request asks its values in. Errors: INVALID_ARGUMENT a dtype that is
+// not a float (checked before anything is applied).
+absl::StatusOr<WirePrecision> AnswerPrecision(DataType dtype) {
+  if (dtype == DT_INVALID) return WirePrecision::kFloat32;  // unset: float32, as before
+  absl::StatusOr<WirePrecision> precision = WirePrecisionOf(dtype);
+  if (!precision.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("values asked in ", precision.status().message()));
+  }
+  return precision;
+}
+
 absl::Status PullInto(const VariableStore& store, std::vector<std::string> names,
-                      int64_t max_bytes, PullResponse* response, PsMetrics* metrics) {
+                      int64_t max_bytes, WirePrecision precision, PullResponse* response,
+                      PsMetrics* metrics) {
   std::vector<int64_t> versions;
   absl::StatusOr<std::vector<Tensor>> values = store.Pull(names, &versions, max_bytes);
   if (!values.ok()) return values.status();
   int64_t bytes = 0;
   for (size_t i = 0; i < values->size(); ++i) {
-    (*values)[i].ToProto(response->add_values());
+    TensorProto* value = response->add_values();
+    TensorToWireProto((*values)[i], precision, value);
     response->add_versions(versions[i]);
-    bytes += (*values)[i].num_elements() * static_cast<int64_t>(sizeof(float));
+    bytes += static_cast<int64_t>(value->content().size());
   }
   if (metrics != nullptr) metrics->RecordPull(bytes);
   return absl::OkStatus();
-}
-
-int64_t PayloadBytes(absl::Span<const NamedTensor> tensors) {
-  int64_t bytes = 0;
-  for (const NamedTensor& t : tensors) {
-    bytes += t.tensor.num_elements() * static_cast<int64_t>(sizeof(float));
-  }
-  return bytes;
 }
 
 // A request's row gradients, each validated as a tensor (the store checks the rest).
@@ -210,12 +222,12 @@ absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContext* 
 }
 
 absl::Status PsServiceImpl::Push(absl::Span<const NamedTensor> gradients,
-                                 const PushContext& context) {
+                                 const PushContext& context, int64_t wire_bytes) {
   if (metrics_ == nullptr) return store_->Push(gradients, context);
   const int64_t start = absl::GetCurrentTimeNanos();
   absl::Status pushed = store_->Push(gradients, context);
   if (pushed.ok()) {
-    metrics_->RecordPush(PayloadBytes(gradients),
+    metrics_->RecordPush(wire_bytes,
                          absl::Nanoseconds(absl::GetCurrentTimeNanos() - start));
   }
   return pushed;
@@ -259,9 +271,11 @@ grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* reques
   if (absl::Status names = CheckNames("variable name", request->names()); !names.ok()) {
     return Answer("Pull", names);
   }
+  absl::StatusOr<WirePrecision> precision = AnswerPrecision(request->dtype());
+  if (!precision.ok()) return Answer("Pull", precision.status());
   absl::Status pulled = PullInto(
       *store_, std::vector<std::string>(request->names().begin(), request->names().end()),
-      options_.max_pull_bytes, response, metrics_);
+      options_.max_pull_bytes, *precision, response, metrics_);
   if (absl::IsResourceExhausted(pulled)) ++pulls_refused_;
   return Answer("Pull", pulled);
 }
@@ -270,9 +284,10 @@ grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest*
                                  PushResponse*) {
   absl::StatusOr<PushContext> context = ContextOf(caller, *request);
   if (!context.ok()) return Answer("Push", context.status());
-  absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request);
+  int64_t wire_bytes = 0;
+  absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(*request, &wire_bytes);
   if (!gradients.ok()) return Answer("Push", gradients.status());
-  return Answer("Push", Push(*gradients, *context));
+  return Answer("Push", Push(*gradients, *context, wire_bytes));
 }
 
 grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
@@ -280,15 +295,19 @@ grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
                                      PushPullResponse* response) {
   absl::StatusOr<PushContext> context = ContextOf(caller, request->push());
   if (!context.ok()) return Answer("PushPull", context.status());
-  absl::StatusOr<std::vector<NamedTensor>> gradients = UnpackGradients(request->push());
+  absl::StatusOr<WirePrecision> precision = AnswerPrecision(request->push().pull_dtype());
+  if (!precision.ok()) return Answer("PushPull", precision.status());
+  int64_t wire_bytes = 0;
+  absl::StatusOr<std::vector<NamedTensor>> gradients =
+      UnpackGradients(request->push(), &wire_bytes);
   if (!gradients.ok()) return Answer("PushPull", gradients.status());
-  if (absl::Status pushed = Push(*gradients, *context); !pushed.ok()) {
+  if (absl::Status pushed = Push(*gradients, *context, wire_bytes); !pushed.ok()) {
     return Answer("PushPull", pushed);
   }
   std::vector<std::string> names;
   for (const NamedTensor& g : *gradients) names.push_back(g.name);
   return Answer("PushPull", PullInto(*store_, std::move(names), options_.max_pull_bytes,
-                                     response->mutable_pull(), metrics_));
+                                     *precision, response->mutable_pull(), metrics_));
 }
 
 // The values a stream answers with, owned by the slices that carry them (gRPC may
@@ -296,6 +315,9 @@ grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
 struct PsServiceImpl::PulledValues {
   std::vector<Tensor> values;
   std::vector<int64_t> versions;
+  // The values in 16 bits when the push asked for them so (empty in float32).
+  std::vector<std::string> encoded;
+  WirePrecision precision = WirePrecision::kFloat32;
   MemoryLedger::Charge charge;
 };
 
@@ -319,11 +341,15 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
   // The client half-closed after its commit. A client that reset the stream (then or
   // since) closed it for writing too, so the reply's first bytes go out only on a stream
   // that ended cleanly: only then is the push applied.
+  // Asked before anything is applied: a push with an answer it cannot have changes nothing.
+  absl::StatusOr<WirePrecision> precision = AnswerPrecision(push.pull_dtype());
+  if (!precision.ok()) return answer(precision.status());
   if (before_apply_hook_) before_apply_hook_(context);
   if (!stream->SendInitialMetadata()) {
     return answer(absl::CancelledError(
         "the push-pull stream was reset after its commit; nothing was applied"));
   }
+  const int64_t wire_bytes = assembler.wire_bytes();
   std::vector<NamedTensor> gradients;
   {
     std::vector<Tensor> tensors = assembler.Take();
@@ -332,7 +358,8 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
       gradients.push_back({push.gradients(i).name(), std::move(tensors[i])});
     }
   }
-  if (absl::Status pushed = Push(gradients, push_context); !pushed.ok()) {
+  if (absl::Status pushed = Push(gradients, push_context, wire_bytes);
+      !pushed.ok()) {
     return answer(pushed);
   }
   std::vector<std::string> names;
@@ -346,6 +373,12 @@ grpc::Status PsServiceImpl::PushPullChunks(grpc::ServerContext* context,
   absl::StatusOr<std::vector<Tensor>> values = store_->Pull(names, &pulled->versions);
   if (!values.ok()) return answer(values.status());
   pulled->values = *std::move(values);
+  pulled->precision = *precision;
+  if (*precision != WirePrecision::kFloat32) {
+    for (const Tensor& value : pulled->values) {
+      pulled->encoded.push_back(EncodeForWire(*precision, value.values()));
+    }
+  }
   pulled->charge = std::move(charge);
   return answer(WriteValues(stream, std::move(pulled)));
 }
@@ -369,9 +402,12 @@ absl::StatusOr<int64_t> PsServiceImpl::CheckStreamHeader(const PushRequest& push
           ", variable has ", ShapeToString(shape)));
     }
     // The variable's shape, which fit in memory when it was created: no overflow, but
-    // summed saturating all the same.
-    bytes = SaturatingAdd(bytes, SaturatingMul(NumElements(shape),
-                                               static_cast<int64_t>(sizeof(float))));
+    // summed saturating all the same. A 16-bit gradient is held as it came and then
+    // widened: 2 + 4 bytes an element at its peak.
+    const int64_t held = g.gradient().dtype() == DT_BFLOAT16 || g.gradient().dtype() == DT_HALF
+                             ? 6
+                             : static_cast<int64_t>(sizeof(float));
+    bytes = SaturatingAdd(bytes, SaturatingMul(NumElements(shape), held));
   }
   return bytes;
 }
@@ -481,10 +517,12 @@ absl::Status PsServiceImpl::WriteValues(PushPullServerStream* stream,
   PushPullChunkOut out;
   PullResponse* header = out.fields().mutable_pull();
   std::vector<int64_t> bytes;
+  const bool encoded = pulled->precision != WirePrecision::kFloat32;
   for (size_t i = 0; i < values.size(); ++i) {
-    TensorHeader(values[i], header->add_values());
+    TensorHeader(values[i], WireDataType(pulled->precision), header->add_values());
     header->add_versions(pulled->versions[i]);
-    bytes.push_back(values[i].num_elements() * 4);
+    bytes.push_back(encoded ? static_cast<int64_t>(pulled->encoded[i].size())
+                            : values[i].num_elements() * 4);
   }
   if (metrics_ != nullptr) {
     int64_t total = 0;
@@ -497,7 +535,8 @@ absl::Status PsServiceImpl::WriteValues(PushPullServerStream* stream,
     if (header_sent) out.fields().Clear();
     out.fields().set_tensor(tensor);
     out.fields().set_offset(offset);
-    const char* base = reinterpret_cast<const char*>(values[tensor].data());
+    const char* base = encoded ? pulled->encoded[tensor].data()
+                               : reinterpret_cast<const char*>(values[tensor].data());
     out.SetPayload(SliceWithOwner(base + offset, size, pulled));
     ok = stream->Write(out);
     header_sent = true;

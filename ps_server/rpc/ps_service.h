@@ -151,7 +151,9 @@ class PsServiceImpl final : public ParameterServer::Service {
   std::function<void(grpc::ServerContext*)> before_apply_hook_;
 
   // store_->Push, timed and counted.
-  absl::Status Push(absl::Span<const NamedTensor> gradients, const PushContext& context);
+  // `wire_bytes`: the gradients' size as they came (the received-bytes metric).
+  absl::Status Push(absl::Span<const NamedTensor> gradients, const PushContext& context,
+                    int64_t wire_bytes);
   // Counts the bytes of pulled values and the call's result.
   grpc::Status Answer(const char* method, const absl::Status& status);
 

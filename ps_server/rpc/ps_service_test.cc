@@ -6,11 +6,16 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/rpc/grpc_util.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
+#include "common/metrics/metrics_registry.h"
+#include "common/wire_precision.h"
+#include "proto/ps.grpc.pb.h"
+#include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 
 namespace pstrain {
@@ -497,6 +502,84 @@ TEST_F(PsStreamTest, StreamedPushPullEqualsTheUnaryPath) {
     EXPECT_EQ(streamed_versions, std::vector<int64_t>{step + 1});
   }
   EXPECT_EQ(Value("a"), Value("b"));
+}
+
+// A job's "wire_dtype": 16-bit gradients are widened on the ps, the values come back
+// rounded, over the stream and the unary call alike; the ps's float32 state is what a
+// float32 push of the rounded gradient makes, and half the bytes move.
+TEST_F(PsStreamTest, SixteenBitPushPullsCarryHalfTheBytes) {
+  MetricsRegistry registry;
+  PsMetrics metrics(&registry, &store_);
+  service_.set_metrics(&metrics);
+  constexpr int64_t kElements = 37;  // chunks of 16 and 10 bytes split elements
+  GrpcPsClientOptions unary_options;
+  unary_options.stream_threshold_bytes = int64_t{1} << 40;
+  auto unary = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary_options);
+  std::vector<float> gradient(kElements);
+  for (int64_t i = 0; i < kElements; ++i) gradient[i] = 0.1f + static_cast<float>(i) / 7.0f;
+  for (WirePrecision precision : {WirePrecision::kBfloat16, WirePrecision::kFloat16}) {
+    SCOPED_TRACE(std::string(WirePrecisionName(precision)));
+    for (PsClient* client : {client_.get(), unary.get()}) {
+      SCOPED_TRACE(client == unary.get() ? "unary" : "streamed");
+      const std::string reference = absl::StrCat("f32_", WirePrecisionName(precision),
+                                                 client == unary.get() ? "_unary" : "_stream");
+      const std::string wire = reference + "_16";
+      Create({{reference, Tensor({kElements}, Iota(kElements, -5))},
+              {wire, Tensor({kElements}, Iota(kElements, -5))}});
+      // float32 push of the rounded gradient...
+      std::vector<float> rounded = gradient;
+      RoundForWire(precision, absl::MakeSpan(rounded));
+      auto exact = unary->PushPull({{reference, Tensor({kElements}, rounded)}}, PushContext(),
+                                   nullptr);
+      ASSERT_TRUE(exact.ok()) << exact.status();
+      const int64_t before = client->GetStatus()->received_bytes();
+      // ...and the 16-bit push of the gradient itself.
+      PushContext context;
+      context.precision = precision;
+      auto values = client->PushPull({{wire, Tensor({kElements}, gradient)}}, context, nullptr);
+      ASSERT_TRUE(values.ok()) << values.status();
+      EXPECT_EQ(client->GetStatus()->received_bytes() - before, kElements * 2);
+      EXPECT_EQ(Value(wire), Value(reference));  // the ps's float32 values
+      std::vector<float> answered = Value(reference);
+      RoundForWire(precision, absl::MakeSpan(answered));
+      EXPECT_EQ(std::vector<float>((*values)[0].values().begin(), (*values)[0].values().end()),
+                answered);
+      EXPECT_NE(answered, Value(reference));  // the rounding shows: the test can fail
+    }
+  }
+  service_.set_metrics(nullptr);
+}
+
+// A 16-bit push that does not add up, or asks its answer in a dtype that is not a float,
+// changes nothing.
+TEST_F(PsStreamTest, MalformedSixteenBitPushesChangeNothing) {
+  Create({{"w", Tensor({4}, {1, 2, 3, 4})}});
+  GrpcPsClientOptions unary_options;
+  unary_options.stream_threshold_bytes = int64_t{1} << 40;
+  auto unary = CreateGrpcPsClient(0, address_, absl::Seconds(10), unary_options);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<ParameterServer::Stub> stub =
+      ParameterServer::NewStub(CreateChannel(address_));
+  PushPullRequest request;
+  Gradient* g = request.mutable_push()->add_gradients();
+  g->set_name("w");
+  TensorToWireProto(Tensor({4}, {1, 1, 1, 1}), WirePrecision::kBfloat16, g->mutable_gradient());
+  g->mutable_gradient()->mutable_content()->pop_back();  // 7 bytes for 4 bfloat16s
+  PushPullResponse response;
+  grpc::Status status = stub->PushPull(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("DT_BFLOAT16 needs 8 bytes"), std::string::npos)
+      << status.error_message();
+  TensorToWireProto(Tensor({4}, {1, 1, 1, 1}), WirePrecision::kBfloat16, g->mutable_gradient());
+  request.mutable_push()->set_pull_dtype(DT_INT64);
+  grpc::ClientContext again;
+  again.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  status = stub->PushPull(&again, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("values asked in"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(Value("w"), (std::vector<float>{1, 2, 3, 4}));
 }
 
 // Two workers push streamed gradients in lockstep; the ps applies their mean once per

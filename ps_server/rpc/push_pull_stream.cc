@@ -26,8 +26,8 @@ void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
   }
 }
 
-void TensorHeader(const Tensor& tensor, TensorProto* header) {
-  header->set_dtype(DT_FLOAT);
+void TensorHeader(const Tensor& tensor, DataType dtype, TensorProto* header) {
+  header->set_dtype(dtype);
   for (int64_t d : tensor.shape()) header->add_shape(d);
 }
 
@@ -40,10 +40,10 @@ absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& heade
   tensors_.resize(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {
     const TensorProto& h = *headers[i];
-    if (h.dtype() != DT_FLOAT) {
-      return absl::InvalidArgumentError(absl::StrCat(labels_[i], ": dtype ",
-                                                     DataType_Name(h.dtype()),
-                                                     " is not supported (want DT_FLOAT)"));
+    absl::StatusOr<WirePrecision> precision = WirePrecisionOf(h.dtype());
+    if (!precision.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(labels_[i], ": ", precision.status().message()));
     }
     std::vector<int64_t> shape(h.shape().begin(), h.shape().end());
     const int64_t n = NumElements(shape);
@@ -58,7 +58,9 @@ absl::Status TensorAssembler::Start(const std::vector<const TensorProto*>& heade
     }
     Pending& p = tensors_[i];
     p.shape = std::move(shape);
-    p.bytes = n * 4;
+    p.precision = *precision;
+    // n <= INT64_MAX / 4 (checked above): no overflow.
+    p.bytes = n * WireBytesPerElement(*precision);
     if (p.bytes <= reserve_left) {
       p.values.reserve(static_cast<size_t>(p.bytes / 4));
       reserve_left -= p.bytes;
@@ -102,12 +104,28 @@ absl::Status TensorAssembler::Finish() const {
   return absl::OkStatus();
 }
 
+int64_t TensorAssembler::wire_bytes() const {
+  int64_t bytes = 0;
+  for (const Pending& p : tensors_) bytes += p.received;
+  return bytes;
+}
+
 std::vector<Tensor> TensorAssembler::Take() {
   std::vector<Tensor> out;
   out.reserve(tensors_.size());
   for (Pending& p : tensors_) {
-    p.values.resize(static_cast<size_t>(p.bytes / 4));
-    out.emplace_back(std::move(p.shape), std::move(p.values));
+    if (p.precision == WirePrecision::kFloat32) {
+      p.values.resize(static_cast<size_t>(p.bytes / 4));
+      out.emplace_back(std::move(p.shape), std::move(p.values));
+      continue;
+    }
+    Tensor widened(std::move(p.shape));
+    DecodeFromWire(p.precision,
+                   absl::string_view(reinterpret_cast<const char*>(p.values.data()),
+                                     static_cast<size_t>(p.bytes)),
+                   widened.values());
+    out.push_back(std::move(widened));
+    p.values = std::vector<float>();
   }
   tensors_.clear();
   return out;

@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "common/rpc/payload_message.h"
 #include "common/tensor.h"
+#include "common/wire_precision.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -37,8 +38,12 @@ inline constexpr int64_t kDefaultPushPullChunkBytes = 1 << 20;
 void ForEachChunk(absl::Span<const int64_t> tensor_bytes, int64_t chunk_bytes,
                   const std::function<bool(int, int64_t, int64_t)>& chunk);
 
-// A tensor's header on the stream: dtype and shape, no content.
-void TensorHeader(const Tensor& tensor, TensorProto* header);
+// A tensor's header on the stream: dtype (how its bytes travel: DT_FLOAT, DT_BFLOAT16 or
+// DT_HALF) and shape, no content.
+void TensorHeader(const Tensor& tensor, DataType dtype, TensorProto* header);
+inline void TensorHeader(const Tensor& tensor, TensorProto* header) {
+  TensorHeader(tensor, DT_FLOAT, header);
+}
 
 // Rebuilds tensors from their headers and chunks that come in order. Memory grows with
 // the bytes that actually arrive, so a header that declares a huge shape costs nothing
@@ -46,8 +51,10 @@ void TensorHeader(const Tensor& tensor, TensorProto* header);
 class TensorAssembler {
  public:
   // `labels` name the tensors in errors ("gradient \"w\"").
-  // Errors: INVALID_ARGUMENT a dtype other than DT_FLOAT, a negative or overflowing
-  // shape, a header with inline content.
+  // A tensor may come as DT_FLOAT, DT_BFLOAT16 or DT_HALF (its chunks then count 2 bytes
+  // per element); Take() widens it to float32.
+  // Errors: INVALID_ARGUMENT another dtype, a negative or overflowing shape, a header with
+  // inline content.
   absl::Status Start(const std::vector<const TensorProto*>& headers,
                      std::vector<std::string> labels);
 
@@ -67,14 +74,18 @@ class TensorAssembler {
   // Errors: INVALID_ARGUMENT a tensor that did not receive all its bytes.
   absl::Status Finish() const;
 
-  // The tensors (after Finish); leaves the assembler empty.
+  // The tensors (after Finish), float32; leaves the assembler empty.
   std::vector<Tensor> Take();
+  // The bytes received so far, as they came on the wire.
+  int64_t wire_bytes() const;
 
  private:
   struct Pending {
     std::vector<int64_t> shape;
     int64_t bytes = 0;      // declared
     int64_t received = 0;
+    WirePrecision precision = WirePrecision::kFloat32;
+    // The bytes as they came (float32: the values themselves).
     std::vector<float> values;
   };
   // Checks a chunk and returns where its bytes go.
