@@ -141,22 +141,37 @@ EOF
   done
 done
 
-# The PyTorch one-process peer of the seed model, where python3-torch is installed: its
-# training step rate (bench/torch_baseline.py, batch 64, one thread), not a whole epoch.
+# The PyTorch peers of every configuration, where python3-torch is installed
+# (bench/torch_cluster_peers.py: one process, a torch.distributed.rpc parameter server,
+# DDP over gloo; the same models, data, batch sizes and epochs, one thread a process).
+torch_results="$work/torch.jsonl"
+: >"$torch_results"
 torch_line="python3-torch not installed: PyTorch peers skipped"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  torch_line=""
+  declare -A torch_args_of=(
+    [one]="--mode=one"
+    [ps2w2]="--mode=rpc_ps --ps=2 --workers=2"
+    [ps1w1]="--mode=rpc_ps --ps=1 --workers=1"
+    [mwm2]="--mode=ddp --workers=2"
+  )
   mkdir -p "$work/torch"
-  if /usr/bin/time -f '%U %S %e' -o "$work/torch/time" timeout -k 10 "$run_timeout" \
-      /usr/bin/python3 bench/torch_baseline.py --threads=1 --batch_sizes=64 --seconds=3 \
-      --job="$(realpath examples/fashion_mnist.json)" >"$work/torch/out" 2>&1; then
-    torch_line="PyTorch one process, seed model, 1 thread, step rate: $(grep -o 'samples_per_s=[0-9.]*' "$work/torch/out" | head -1) (bench/torch_baseline.py; compare with the one-process row of the seed model)"
-  else
-    torch_line="PyTorch peer failed: $(tail -1 "$work/torch/out")"
-  fi
+  for model in "${model_list[@]}"; do
+    for config in "${config_list[@]}"; do
+      out="$work/torch/$model-$config"
+      # shellcheck disable=SC2086  # the configuration's flags are words
+      timeout -k 10 "$run_timeout" /usr/bin/python3 bench/torch_cluster_peers.py \
+        ${torch_args_of[$config]} --epochs="$epochs" --job="$(realpath "$work/$model.json")" \
+        >"$out" 2>&1 || true
+      line=$(grep '^torch mode=' "$out" | tail -1)
+      python3 -c 'import json,sys; f=dict(kv.split("=",1) for kv in sys.argv[3].split()[1:] if "=" in kv); print(json.dumps({"model":sys.argv[1],"config":sys.argv[2],"samples_per_s":float(f["samples_per_s"]) if "samples_per_s" in f else None,"epoch_s":f.get("epoch_s"),"cpu_us_per_sample":f.get("cpu_us_per_sample")}))' \
+        "$model" "$config" "${line:-torch failed}" >>"$torch_results"
+    done
+  done
 fi
 
 echo "load average at end:   $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$results" <<'EOF'
+python3 - "$results" "$torch_results" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 labels = {"one": "one process (--strategy=default)", "ps2w2": "ps cluster, 2 ps + 2 workers",
@@ -189,6 +204,28 @@ print()
 print("samples/s: 60000 / the median period between the epoch-end checkpoint log lines of epochs 2..N.")
 print("CPU us/sample, epochs 2..N: user+sys of every process of the N-epoch run minus that of a")
 print("1-epoch run of the same configuration, / (60000 x (N-1)). Whole run: / (60000 x N).")
+torch = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+if torch:
+    peers = {"one": "PyTorch one process", "ps2w2": "torch.distributed.rpc ps, 2 ps + 2 workers",
+             "ps1w1": "torch.distributed.rpc ps, 1 ps + 1 worker", "mwm2": "DDP over gloo, 2 workers"}
+    ours = {(r["model"], r["config"]): r for r in full}
+    print()
+    print("| model | PyTorch peer | s/epoch (median 2..N) | samples/s | pstrain's same configuration x this "
+          "| CPU us/sample, whole run | pstrain's x this |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for t in torch:
+        o = ours.get((t["model"], t["config"]))
+        if t["samples_per_s"] is None:
+            print(f"| {t['model']} | {peers[t['config']]} | failed | | | | |")
+            continue
+        speed = f"{o['samples_per_s'] / t['samples_per_s']:.2f}x" if o and o.get("samples_per_s") else ""
+        cpu = f"{float(t['cpu_us_per_sample']) / o['cpu_us_per_sample']:.2f}x less" \
+            if o and o.get("cpu_us_per_sample") and t.get("cpu_us_per_sample") else ""
+        print(f"| {t['model']} | {peers[t['config']]} | {float(t['epoch_s']):.3f} | {t['samples_per_s']:.0f} "
+              f"| {speed} | {float(t['cpu_us_per_sample']):.2f} | {cpu} |")
+    print()
+    print("PyTorch peers: bench/torch_cluster_peers.py, the same job, epochs and batch sizes; CPU of")
+    print("the whole run (start-up and data loading included, as pstrain's whole-run column).")
 EOF
-echo "$torch_line"
+[[ -n "$torch_line" ]] && echo "$torch_line"
 if grep -q '"rc": [1-9]' "$results"; then exit 1; fi
