@@ -25,6 +25,17 @@ int64_t NumElements(absl::Span<const int64_t> shape) {
   return n;
 }
 
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape) {
+  const int64_t n = NumElements(shape);
+  if (n < 0 || n > kMaxTensorElements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor shape ", ShapeToString(shape),
+        n < 0 ? " is invalid (a negative dimension, or its element count overflows)"
+              : " holds more elements than any tensor may"));
+  }
+  return n;
+}
+
 std::string ShapeToString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
@@ -57,13 +68,9 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
         absl::StrCat("tensor dtype ", DataType_Name(proto.dtype()), " is not supported (want DT_FLOAT)"));
   }
   std::vector<int64_t> shape(proto.shape().begin(), proto.shape().end());
-  const int64_t n = NumElements(shape);
-  if (n < 0 || n > kMaxTensorElements) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor shape ", ShapeToString(shape),
-        n < 0 ? " is invalid (a negative dimension, or its element count overflows)"
-              : " holds more elements than any tensor may"));
-  }
+  absl::StatusOr<int64_t> count = CheckedNumElements(shape);
+  if (!count.ok()) return count.status();
+  const int64_t n = *count;
   if (static_cast<uint64_t>(proto.content().size()) != static_cast<uint64_t>(n) * sizeof(float)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor of shape ", ShapeToString(shape), " needs ", n * sizeof(float),

@@ -57,6 +57,11 @@ inline constexpr int64_t kMaxTensorElements = INT64_MAX / 4;
 // Product of the dimensions; -1 when a dimension is negative or the product overflows.
 int64_t NumElements(absl::Span<const int64_t> shape);
 
+// NumElements of a shape that came from outside (a message, a file).
+// Errors: INVALID_ARGUMENT a negative dimension, an overflowing count, or more than
+// kMaxTensorElements, the shape named.
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape);
+
 std::string ShapeToString(absl::Span<const int64_t> shape);
 
 }  // namespace pstrain

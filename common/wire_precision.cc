@@ -236,13 +236,9 @@ absl::StatusOr<Tensor> TensorFromWireProto(const TensorProto& proto) {
   if (!precision.ok()) return precision.status();
   if (*precision == WirePrecision::kFloat32) return Tensor::FromProto(proto);
   std::vector<int64_t> shape(proto.shape().begin(), proto.shape().end());
-  const int64_t n = NumElements(shape);
-  if (n < 0 || n > kMaxTensorElements) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor shape ", ShapeToString(shape),
-        n < 0 ? " is invalid (a negative dimension, or its element count overflows)"
-              : " holds more elements than any tensor may"));
-  }
+  absl::StatusOr<int64_t> count = CheckedNumElements(shape);
+  if (!count.ok()) return count.status();
+  const int64_t n = *count;
   // n <= kMaxTensorElements = INT64_MAX / 4: n x 2 cannot overflow.
   const int64_t want = n * WireBytesPerElement(*precision);
   if (static_cast<uint64_t>(proto.content().size()) != static_cast<uint64_t>(want)) {
