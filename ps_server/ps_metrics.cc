@@ -3,6 +3,9 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace pstrain {
 
@@ -86,6 +89,16 @@ void PsMetrics::RecordResult(const char* method, const absl::Status& status) {
                    {{"method", method},
                     {"reason", absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}})
       .Increment();
+}
+
+void LogFinalPsStatus(int task_index, const VariableStore& store, const PsMetrics& metrics) {
+  PsStatusResponse status = DescribeStore(store);
+  metrics.DescribeTraffic(&status);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(status, &json, print).ok()) return;
+  LogInfo(absl::StrCat("ps task ", task_index, " final status: ", json));
 }
 
 }  // namespace pstrain

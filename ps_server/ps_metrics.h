@@ -53,6 +53,13 @@ class PsMetrics {
   int collector_ = -1;
 };
 
+// Logs what GetStatus would answer now, as one line of protobuf's JSON ("ps task N final
+// status: {...}"): once the task is gone its counters and versions stay readable in the
+// log (an operator's post-mortem, and the cluster tests' check of the consistency rules
+// and the traffic against the ps's own counts). The ps daemon and a custom loop's ps
+// (pstrain/internal/ps_task.h) log it as they exit.
+void LogFinalPsStatus(int task_index, const VariableStore& store, const PsMetrics& metrics);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_PS_SERVER_PS_METRICS_H_

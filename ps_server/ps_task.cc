@@ -9,7 +9,6 @@
 #include "common/memory_budget.h"
 #include "common/daemon/exit_codes.h"
 #include "common/daemon/task_runtime.h"
-#include "google/protobuf/util/json_util.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
 #include "ps_server/checkpoint_shards.h"
@@ -48,21 +47,6 @@ absl::StatusOr<int64_t> RequestMemoryBytes() {
   }
   if (size->percent <= 0) return size->bytes;
   return static_cast<int64_t>(static_cast<double>(MachineMemoryBytes()) * size->percent / 100.0);
-}
-
-// What GetStatus would answer now, as one line of protobuf's JSON: once the task is gone
-// its counters and versions stay readable in the log (an operator's post-mortem, and the
-// cluster tests' check of the consistency rules against the ps's own counts).
-void LogFinalStatus(int task_index, const VariableStore& store, const PsMetrics& metrics) {
-  PsStatusResponse status = DescribeStore(store);
-  metrics.DescribeTraffic(&status);
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(status, &json, print).ok()) {
-    return;
-  }
-  LogInfo(absl::StrCat("ps task ", task_index, " final status: ", json));
 }
 
 }  // namespace
@@ -105,7 +89,7 @@ int RunPsTask(DaemonRuntime* runtime) {
   const int exit_code = (*task)->WaitAndStop();
   LogWithFields('I', "served the job",
                 {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
-  LogFinalStatus(runtime->options().config.task.index, store, ps_metrics);
+  LogFinalPsStatus(runtime->options().config.task.index, store, ps_metrics);
   runtime->metrics()->Linger();
   return exit_code;
 }

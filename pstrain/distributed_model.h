@@ -66,6 +66,11 @@ struct Gradients {
   // The gradient of the slice's mean loss for every variable, in variables() order
   // (non-trainable ones carry their observations, see common/model/variable_spec.h). A
   // step function may change the values (clip them, say) before ApplyGradients.
+  // parameter_server, a model whose first layer is an Embedding: the worker moves its
+  // table by rows (ps_server/client/sparse_embedding.h), and values[0] is the gradient of
+  // the rows of the slice's distinct ids, ascending, then rows of zeros (TensorFlow hands
+  // an embedding's gradient over as IndexedSlices for the same reason); ApplyGradients
+  // pushes those rows. A norm or a clip of every value is unchanged by this.
   std::vector<Tensor> values;
   StepResult metrics;  // the slice's loss sum, correct predictions and samples
   int replica = 0;     // replica_id_in_sync_group that computed them
@@ -98,13 +103,16 @@ class DistributedModel {
   // (named) unless the optimizer's nonfinite policy skips such steps.
   virtual absl::Status ApplyGradients(const ReplicaContext& ctx, Gradients gradients) = 0;
 
-  // model.get_weights(): every variable's current value, in variables() order (on the
-  // parameter_server chief pulled from the ps tasks). Errors: a ps that cannot be reached.
+  // model.get_weights(): every variable's current value, in variables() order (under
+  // parameter_server pulled from the ps tasks, an Embedding table too). Errors: a ps that
+  // cannot be reached.
   virtual absl::StatusOr<std::vector<Tensor>> GetWeights() = 0;
 
   // model.evaluate(data, batch_size): the current values at inference (dropout off), in
-  // batches of `batch_size` rows taken in order. Errors: INVALID_ARGUMENT data that does
-  // not fit the model; GetWeights'.
+  // batches of `batch_size` rows taken in order. The parameter_server chief pulls the
+  // dense variables and of an Embedding table only each batch's rows, never the table
+  // (ps_server/client/sharded_evaluator.h); the figures are those of the whole weights.
+  // Errors: INVALID_ARGUMENT data that does not fit the model; GetWeights'.
   virtual absl::StatusOr<EvaluationResult> Evaluate(const Dataset& data, int64_t batch_size) = 0;
 
   // OK when `data` can feed this model under its loss; else INVALID_ARGUMENT saying what

@@ -169,14 +169,6 @@ std::string RunCommand(const std::string& command) {
   return output;
 }
 
-// The value after "<key>: " in the last line of `out` that has it.
-double LastFigure(const std::string& out, const std::string& key) {
-  const size_t at = out.rfind(key + ": ");
-  EXPECT_NE(at, std::string::npos) << key << " in " << out;
-  if (at == std::string::npos) return NAN;
-  return std::strtod(out.c_str() + at + key.size() + 2, nullptr);
-}
-
 // A safetensors file as the format describes it, read with plain byte reads: nothing
 // of the export code is used.
 struct ParsedSafetensors {

@@ -1,6 +1,7 @@
 #include "tests/cluster_test_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,13 @@ std::vector<std::string> LinesWith(const std::string& log, absl::string_view tex
     if (absl::StrContains(line, text)) lines.push_back(std::string(line));
   }
   return lines;
+}
+
+double LastFigure(const std::string& out, const std::string& key) {
+  const size_t at = out.rfind(key + ": ");
+  EXPECT_NE(at, std::string::npos) << key << " in " << out;
+  if (at == std::string::npos) return NAN;
+  return std::strtod(out.c_str() + at + key.size() + 2, nullptr);
 }
 
 std::vector<int64_t> StepsPerWorker(const std::string& chief_log) {

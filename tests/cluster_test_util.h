@@ -82,6 +82,10 @@ std::string FirstLineWith(const std::string& log, absl::string_view text);
 // The lines of `log` that contain `text`.
 std::vector<std::string> LinesWith(const std::string& log, absl::string_view text);
 
+// The value after "<key>: " in the last line of `out` that has it ("val_loss" in an epoch
+// line, "test accuracy" in tools/evaluate's); NaN, failing the test, when none has it.
+double LastFigure(const std::string& out, const std::string& key);
+
 // The chief's "steps run per worker: N M ..." (its log at the end of a job), in worker
 // order; empty when the line is missing.
 std::vector<int64_t> StepsPerWorker(const std::string& chief_log);

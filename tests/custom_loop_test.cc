@@ -5,13 +5,15 @@
 // steps (train/train prints the same figures), and mirrored and multi_worker_mirrored
 // take the same steps as each other; under parameter_server the chief's
 // ClusterCoordinator runs functions on every worker and a killed worker's functions run
-// on the others.
+// on the others, and an Embedding (the Zipf example's model) moves by rows.
 
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +26,10 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/ps.pb.h"
 #include "tests/cluster_test_util.h"
+#include "tests/ps_final_status.h"
 
 namespace pstrain {
 namespace {
@@ -208,6 +213,98 @@ TEST(CustomLoopTest, AKilledWorkersFunctionsRunOnTheOtherWorker) {
   // The chief's membership (distribute/membership.h) holds worker 1 lost: never back.
   EXPECT_TRUE(absl::StrContains(out, "members: ps 0 alive, worker 0 alive, worker 1 lost\n"))
       << out;
+}
+
+// examples/zipf_embedding.json's model with a table of `table_rows` x 16, on 2,000
+// examples of 8 ids from a Zipf vocabulary of 1,000 whatever the table's size (so every
+// step touches the same rows of a small or a large table), 2 epochs of 64-example
+// batches, written to a fresh folder `name`. Returns its path.
+std::string WriteZipfJob(const std::string& name, int64_t table_rows) {
+  std::ifstream in("examples/zipf_embedding.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json job = nlohmann::json::parse(text.str(), nullptr, false);
+  EXPECT_FALSE(job.is_discarded()) << "examples/zipf_embedding.json";
+  nlohmann::json& table = job["model"]["config"]["layers"][1]["config"];
+  table["input_dim"] = table_rows;
+  table["output_dim"] = 16;
+  job["fit"] = {{"epochs", 2}, {"batch_size", 64}, {"shuffle", true}};
+  for (const char* data : {"train", "validation"}) job["data"][data]["vocabulary"] = 1000;
+  job["data"]["train"]["samples"] = 2000;
+  job["data"]["validation"]["samples"] = 1000;
+  const std::string path = FreshTestDir(name) + "/job.json";
+  std::ofstream(path) << job.dump(1);
+  return path;
+}
+
+// Under parameter_server a model that starts with an Embedding moves its table by rows
+// (issue 25), as the daemons do: the worker pulls and pushes only its batch's rows, and
+// the chief evaluates with each validation batch's rows, never the table. The same job
+// with a 1,000-row and a 200,000-row table (one worker, so both runs take the same
+// batches): each ps's own count of the bytes pushed to it is the same, far below one
+// table (12.8 MB); the chief's validation figures equal tools/evaluate's on the checkpoint
+// it wrote after the same epoch (the whole weights, gathered from the file).
+TEST(CustomLoopTest, ParameterServerMovesAnEmbeddingByRowsAndEvaluatesWithoutTheTable) {
+  struct Figures {
+    int64_t received_bytes = 0;
+    int64_t steps = 0;
+  };
+  auto run_with = [&](int64_t table_rows) -> Figures {
+    SCOPED_TRACE(absl::StrCat(table_rows, " rows"));
+    const std::string name = absl::StrCat("custom_loop_zipf_", table_rows);
+    const std::string checkpoints = FreshTestDir(name + "_checkpoints");
+    ProcessGroup group;
+    StartCluster(group, {{"chief", 1}, {"ps", 2}, {"worker", 1}},
+                 {"--job=" + WriteZipfJob(name, table_rows), "--strategy=parameter_server",
+                  "--checkpoint_dir=" + checkpoints});
+    ProcessRun run = CollectRun(group, absl::Minutes(5), absl::Seconds(30));
+    ExpectAllExitedCleanly(run);
+    const std::string& out = run.stdout_of["chief"];
+    const std::vector<double> losses = ParseEpochLosses(out);
+    EXPECT_EQ(losses.size(), 2u) << out;
+    if (losses.size() == 2) EXPECT_LT(losses.back(), losses.front()) << out;
+    Figures figures;
+    const std::vector<int64_t> per_worker = FunctionsPerWorker(out);
+    if (per_worker.size() == 1) figures.steps = per_worker[0];
+    int64_t table_elements = 0;
+    for (const char* ps : {"ps0", "ps1"}) {
+      const std::map<int, PsStatusResponse> status = FinalPsStatuses(run.stderr_of[ps]);
+      EXPECT_EQ(status.size(), 1u) << ps << "\n" << run.stderr_of[ps];
+      for (const auto& [index, one] : status) {
+        figures.received_bytes += one.received_bytes();
+        for (const VariableInfo& v : one.variables()) {
+          if (v.name().rfind("embedding/", 0) == 0) table_elements += v.shape(0) * v.shape(1);
+        }
+      }
+    }
+    EXPECT_EQ(table_elements, table_rows * 16);
+    // The chief evaluated after the last epoch, then checkpointed: tools/evaluate reads the
+    // same state whole from the file and computes the same figures.
+    ProcessGroup evaluate;
+    EXPECT_TRUE(
+        evaluate.Start({"evaluate", "tools/evaluate", {"--checkpoint=" + checkpoints}, {}}).ok());
+    ProcessRun evaluated = CollectRun(evaluate, absl::Minutes(2), absl::Seconds(5));
+    const std::string& figures_out = evaluated.stdout_of["evaluate"];
+    SCOPED_TRACE(absl::StrCat(figures_out, evaluated.stderr_of["evaluate"], out));
+    EXPECT_EQ(LastFigure(figures_out, "test accuracy"), LastFigure(out, "val_accuracy"));
+    // Printed to 4 decimals; tools/evaluate sums the loss in batches of 1,000 examples,
+    // the loop in its own batch size, so the last digit may round the other way.
+    EXPECT_NEAR(LastFigure(figures_out, "test loss"), LastFigure(out, "val_loss"), 1.5e-4);
+    return figures;
+  };
+  const Figures small = run_with(1000);
+  const Figures large = run_with(200000);
+  // 2 epochs of ceil(2000 / 64) steps, on the one worker.
+  EXPECT_EQ(small.steps, 2 * 32);
+  EXPECT_EQ(large.steps, 2 * 32);
+  ASSERT_GT(small.received_bytes, 0);
+  // The same batches, so the same rows and Dense gradients (10% leaves room for a retried
+  // call; a table pushed whole would be 200 times larger).
+  EXPECT_LE(large.received_bytes, small.received_bytes * 11 / 10);
+  EXPECT_GE(large.received_bytes, small.received_bytes * 9 / 10);
+  const int64_t per_step = large.received_bytes / (2 * 32);
+  EXPECT_GT(per_step, (16 * 10 + 10) * 4);  // the Dense layer, and some rows
+  EXPECT_LT(per_step, 200000 * 16 * 4 / 100) << "bytes per step";
 }
 
 TEST(CustomLoopTest, AStrategyOrTaskItCannotRunIsRefusedInOneLine) {

@@ -25,6 +25,7 @@
 #include "common/daemon/shutdown_signal.h"
 #include "common/daemon/signals.h"
 #include "common/logging.h"
+#include "common/memory_budget.h"
 #include "common/training/epoch_summary.h"
 #include "common/training/strategy_kind.h"
 #include "deploy/local/free_port.h"
@@ -182,6 +183,20 @@ LaunchMode LaunchModeOf(StrategyKind kind) {
   return LaunchMode::kParameterServer;
 }
 
+// --max_memory (common/memory_budget.h's flag, parsed and checked as the daemons parse it)
+// is the chief's and the workers' under parameter_server: the tasks that should hold no
+// more than a batch's share of a large model. The ps hold the model and keep their
+// default; the launcher itself plans no memory. Under default and mirrored it is the one
+// process's. Given: other than its default (80%, which the tasks have anyway).
+bool MaxMemoryGiven() {
+  return pstrain::AbslUnparseFlag(absl::GetFlag(FLAGS_max_memory)) !=
+         absl::GetFlagReflectionHandle(FLAGS_max_memory).DefaultValue();
+}
+
+std::string MaxMemoryFlag() {
+  return absl::StrCat("--max_memory=", pstrain::AbslUnparseFlag(absl::GetFlag(FLAGS_max_memory)));
+}
+
 // Flags that cannot go together, checked before anything is made or started.
 absl::Status CheckFlagCombinations(LaunchMode mode) {
   if (absl::GetFlag(FLAGS_tls) && absl::GetFlag(FLAGS_insecure)) {
@@ -193,6 +208,10 @@ absl::Status CheckFlagCombinations(LaunchMode mode) {
   }
   if (absl::GetFlag(FLAGS_sync) && absl::GetFlag(FLAGS_staleness) >= 0) {
     return absl::InvalidArgumentError("--sync and --staleness exclude each other");
+  }
+  if (mode == LaunchMode::kMultiWorkerMirrored && MaxMemoryGiven()) {
+    return absl::InvalidArgumentError(
+        "--max_memory is for the parameter_server strategy and the one-process ones");
   }
   if (mode == LaunchMode::kMultiWorkerMirrored && absl::GetFlag(FLAGS_workers) < 1) {
     return absl::InvalidArgumentError("--workers must be >= 1");
@@ -226,6 +245,7 @@ int ExecOneProcessTrainer(const std::string& bin_dir, StrategyKind kind) {
     args.push_back(absl::StrCat("--devices=", absl::GetFlag(FLAGS_devices)));
   }
   for (std::string& epochs : EpochsFlag()) args.push_back(std::move(epochs));
+  if (MaxMemoryGiven()) args.push_back(MaxMemoryFlag());
   // Checkpoints per epoch, as the cluster keeps them, so a second run resumes.
   std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   if (checkpoint_dir.empty() && (checkpoint_dir = FreshTempDir("pstrain-checkpoints")).empty()) {
@@ -361,6 +381,10 @@ pstrain::LocalClusterOptions ParameterServerOptions(const std::string& bin_dir,
                                               absl::GetFlag(FLAGS_checkpoint_every_steps)));
   }
   for (std::string& epochs : EpochsFlag()) options.chief_args.push_back(std::move(epochs));
+  if (MaxMemoryGiven()) {
+    options.chief_args.push_back(MaxMemoryFlag());
+    options.worker_args.push_back(MaxMemoryFlag());
+  }
   if (absl::GetFlag(FLAGS_sync)) options.chief_args.push_back("--consistency=sync");
   if (absl::GetFlag(FLAGS_staleness) >= 0) {
     options.chief_args.push_back("--consistency=bounded_staleness");

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/training/evaluator.h"
 #include "ps_server/client/ps_recovery.h"
+#include "ps_server/client/sharded_evaluator.h"
 #include "ps_server/client/sharded_variables.h"
 #include "pstrain/internal/chief_task.h"
 #include "pstrain/internal/placement_fingerprint.h"
@@ -77,7 +78,11 @@ class PsModel : public DistributedModel {
   const LossConfig loss_;
 };
 
-// The chief's view: the variables on the ps tasks (the strategy's), pulled for evaluation.
+// The chief's view: the variables on the ps tasks (the strategy's), evaluated as the
+// daemons' chief evaluates them (ps_server/client/sharded_evaluator.h): the dense
+// variables pulled, a first-layer Embedding's table by the rows each validation batch
+// needs, so the chief never holds the table. GetWeights (model.get_weights) still pulls
+// every variable whole: that is what it asks for.
 class ChiefModel : public PsModel {
  public:
   ChiefModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model, LossConfig loss)
@@ -102,6 +107,7 @@ class ChiefModel : public PsModel {
     sharded->SetInitialValues(options.initial_weights);
     PS_RETURN_IF_ERROR(sharded->Create(options.placement, options.seed));
     chief->set_placement_fingerprint(PlacementFingerprint(sharded->placement()));
+    evaluator_ = std::make_unique<ShardedEvaluator>(model(), sharded.get(), chief->ps_clients());
     LogInfo(absl::StrCat("created ", variables().size(), " variables on ",
                          chief->num_ps(), " ps tasks"));
     sharded_ = sharded.get();
@@ -116,8 +122,18 @@ class ChiefModel : public PsModel {
   }
   absl::StatusOr<std::vector<Tensor>> GetWeights() override { return sharded_->Pull(); }
 
+  // The custom loop evaluates from its one thread (ShardedEvaluator is not thread-safe).
+  absl::StatusOr<EvaluationResult> Evaluate(const Dataset& data, int64_t batch_size) override {
+    PS_RETURN_IF_ERROR(CheckData(data, "the evaluation data"));
+    if (evaluator_ == nullptr) {
+      return absl::FailedPreconditionError("Evaluate: the variables were not created");
+    }
+    return evaluator_->Evaluate(data, batch_size);
+  }
+
  private:
   const ShardedVariables* sharded_ = nullptr;  // Not owned: the strategy's.
+  std::unique_ptr<ShardedEvaluator> evaluator_;
 };
 
 // What a checkpoint records of the job a custom loop runs: its job spec when the model
@@ -141,7 +157,11 @@ JobSpec CheckpointJob(const ModelOptions& options) {
   return job;
 }
 
-// A worker's view: its own model, the weights it last pulled, pushes to the ps.
+// A worker's view: its own model, the weights it last pulled, pushes to the ps. A model
+// whose first layer is an Embedding trains it by rows, as the daemons' workers do
+// (PsTrainer's EmbeddingTraffic::kRowSparse): each step pulls and pushes only the rows of
+// the batch's ids, so the worker never holds the table, and its gradient is the batch's
+// compact one (Gradients in pstrain/distributed_model.h).
 class WorkerModel : public PsModel {
  public:
   WorkerModel(std::unique_ptr<Backend> backend, std::unique_ptr<Model> model,
@@ -157,8 +177,12 @@ class WorkerModel : public PsModel {
     task->function_runner()->SetPlacementFingerprint(PlacementFingerprint(placement));
     PS_ASSIGN_OR_RETURN(trainer_,
                         PsTrainer::Create(model(), task->ps_clients(), placement,
-                                          ReplicaDropoutSeed(options.seed, 0, worker)));
+                                          ReplicaDropoutSeed(options.seed, 0, worker),
+                                          EmbeddingTraffic::kRowSparse));
+    // The ps tasks are asynchronous (the chief creates them so): no versions to send.
     trainer_->SetConsistency(absl::StrCat("worker ", worker), /*send_versions=*/false);
+    ps_ = task->ps_clients();
+    placement_ = std::move(placement);
     return absl::OkStatus();
   }
 
@@ -188,13 +212,26 @@ class WorkerModel : public PsModel {
     return trainer_->PushGradients();
   }
 
+  // Every variable whole (model.get_weights), also a table the steps move by rows: through
+  // a trainer of its own that pulls it whole, made at the first call.
   absl::StatusOr<std::vector<Tensor>> GetWeights() override {
-    PS_RETURN_IF_ERROR(trainer_->PullAll());
-    return trainer_->weights();
+    PsTrainer* whole = trainer_.get();
+    if (trainer_->row_sparse()) {
+      if (whole_ == nullptr) {
+        PS_ASSIGN_OR_RETURN(whole_, PsTrainer::Create(model(), ps_, placement_, 0));
+      }
+      whole = whole_.get();
+    }
+    PS_RETURN_IF_ERROR(whole->PullAll());
+    return whole->weights();
   }
 
  private:
   std::unique_ptr<PsTrainer> trainer_;
+  // For GetWeights when trainer_ moves the table by rows (null until then): pulls only.
+  std::unique_ptr<PsTrainer> whole_;
+  std::vector<PsClient*> ps_;  // Not owned: the task's.
+  std::vector<VariablePlacementEntry> placement_;
 };
 
 }  // namespace

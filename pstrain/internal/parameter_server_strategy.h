@@ -3,9 +3,11 @@
 
 // The parameter_server strategy behind the public Strategy (pstrain/strategy.h), as
 // TensorFlow's ParameterServerStrategy with a ClusterCoordinator: the chief creates the
-// variables on the ps tasks and schedules functions; each worker runs them, one replica
-// each, computing gradients with the weights it pulled (worker/ps_trainer.h) and pushing
-// them to the ps, whose optimizer applies them asynchronously; a ps serves.
+// variables on the ps tasks, schedules functions and evaluates (the dense variables
+// pulled, an Embedding table by each batch's rows: ps_server/client/sharded_evaluator.h);
+// each worker runs them, one replica each, computing gradients with the weights it pulled
+// (worker/ps_trainer.h; an Embedding table by the batch's rows) and pushing them to the
+// ps, whose optimizer applies them asynchronously; a ps serves.
 //
 // Thread-safety: as Strategy.
 

@@ -14,10 +14,18 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Start(
   task->server_ = std::make_unique<TaskServer>(options, task->config_);
   PsServiceOptions service_options;
   service_options.num_workers = task->num_workers();
-  task->service_ = std::make_unique<PsServiceImpl>(
+  auto service = std::make_unique<PsServiceImpl>(
       &task->store_, task->server_->shutdown_callback(), service_options);
+  service->set_metrics(&task->metrics_);
+  task->service_ = std::move(service);
   PS_RETURN_IF_ERROR(task->server_->Start({task->service_.get()}, std::move(credentials)));
   return task;
+}
+
+absl::Status PsTask::Serve() {
+  absl::Status served = server_->WaitForChief();
+  LogFinalPsStatus(config_.task.index, store_, metrics_);
+  return served;
 }
 
 }  // namespace pstrain::distribute::internal

@@ -4,7 +4,9 @@
 // A ps task of a custom loop under parameter_server (role_task.h): serves its
 // VariableStore (ps_server/rpc/ps_service.h) until the chief's Shutdown, or until the
 // chief has not answered for chief_timeout. The composition root of the library's ps: it
-// wires the store to its gRPC adapter, as ps_server/ps_task.cc does for the daemon.
+// wires the store to its gRPC adapter, as ps_server/ps_task.cc does for the daemon, and
+// keeps the daemon's counters (ps_server/ps_metrics.h: GetStatus reports the bytes pushed
+// and pulled), which it logs as its final status when it stops serving.
 //
 // Thread-safety: as RoleTask.
 
@@ -15,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 #include "grpcpp/grpcpp.h"
+#include "common/metrics/metrics_registry.h"
+#include "ps_server/ps_metrics.h"
 #include "ps_server/variable_store.h"
 #include "pstrain/internal/function_runner.h"
 #include "pstrain/internal/role_task.h"
@@ -36,7 +40,7 @@ class PsTask final : public RoleTask {
   const TfConfig& config() const override { return config_; }
   // Only counts what the program registers: a ps runs no function.
   FunctionRunner* function_runner() override { return &registered_; }
-  absl::Status Serve() override { return server_->WaitForChief(); }
+  absl::Status Serve() override;
 
  private:
   explicit PsTask(TfConfig config) : config_(std::move(config)) {}
@@ -44,6 +48,9 @@ class PsTask final : public RoleTask {
   const TfConfig config_;
   FunctionRunner registered_;
   VariableStore store_;
+  // Not served over HTTP: read by GetStatus and the final status line.
+  MetricsRegistry metrics_registry_;
+  PsMetrics metrics_{&metrics_registry_, &store_};
   std::unique_ptr<grpc::Service> service_;
   // Last: stops serving before the service and the store it reaches go.
   std::unique_ptr<TaskServer> server_;

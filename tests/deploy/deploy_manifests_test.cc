@@ -233,6 +233,8 @@ void ExpectFaultToleranceFlags(const std::string& task_type,
     const std::string restore = FlagValue(command, "restore");
     EXPECT_TRUE(restore.empty() || restore == "latest") << restore;
   } else {
+    // Each ps writes and restores its own checkpoint shards in the chief's folder.
+    if (task_type == "ps") EXPECT_EQ(FlagValue(command, "checkpoint_dir"), kCheckpointDir);
     // Longer than the default (30s), to outlast a chief restart.
     absl::Duration timeout;
     ASSERT_TRUE(absl::ParseDuration(FlagValue(command, "chief_timeout"), &timeout))
@@ -261,12 +263,13 @@ void ExpectCheckpointVolume(const std::vector<std::string>& pod, const std::stri
   EXPECT_THAT(AllValues(pod, "fsGroup"), ElementsAre("10001"));
 }
 
-// Expects a PersistentVolumeClaim document named `name`, ReadWriteOnce, with a size.
+// Expects a PersistentVolumeClaim document named `name`, ReadWriteMany (the chief and
+// every ps, on any node, mount it: each ps writes its own checkpoint shards), with a size.
 void ExpectClaim(const std::vector<std::string>& doc, const std::string& name) {
   EXPECT_EQ(NestedValue(doc, "metadata", "name"), name);
   std::vector<std::string> modes;
   for (const auto& item : ListItems(doc, "accessModes")) modes.push_back(item.at(""));
-  EXPECT_THAT(modes, ElementsAre("ReadWriteOnce"));
+  EXPECT_THAT(modes, ElementsAre("ReadWriteMany"));
   EXPECT_FALSE(NestedValue(doc, "requests", "storage", 4).empty()) << "no storage request";
 }
 
@@ -728,6 +731,10 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
                   UnorderedElementsAre("/etc/pstrain/job", kCheckpointDir));
       EXPECT_THAT(AllValues(doc, "name"), testing::Contains("pstrain-job"));
       ExpectCheckpointVolume(doc, "pstrain-checkpoints");
+    } else if (config.task.type == Role::kPs) {
+      // Its shards of every checkpoint, in the same claim.
+      EXPECT_THAT(AllValues(doc, "mountPath"), ElementsAre(kCheckpointDir));
+      ExpectCheckpointVolume(doc, "pstrain-checkpoints");
     } else {
       EXPECT_THAT(AllValues(doc, "mountPath"), testing::IsEmpty());
     }
@@ -876,8 +883,8 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
     EXPECT_THAT(AllValues(spec.lines, "restartPolicy"), ElementsAre("OnFailure"));
     // The operator sets TF_CONFIG in the container named "tensorflow" and takes the port
     // from the one named "tfjob-port".
-    if (type == "Chief") {
-      // ... and the chief mounts its checkpoint volume.
+    if (type == "Chief" || type == "PS") {
+      // ... and the chief and the ps mount the checkpoint volume (each ps its shards).
       // Every task reads the job's auth token from the Secret pstrain-auth.
       EXPECT_THAT(AllValues(spec.lines, "name"),
                   ElementsAre("tensorflow", "PSTRAIN_AUTH_TOKEN", "pstrain-auth",
