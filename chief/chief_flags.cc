@@ -5,8 +5,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "chief/evaluator_task.h"
+#include "common/cluster_spec.h"
 #include "common/daemon/exit_codes.h"
 #include "common/logging.h"
+#include "common/tensorboard/tensorboard_flags.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON): model, compile, fit, data");
 ABSL_FLAG(int, epochs, 0, "Overrides fit.epochs of the job spec when > 0");
@@ -37,6 +40,11 @@ ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept in --checkpoint_dir");
 ABSL_FLAG(std::string, export_keras, "",
           "At the end of the job, write the trained model (the weights the ps tasks hold) as "
           "a Keras 3 .keras file at this path; empty = none");
+ABSL_FLAG(absl::Duration, eval_timeout, absl::ZeroDuration(),
+          "Evaluator task: give up (exit 1) when no new checkpoint came for this long "
+          "(0 = wait until the job's final checkpoint or a signal)");
+ABSL_FLAG(absl::Duration, eval_poll_interval, absl::Seconds(1),
+          "Evaluator task: how often --checkpoint_dir is looked at for new checkpoints");
 ABSL_FLAG(std::string, restore, "latest",
           "latest (the newest good checkpoint in --checkpoint_dir, else a fresh start), "
           "none, or the path of a checkpoint to continue from");
@@ -71,7 +79,29 @@ absl::StatusOr<ChiefOptions> ChiefOptionsFromFlags() {
   return options;
 }
 
+absl::StatusOr<EvaluatorOptions> EvaluatorOptionsFromFlags() {
+  EvaluatorOptions options;
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.logdir = TensorBoardLogdirFromFlags();
+  options.timeout = absl::GetFlag(FLAGS_eval_timeout);
+  options.poll_interval = absl::GetFlag(FLAGS_eval_poll_interval);
+  if (options.timeout < absl::ZeroDuration() || options.poll_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--eval_timeout must be >= 0 and --eval_poll_interval more than 0");
+  }
+  return options;
+}
+
 int RunChiefFromFlags(DaemonRuntime* runtime) {
+  // TF runs one program on every task: this binary is also TF_CONFIG's evaluator.
+  if (runtime->options().config.task.type == Role::kEvaluator) {
+    absl::StatusOr<EvaluatorOptions> evaluator = EvaluatorOptionsFromFlags();
+    if (!evaluator.ok()) {
+      LogError(evaluator.status().message());
+      return kExitBadConfiguration;
+    }
+    return RunEvaluatorTask(*evaluator, runtime, std::cout);
+  }
   absl::StatusOr<ChiefOptions> options = ChiefOptionsFromFlags();
   if (!options.ok()) {
     LogError(options.status().message());

@@ -62,4 +62,10 @@ absl::StatusOr<ProcessMemory> ReadProcessMemoryOf(int pid) {
   return ReadProcessMemoryFrom(absl::StrCat("/proc/", pid, "/status"));
 }
 
+std::string PeakMemoryLine() {
+  absl::StatusOr<ProcessMemory> memory = ReadProcessMemory();
+  if (!memory.ok()) return absl::StrCat("peak resident memory unknown: ", memory.status().message());
+  return absl::StrCat("peak resident memory: ", memory->peak_resident_bytes, " bytes (VmHWM)");
+}
+
 }  // namespace pstrain

@@ -7,6 +7,7 @@
 // to the chief, and through them a column of `psctl status`.
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,6 +30,11 @@ absl::StatusOr<ProcessMemory> ReadProcessMemory();
 // Another process's, from /proc/<pid>/status (a test watching a daemon it started).
 // Errors: as ReadProcessMemory's (UNAVAILABLE also when the process is gone).
 absl::StatusOr<ProcessMemory> ReadProcessMemoryOf(int pid);
+
+// "peak resident memory: N bytes (VmHWM)" of this process, or why it is unknown: what the
+// tools print with --print_peak_memory, for a test that checks they stay bounded (a
+// parent's wait4 ru_maxrss also counts what a spawned child inherited at exec).
+std::string PeakMemoryLine();
 
 }  // namespace pstrain
 

@@ -6,6 +6,9 @@
 //
 // DIR is a --checkpoint_dir (its newest good checkpoint is used), PATH one checkpoint.
 // The model, loss and data come from the job spec stored in the checkpoint, or from JOB.
+// A checkpoint is evaluated as the evaluator task evaluates it (the same code and batches,
+// so the same figures): a sharded one from its shard files in bounded memory, dense
+// variables whole and of an Embedding table only each validation batch's rows.
 // Exit codes: 0 done, 1 the checkpoint, model or data could not be used (the reason is
 // printed), 2 bad usage.
 
@@ -18,13 +21,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/daemon/command_line.h"
+#include "common/process_memory.h"
 #include "common/model/job_spec.h"
+#include "ps_server/client/checkpoint_evaluation.h"
 #include "tools/evaluate_lib.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory, or a --checkpoint_dir");
 ABSL_FLAG(std::string, job, "", "A job spec whose \"model\" is a .keras file (instead of --checkpoint)");
 ABSL_FLAG(std::string, data, "test",
           "test (the job's validation data) or train (its training data)");
+
+ABSL_FLAG(bool, print_peak_memory, false,
+          "At the end, print this process's peak resident memory (VmHWM) on stderr");
 
 namespace {
 
@@ -33,6 +41,9 @@ void PrintResult(const std::string& what, const pstrain::EvaluationResult& resul
   std::printf("%s: %s loss: %.4f - %s accuracy: %.4f - %lld examples\n", what.c_str(),
               data.c_str(), result.loss, data.c_str(), result.accuracy,
               static_cast<long long>(result.samples));
+  if (absl::GetFlag(FLAGS_print_peak_memory)) {
+    std::fprintf(stderr, "%s\n", pstrain::PeakMemoryLine().c_str());
+  }
 }
 
 int EvaluateJob(const std::string& path) {
@@ -71,7 +82,7 @@ int main(int argc, char** argv) {
   }
   if (!job.empty()) return EvaluateJob(job);
   absl::StatusOr<std::unique_ptr<pstrain::CheckpointReader>> checkpoint =
-      pstrain::CheckpointReader::Open(path);
+      pstrain::CheckpointReader::Open(path, {/*load_sharded_tensors=*/false});
   if (!checkpoint.ok()) {
     std::fprintf(stderr, "evaluate: %s\n", std::string(checkpoint.status().message()).c_str());
     return 1;

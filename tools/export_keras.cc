@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   absl::StatusOr<std::unique_ptr<pstrain::CheckpointReader>> checkpoint =
-      pstrain::CheckpointReader::Open(path);
+      pstrain::CheckpointReader::Open(path, {/*load_sharded_tensors=*/false});
   if (!checkpoint.ok()) {
     std::fprintf(stderr, "export_keras: %s\n", std::string(checkpoint.status().message()).c_str());
     return 1;

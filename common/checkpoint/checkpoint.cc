@@ -93,7 +93,7 @@ int64_t StepOfName(const std::string& name) {
 }
 
 // Checkpoint directories under root, newest (highest step) first.
-std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
+std::vector<std::pair<int64_t, std::string>> ListCheckpointsIn(const std::string& root) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
@@ -286,7 +286,7 @@ void CheckpointWriter::Prune(const std::string& written, int64_t step) const {
   // higher steps behind, so it is never counted out.
   std::error_code ec;
   int kept = 1;
-  for (const auto& [other_step, other] : ListCheckpoints(root_)) {
+  for (const auto& [other_step, other] : ListCheckpointsIn(root_)) {
     if (other == written) continue;
     if (kept < options_.keep && other_step < step) {
       ++kept;
@@ -397,13 +397,65 @@ absl::StatusOr<const Tensor*> CheckpointReader::Get(const std::string& name) con
   return &contents_.tensors[it->second].tensor;
 }
 
+absl::StatusOr<std::vector<int64_t>> CheckpointReader::Shape(const std::string& name) const {
+  if (tensors_loaded_) {
+    PS_ASSIGN_OR_RETURN(const Tensor* t, Get(name));
+    return t->shape();
+  }
+  auto it = manifest_.index.find(name);
+  if (it == manifest_.index.end()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", path_, " has no tensor \"", name, "\""));
+  }
+  return manifest_.tensors[it->second].shape;
+}
+
+std::vector<std::string> CheckpointReader::TensorNames() const {
+  std::vector<std::string> names;
+  if (tensors_loaded_) {
+    for (const NamedTensor& t : contents_.tensors) names.push_back(t.name);
+  } else {
+    for (const StoredTensor& t : manifest_.tensors) names.push_back(t.name);
+  }
+  return names;
+}
+
+absl::Status CheckpointReader::ReadRows(const std::string& name, int64_t row_begin,
+                                        int64_t row_end, float* out) const {
+  if (!tensors_loaded_) {
+    auto it = manifest_.index.find(name);
+    if (it == manifest_.index.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint ", path_, " has no tensor \"", name, "\""));
+    }
+    return ReadTensorRows(path_, manifest_, manifest_.tensors[it->second], row_begin, row_end,
+                          out);
+  }
+  PS_ASSIGN_OR_RETURN(const Tensor* t, Get(name));
+  if (row_begin < 0 || row_end < row_begin || row_end > RowsOf(t->shape())) {
+    return absl::InvalidArgumentError(absl::StrCat("rows [", row_begin, ", ", row_end,
+                                                   ") of tensor \"", name, "\" ",
+                                                   t->ShapeString()));
+  }
+  const int64_t row = RowElements(t->shape());
+  std::copy(t->data() + row_begin * row, t->data() + row_end * row, out);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> CheckpointReader::ReadTensor(const std::string& name) const {
+  PS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, Shape(name));
+  Tensor tensor(shape);
+  PS_RETURN_IF_ERROR(ReadRows(name, 0, tensor.num_elements() == 0 ? 0 : RowsOf(shape),
+                              tensor.data()));
+  return tensor;
+}
+
 namespace {
 
 // Version 2's tensors (shard files): each read whole, block by block, when `load`;
 // otherwise only the manifest is checked and every shard file's length (the ps tasks
 // read and verify their rows when they restore: nothing is held here).
 absl::Status LoadShardedTensors(const std::string& dir, const nlohmann::json& json, bool load,
-                                CheckpointContents* contents) {
+                                CheckpointContents* contents, ShardedManifest* manifest_out) {
   PS_ASSIGN_OR_RETURN(ShardedManifest manifest, ParseShardedManifest(json, dir));
   int64_t file_bytes = 0;
   for (const auto& [file, length] : manifest.file_lengths) {
@@ -418,7 +470,10 @@ absl::Status LoadShardedTensors(const std::string& dir, const nlohmann::json& js
     }
     file_bytes += length;
   }
-  if (!load) return absl::OkStatus();
+  if (!load) {
+    *manifest_out = std::move(manifest);
+    return absl::OkStatus();
+  }
   // Nothing is allocated for more bytes than the files hold (blocks of a good checkpoint
   // never share bytes), whatever the manifest claims.
   int64_t tensor_bytes = 0;
@@ -440,7 +495,8 @@ absl::Status LoadShardedTensors(const std::string& dir, const nlohmann::json& js
 }
 
 absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
-                                                bool load_sharded_tensors, int* version) {
+                                                bool load_sharded_tensors, int* version,
+                                                ShardedManifest* sharded_manifest) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
@@ -486,7 +542,8 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
   }
   *version = sharded ? 2 : 1;
   if (sharded) {
-    PS_RETURN_IF_ERROR(LoadShardedTensors(dir, manifest, load_sharded_tensors, &contents));
+    PS_RETURN_IF_ERROR(
+        LoadShardedTensors(dir, manifest, load_sharded_tensors, &contents, sharded_manifest));
     return contents;
   }
   std::map<std::string, std::string> files;  // loaded lazily, once each
@@ -562,12 +619,13 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
 
 // Opens the newest checkpoint under `root` that verifies (see FindLatestGoodCheckpoint).
 absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(
-    const std::string& root, bool load_sharded_tensors, int* version) {
+    const std::string& root, bool load_sharded_tensors, int* version,
+    ShardedManifest* sharded_manifest) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", root));
   }
-  std::vector<std::pair<int64_t, std::string>> all = ListCheckpoints(root);
+  std::vector<std::pair<int64_t, std::string>> all = ListCheckpointsIn(root);
   std::vector<std::string> candidates;
   absl::StatusOr<std::string> pointer = ReadFile(absl::StrCat(root, "/", kLatest));
   int64_t pointed_step = -1;
@@ -594,7 +652,8 @@ absl::StatusOr<std::pair<std::string, CheckpointContents>> LoadLatestGood(
   absl::Status first_problem;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string dir = absl::StrCat(root, "/", candidates[i]);
-    absl::StatusOr<CheckpointContents> contents = LoadContents(dir, load_sharded_tensors, version);
+    absl::StatusOr<CheckpointContents> contents =
+        LoadContents(dir, load_sharded_tensors, version, sharded_manifest);
     if (contents.ok()) {
       if (!first_problem.ok()) {
         LogError(absl::StrCat(first_problem.message(), "; using the previous good checkpoint ", dir,
@@ -625,11 +684,13 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
   if (fs::exists(absl::StrCat(path, "/", kManifest), ec) ||
       StepOfName(fs::path(path).filename().string()) >= 0) {
     PS_ASSIGN_OR_RETURN(reader->contents_,
-                        LoadContents(path, options.load_sharded_tensors, &reader->version_));
+                        LoadContents(path, options.load_sharded_tensors, &reader->version_,
+                                     &reader->manifest_));
     reader->path_ = path;
   } else {
     PS_ASSIGN_OR_RETURN(auto found,
-                        LoadLatestGood(path, options.load_sharded_tensors, &reader->version_));
+                        LoadLatestGood(path, options.load_sharded_tensors, &reader->version_,
+                                       &reader->manifest_));
     reader->path_ = std::move(found.first);
     reader->contents_ = std::move(found.second);
   }
@@ -642,8 +703,14 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
 
 absl::StatusOr<std::string> FindLatestGoodCheckpoint(const std::string& root) {
   int version = 0;
-  PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(root, /*load_sharded_tensors=*/true, &version));
+  ShardedManifest unused;
+  PS_ASSIGN_OR_RETURN(auto found, LoadLatestGood(root, /*load_sharded_tensors=*/true, &version,
+                                                 &unused));
   return found.first;
+}
+
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
+  return ListCheckpointsIn(root);
 }
 
 }  // namespace pstrain

@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -166,6 +167,27 @@ class CheckpointReader {
   // Errors: NOT_FOUND no tensor of that name.
   absl::StatusOr<const Tensor*> Get(const std::string& name) const;
 
+  // What a reader that does not hold a whole model uses (the evaluator task, the tools on
+  // a version-2 checkpoint opened without its tensors); they work on any checkpoint.
+  // The shape of tensor `name`. Errors: NOT_FOUND no tensor of that name.
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
+  // Every tensor's name, in manifest order.
+  std::vector<std::string> TensorNames() const;
+  // Rows [row_begin, row_end) of tensor `name` into `out` (room for exactly those rows):
+  // copied when the tensors are loaded, else read from the shard files block by block,
+  // each block's CRC-32C verified first (ReadTensorRows; one block held at a time).
+  // Errors: NOT_FOUND no such tensor; INVALID_ARGUMENT rows out of range; DATA_LOSS as
+  //         ReadTensorRows.
+  absl::Status ReadRows(const std::string& name, int64_t row_begin, int64_t row_end,
+                        float* out) const;
+  // The whole tensor `name` (ReadRows of every row). Errors: as ReadRows.
+  absl::StatusOr<Tensor> ReadTensor(const std::string& name) const;
+  // A version-2 checkpoint opened without its tensors: its parsed manifest (for a
+  // ShardRowReader over a table); null otherwise.
+  const ShardedManifest* sharded_manifest() const {
+    return tensors_loaded_ ? nullptr : &manifest_;
+  }
+
  private:
   CheckpointReader() = default;
   std::string path_;
@@ -173,6 +195,7 @@ class CheckpointReader {
   bool tensors_loaded_ = true;
   CheckpointContents contents_;
   std::map<std::string, size_t> index_;
+  ShardedManifest manifest_;  // a version-2 checkpoint's, when its tensors are not loaded
 };
 
 // The checkpoint to restore from under `root`: the one `latest` names if it verifies;
@@ -181,6 +204,11 @@ class CheckpointReader {
 // Errors: NOT_FOUND root missing or holding no checkpoint; DATA_LOSS checkpoints exist but
 //         none verifies (the message names the newest one's problem).
 absl::StatusOr<std::string> FindLatestGoodCheckpoint(const std::string& root);
+
+// The committed checkpoints under `root` as (step, folder name), newest first: folders
+// named "ckpt-<digits>" only (a writer's temporary folder is renamed to that name only
+// once complete), whether or not they verify; empty when `root` is missing.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
 
 // The directory name "ckpt-<step>".
 std::string CheckpointName(int64_t step);

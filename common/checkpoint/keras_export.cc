@@ -136,16 +136,22 @@ absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& 
                          const KerasExportOptions& options) {
   PS_RETURN_IF_ERROR(CheckKerasPath(out_path));
   PS_ASSIGN_OR_RETURN(ParsedCheckpoint parsed, ParseCheckpointModel(checkpoint));
+  // The model's variables only (a sharded checkpoint opened without its tensors reads
+  // them from its shard files here; its optimizer slots are never read).
+  std::vector<Tensor> values;
+  values.reserve(parsed.model->variables().size());
   std::vector<const Tensor*> weights;
   for (const VariableSpec& variable : parsed.model->variables()) {
-    PS_ASSIGN_OR_RETURN(const Tensor* tensor, checkpoint.Get(variable.name));
-    if (tensor->shape() != variable.shape) {
+    PS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, checkpoint.Shape(variable.name));
+    if (shape != variable.shape) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", checkpoint.path(), ": ", variable.name, " has shape [",
-          absl::StrJoin(tensor->shape(), ","), "], the model's is [",
+          absl::StrJoin(shape, ","), "], the model's is [",
           absl::StrJoin(variable.shape, ","), "]"));
     }
-    weights.push_back(tensor);
+    PS_ASSIGN_OR_RETURN(Tensor tensor, checkpoint.ReadTensor(variable.name));
+    values.push_back(std::move(tensor));
+    weights.push_back(&values.back());
   }
   return WriteKerasFile(parsed.spec, *parsed.model, weights, checkpoint.step(), out_path,
                         options);

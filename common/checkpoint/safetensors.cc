@@ -20,14 +20,21 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace pstrain {
 
+namespace {
+
+// The rows a safetensors export reads and writes at once (one row when a row is larger).
+constexpr int64_t kSafetensorsBlockBytes = int64_t{16} << 20;
+
+}  // namespace
+
 std::vector<std::string> ModelVariableNames(const CheckpointReader& checkpoint) {
   std::vector<std::string> names;
   const nlohmann::json& metadata = checkpoint.metadata();
   const bool listed = metadata.contains("variables") && metadata["variables"].is_object();
-  for (const NamedTensor& t : checkpoint.tensors()) {
+  for (const std::string& name : checkpoint.TensorNames()) {
     const bool is_variable =
-        listed ? metadata["variables"].contains(t.name) : !absl::StrContains(t.name, "/optimizer/");
-    if (is_variable) names.push_back(t.name);
+        listed ? metadata["variables"].contains(name) : !absl::StrContains(name, "/optimizer/");
+    if (is_variable) names.push_back(name);
   }
   return names;
 }
@@ -38,7 +45,7 @@ absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
                               const std::string& out_path) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<const Tensor*> tensors;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
   std::set<std::string> seen;
   int64_t offset = 0;
   for (const std::string& name : names) {
@@ -46,12 +53,13 @@ absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
       return absl::InvalidArgumentError(
           absl::StrCat("cannot export tensor name \"", name, "\" (reserved or repeated)"));
     }
-    PS_ASSIGN_OR_RETURN(const Tensor* t, checkpoint.Get(name));
-    const int64_t bytes = t->num_elements() * static_cast<int64_t>(sizeof(float));
+    // The header first, from the shapes alone: the data follows tensor by tensor.
+    PS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, checkpoint.Shape(name));
+    const int64_t bytes = NumElements(shape) * static_cast<int64_t>(sizeof(float));
     header[name] = {
-        {"dtype", "F32"}, {"shape", t->shape()}, {"data_offsets", {offset, offset + bytes}}};
+        {"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    tensors.push_back(t);
+    tensors.emplace_back(name, std::move(shape));
   }
   std::string text = header.dump();
   // The data must start 8-byte aligned (8 bytes of length + header); the format pads the
@@ -67,8 +75,21 @@ absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
   absl::Status written = [&]() -> absl::Status {
     PS_RETURN_IF_ERROR(WriteAll(fd, length, sizeof(length), temp));
     PS_RETURN_IF_ERROR(WriteAll(fd, text.data(), text.size(), temp));
-    for (const Tensor* t : tensors) {
-      PS_RETURN_IF_ERROR(WriteAll(fd, t->data(), t->num_elements() * sizeof(float), temp));
+    // Each tensor streamed in blocks of rows (one block held at a time), so a table of a
+    // sharded checkpoint never has to fit in memory.
+    std::vector<float> block;
+    for (const auto& [name, shape] : tensors) {
+      if (NumElements(shape) == 0) continue;
+      const int64_t rows = RowsOf(shape);
+      const int64_t row = RowElements(shape);
+      const int64_t step = std::max<int64_t>(
+          1, kSafetensorsBlockBytes / std::max<int64_t>(1, row * sizeof(float)));
+      for (int64_t begin = 0; begin < rows; begin += step) {
+        const int64_t end = std::min(rows, begin + step);
+        block.resize(static_cast<size_t>((end - begin) * row));
+        PS_RETURN_IF_ERROR(checkpoint.ReadRows(name, begin, end, block.data()));
+        PS_RETURN_IF_ERROR(WriteAll(fd, block.data(), block.size() * sizeof(float), temp));
+      }
     }
     if (::fsync(fd) != 0) return ErrnoError("cannot fsync", temp);
     return absl::OkStatus();

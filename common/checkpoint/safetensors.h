@@ -28,9 +28,12 @@ namespace pstrain {
 std::vector<std::string> ModelVariableNames(const CheckpointReader& checkpoint);
 
 // Writes the tensors `names` of `checkpoint` to `out_path` (atomically: temp file,
-// fsync, rename), with `metadata` as "__metadata__".
+// fsync, rename), with `metadata` as "__metadata__": the header from the tensors' shapes,
+// then each tensor's bytes in blocks of rows of at most 16 MiB (CheckpointReader::
+// ReadRows), so a checkpoint opened without its tensors is exported in bounded memory.
 // Errors: NOT_FOUND a name not in the checkpoint; INVALID_ARGUMENT a duplicate name or
-//         the reserved "__metadata__"; INTERNAL a file-system call failed.
+//         the reserved "__metadata__"; INTERNAL a file-system call failed; DATA_LOSS a
+//         shard file that fails its checks (nothing is left at `out_path`).
 absl::Status WriteSafetensors(const CheckpointReader& checkpoint,
                               const std::vector<std::string>& names,
                               const std::map<std::string, std::string>& metadata,

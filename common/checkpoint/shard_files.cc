@@ -430,4 +430,79 @@ absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manif
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<ShardRowReader>> ShardRowReader::Open(
+    const std::string& dir, const ShardedManifest& manifest, const std::string& name) {
+  auto found = manifest.index.find(name);
+  if (found == manifest.index.end()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", dir, " has no tensor \"", name, "\""));
+  }
+  std::unique_ptr<ShardRowReader> reader(
+      new ShardRowReader(dir, manifest.tensors[found->second]));
+  const StoredTensor& tensor = reader->tensor_;
+  std::vector<char> chunk;
+  for (const StoredTensor::Piece& piece : tensor.pieces) {
+    const std::string path = absl::StrCat(dir, "/", piece.file);
+    auto fd = std::make_unique<FileDescriptor>(
+        ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (fd->get() < 0) {
+      return DataLoss(dir, absl::StrCat("shard file ", piece.file, " cannot be opened: ",
+                                        std::strerror(errno)));
+    }
+    struct stat st;
+    if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size != manifest.file_lengths.at(piece.file)) {
+      return DataLoss(dir, absl::StrCat("shard file ", piece.file, " is not the ",
+                                        manifest.file_lengths.at(piece.file),
+                                        " bytes the manifest says"));
+    }
+    // Each block streamed through one bounded buffer: the whole tensor is verified with
+    // no more than kVerifyChunkBytes held.
+    for (const ShardBlock& block : piece.blocks) {
+      uint32_t crc = 0;
+      for (int64_t done = 0; done < block.length;) {
+        const int64_t n = std::min(kVerifyChunkBytes, block.length - done);
+        chunk.resize(static_cast<size_t>(n));
+        PS_RETURN_IF_ERROR(ReadExactly(fd->get(), block.offset + done, chunk.data(), n, path));
+        crc = Crc32cExtend(crc, chunk.data(), chunk.size());
+        done += n;
+      }
+      if (crc != block.crc32c) {
+        return DataLoss(dir, absl::StrFormat("tensor \"%s\" rows [%d, %d) in %s fail their "
+                                             "CRC-32C check (%08x, manifest says %08x)",
+                                             tensor.name, block.row_begin, block.row_end,
+                                             piece.file, crc, block.crc32c));
+      }
+    }
+    reader->files_.push_back(std::move(fd));
+  }
+  return reader;
+}
+
+absl::Status ShardRowReader::ReadRows(absl::Span<const int64_t> rows, float* out) const {
+  const int64_t total = RowsOf(tensor_.shape);
+  const int64_t row_bytes = RowElements(tensor_.shape) * static_cast<int64_t>(sizeof(float));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t row = rows[i];
+    if (row < 0 || row >= total) {
+      return absl::InvalidArgumentError(absl::StrCat("row ", row, " of tensor \"", tensor_.name,
+                                                     "\" ", ShapeToString(tensor_.shape)));
+    }
+    if (row_bytes == 0) continue;  // no bytes, and no blocks to find
+    // The piece, then the block, that holds the row: both sorted by rows, covering all.
+    auto piece = std::upper_bound(tensor_.pieces.begin(), tensor_.pieces.end(), row,
+                                  [](int64_t r, const StoredTensor::Piece& p) {
+                                    return r < p.row_begin;
+                                  }) - 1;
+    auto block = std::upper_bound(piece->blocks.begin(), piece->blocks.end(), row,
+                                  [](int64_t r, const ShardBlock& b) { return r < b.row_begin; }) -
+                 1;
+    const size_t file = static_cast<size_t>(piece - tensor_.pieces.begin());
+    PS_RETURN_IF_ERROR(ReadExactly(files_[file]->get(),
+                                   block->offset + (row - block->row_begin) * row_bytes,
+                                   reinterpret_cast<char*>(out) + i * row_bytes, row_bytes,
+                                   absl::StrCat(dir_, "/", piece->file)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pstrain

@@ -22,11 +22,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/checkpoint/durable_file.h"
 #include "common/tensor.h"
 #include "nlohmann/json_fwd.hpp"
@@ -175,6 +177,44 @@ absl::StatusOr<ShardedManifest> ReadShardedManifest(const std::string& dir,
 absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manifest,
                             const StoredTensor& tensor, int64_t row_begin, int64_t row_end,
                             float* out);
+
+// Single rows of one tensor of a committed version-2 checkpoint, read from its shard files
+// a few at a time: an Embedding table's rows for one validation batch (the evaluator task,
+// tools/evaluate), never the whole table. The format checksums whole blocks (up to 16
+// MiB), so a row cannot be verified by itself: Open verifies every block of the tensor
+// once, streaming each through a buffer of at most kVerifyChunkBytes, and keeps the files
+// open; ReadRows then seeks to each row (pread) and reads only its bytes. A committed
+// checkpoint's files are never written again, and the descriptors held keep them readable
+// when the chief prunes the checkpoint meanwhile.
+//
+// Thread-safety: immutable after Open; ReadRows may be called from any thread.
+class ShardRowReader {
+ public:
+  // The buffer Open verifies blocks through.
+  static constexpr int64_t kVerifyChunkBytes = int64_t{1} << 20;
+
+  // Opens and verifies tensor `tensor` of the checkpoint in `dir` whose parsed manifest is
+  // `manifest` (ReadShardedManifest). Errors: NOT_FOUND no such tensor; DATA_LOSS a
+  // missing, short or long file, a failed read, a block that fails its CRC-32C (naming the
+  // file and the tensor).
+  static absl::StatusOr<std::unique_ptr<ShardRowReader>> Open(const std::string& dir,
+                                                              const ShardedManifest& manifest,
+                                                              const std::string& tensor);
+
+  // Rows `rows` (any order, repeats allowed) into `out`, row i at out + i * row elements.
+  // Errors: INVALID_ARGUMENT a row out of range; DATA_LOSS a failed read.
+  absl::Status ReadRows(absl::Span<const int64_t> rows, float* out) const;
+
+  const std::vector<int64_t>& shape() const { return tensor_.shape; }
+
+ private:
+  ShardRowReader(std::string dir, StoredTensor tensor) : dir_(std::move(dir)), tensor_(std::move(tensor)) {}
+
+  const std::string dir_;
+  const StoredTensor tensor_;
+  // One open file per piece of tensor_, in the same order.
+  std::vector<std::unique_ptr<FileDescriptor>> files_;
+};
 
 }  // namespace pstrain
 

@@ -158,8 +158,10 @@ absl::StatusOr<DaemonSecurity> DaemonSecurityFor(const DaemonOptions& options,
   }
   CallerIdentity identity{Role::kAdmin, 0};
   if (role == Role::kEvaluator) {
-    // No identity is an evaluator's (common/rpc/caller_identity.h): it runs no daemon.
-    return absl::InvalidArgumentError("an evaluator task runs no pstrain daemon");
+    // An evaluator (chief/evaluator_task.h) reads checkpoint files: it serves no RPC and
+    // calls none, so it needs no token, no certificate and no identity of its own
+    // (common/rpc/caller_identity.h has none for it); what was given is ignored.
+    return security;
   }
   if (role != Role::kAdmin) identity = {role, options.config.task.index};
   absl::StatusOr<ClientSecurity> client = ClientSecurityFromFlags(flags, identity);

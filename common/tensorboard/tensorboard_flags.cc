@@ -28,4 +28,6 @@ absl::StatusOr<std::unique_ptr<TensorBoardObserver>> TensorBoardObserverFromFlag
   return std::make_unique<TensorBoardObserver>(std::move(log), every, learning_rate);
 }
 
+std::string TensorBoardLogdirFromFlags() { return absl::GetFlag(FLAGS_logdir); }
+
 }  // namespace pstrain

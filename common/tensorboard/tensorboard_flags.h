@@ -2,6 +2,7 @@
 #define PSTRAIN_COMMON_TENSORBOARD_TENSORBOARD_FLAGS_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/tensorboard/tensorboard_observer.h"
@@ -17,6 +18,9 @@ namespace pstrain {
 // Errors: INVALID_ARGUMENT a negative --log_every_steps; INTERNAL DIR cannot be written.
 absl::StatusOr<std::unique_ptr<TensorBoardObserver>> TensorBoardObserverFromFlags(
     double learning_rate);
+
+// --logdir as given (empty: none): the evaluator task writes its own run, DIR/eval.
+std::string TensorBoardLogdirFromFlags();
 
 }  // namespace pstrain
 

@@ -57,6 +57,14 @@ absl::StatusOr<std::unique_ptr<SparseEmbedding>> SparseEmbedding::Create(
       new SparseEmbedding(model, std::move(table), std::move(ps)));
 }
 
+absl::StatusOr<std::unique_ptr<SparseEmbedding>> SparseEmbedding::CreateWithRowReader(
+    const Model& model, VariableLayout table, RowReader read_rows) {
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<SparseEmbedding> embedding,
+                      Create(model, std::move(table), /*ps=*/{}));
+  embedding->read_rows_ = std::move(read_rows);
+  return embedding;
+}
+
 SparseEmbedding::SparseEmbedding(const Model& model, VariableLayout table,
                                  std::vector<PsClient*> ps)
     : model_(model), table_(std::move(table)), ps_(std::move(ps)), width_(table_.shape[1]) {
@@ -95,6 +103,10 @@ absl::StatusOr<Model*> SparseEmbedding::PullBatchRows(const Tensor& x, Tensor* c
   PS_RETURN_IF_ERROR(EnsureCapacity(std::max<int64_t>(x.num_elements(), 1)));
   if (compact_table->shape() != std::vector<int64_t>{capacity_, width_}) {
     *compact_table = Tensor({capacity_, width_});
+  }
+  if (read_rows_) {
+    PS_RETURN_IF_ERROR(read_rows_(rows_.ids, compact_table->data()));
+    return compact_.get();
   }
   for (auto& spans : spans_by_ps_) spans.clear();
   for (const VariablePlacementEntry& shard : table_.shards) {

@@ -30,6 +30,7 @@
 // may run at once.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,15 @@ class SparseEmbedding {
   static absl::StatusOr<std::unique_ptr<SparseEmbedding>> Create(const Model& model,
                                                                  VariableLayout table,
                                                                  std::vector<PsClient*> ps);
+
+  // Where step 2 gets rows from instead of the ps tasks (an evaluator reading a
+  // checkpoint's shard files): `ids` (distinct, ascending) into `out`, row i at
+  // out + i * width. Its errors are PullBatchRows'.
+  using RowReader = std::function<absl::Status(const std::vector<int64_t>& ids, float* out)>;
+  // Steps 1 to 3 only, over `read_rows`, for a table of `table.shape` (`table.shards`
+  // unused). Errors: as Create.
+  static absl::StatusOr<std::unique_ptr<SparseEmbedding>> CreateWithRowReader(
+      const Model& model, VariableLayout table, RowReader read_rows);
 
   // Steps 1 to 3 above for batch `x`: renumbers it, makes sure the compact model holds
   // x's element count of rows, and pulls the rows into `*compact_table` (resized to
@@ -103,6 +113,7 @@ class SparseEmbedding {
   const Model& model_;  // Not owned.
   const VariableLayout table_;
   const std::vector<PsClient*> ps_;  // Not owned.
+  RowReader read_rows_;               // set: rows come from it, not from ps_
   const int64_t width_;
   std::unique_ptr<Model> compact_;
   int64_t capacity_ = 0;
