@@ -140,13 +140,7 @@ EvaluationResult EvaluateWhole(const CheckpointReader& checkpoint) {
 
 // Flips one byte of the table's rows in shard file `file` of checkpoint `path`.
 void CorruptTable(const std::string& path, const std::string& file) {
-  std::fstream f(path + "/" + file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(100);
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x5a;
-  f.seekp(100);
-  f.write(&c, 1);
+  ASSERT_TRUE(FlipByte(path + "/" + file, 100, 0x5a)) << path << "/" << file;
 }
 
 TEST(CheckpointFilesTest, FromTheFilesTheFiguresAreThoseOfTheWholeWeights) {

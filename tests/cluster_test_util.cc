@@ -75,6 +75,17 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
   return run;
 }
 
+bool FlipByte(const std::string& path, int64_t offset, char mask) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  if (!file.good()) return false;
+  file.seekg(offset);
+  char byte = 0;
+  if (!file.read(&byte, 1)) return false;
+  byte ^= mask;
+  file.seekp(offset);
+  return static_cast<bool>(file.write(&byte, 1));
+}
+
 std::string FreshTestDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);

@@ -64,6 +64,10 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
 // A fresh, empty folder `name` under the test's temp dir (TEST_TMPDIR, else /tmp).
 std::string FreshTestDir(const std::string& name);
 
+// XORs the byte at `offset` of file `path` with `mask` (a corruption the checksums must
+// catch). Returns false when the file cannot be opened or has no such byte.
+bool FlipByte(const std::string& path, int64_t offset, char mask);
+
 // Starts `n` train/train processes ("worker0", ...) of a chief-less multi_worker_mirrored
 // cluster on free ports, each with `args` and --strategy=multi_worker_mirrored and one
 // BLAS thread. Returns their addresses.

@@ -442,14 +442,7 @@ TEST(FaultToleranceTest, ACorruptedTensorFileFallsBackToThePreviousCheckpoint) {
   ASSERT_EQ(written.size(), 2u) << first.stderr_of["chief"];
   {
     const std::string data = written[1] + "/data-00000";
-    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(file.good()) << data;
-    file.seekg(1000);
-    char byte = 0;
-    file.read(&byte, 1);
-    byte ^= 0x10;
-    file.seekp(1000);
-    file.write(&byte, 1);
+    ASSERT_TRUE(FlipByte(data, 1000, 0x10)) << data;
   }
   ProcessRun second = RunTinyJob(4, dir, {}, nullptr);
   ExpectCleanExits(second, "");
