@@ -46,28 +46,37 @@ def skipped_cases(xml_path):
     return cases, skipped
 
 
-def target_cases(target_dir):
-    """(cases run, skipped) of one target: its test.xml, or a sharded target's shard_*/test.xml
-    (Bazel writes no merged file), whichever a run wrote last (the other may be left over
-    from a run before the target's shard_count changed)."""
+def result_dirs(target_dir):
+    """The folders holding one target's newest results: the target's own, or a sharded
+    target's shard_* folders (Bazel writes no merged test.xml or test.log), whichever a run
+    wrote last (the other may be left over from a run before the target's shard_count
+    changed)."""
     def mtime(path):
         try:
             return os.path.getmtime(path)
         except OSError:
             return None
     try:
-        shards = [os.path.join(target_dir, d, "test.xml") for d in os.listdir(target_dir)
+        shards = [os.path.join(target_dir, d) for d in sorted(os.listdir(target_dir))
                   if d.startswith("shard_")]
     except OSError:
         shards = []
-    shards = [p for p in shards if mtime(p) is not None]
-    whole = os.path.join(target_dir, "test.xml")
-    paths = [whole]
-    if shards and (mtime(whole) is None or min(mtime(p) for p in shards) > mtime(whole)):
-        paths = shards
+    shards = [d for d in shards if mtime(os.path.join(d, "test.xml")) is not None
+              or mtime(os.path.join(d, "test.log")) is not None]
+    whole = mtime(os.path.join(target_dir, "test.xml")) or mtime(os.path.join(target_dir, "test.log"))
+    if shards:
+        newest_shard = [max(filter(None, (mtime(os.path.join(d, f)) for f in ("test.xml", "test.log"))))
+                        for d in shards]
+        if whole is None or min(newest_shard) > whole:
+            return shards
+    return [target_dir]
+
+
+def target_cases(target_dir):
+    """(cases run, skipped) of one target, over its shards if it has them."""
     cases, skipped = 0, []
-    for path in paths:
-        found = skipped_cases(path)
+    for directory in result_dirs(target_dir):
+        found = skipped_cases(os.path.join(directory, "test.xml"))
         if found is not None:
             cases += found[0]
             skipped += found[1]
@@ -77,24 +86,41 @@ def target_cases(target_dir):
 def failure_lines(target_dir, limit=12):
     """What a failed target said, so that a CI log shows why without its test.log: each
     failed case's gtest failure messages from test.xml, or else the end of test.log (a
-    crash, a timeout). At most LIMIT lines, each indented."""
+    crash, a timeout), of each shard that failed. At most LIMIT lines, each indented."""
     lines = []
-    try:
-        root = ElementTree.parse(os.path.join(target_dir, "test.xml")).getroot()
-        for case in root.iter("testcase"):
-            for failure in case.findall("failure"):
-                name = "%s.%s" % (case.get("classname", "?"), case.get("name", "?"))
-                text = (failure.get("message") or failure.text or "").strip()
-                lines.append("%s: %s" % (name, " | ".join(text.splitlines())[:400]))
-    except (OSError, ElementTree.ParseError):
-        pass
-    if not lines:
+    for directory in result_dirs(target_dir):
+        said = []
         try:
-            with open(os.path.join(target_dir, "test.log"), errors="replace") as log:
-                lines = [line[:400] for line in log.read().splitlines()[-limit:]]
-        except OSError:
+            root = ElementTree.parse(os.path.join(directory, "test.xml")).getroot()
+            for case in root.iter("testcase"):
+                for failure in case.findall("failure"):
+                    name = "%s.%s" % (case.get("classname", "?"), case.get("name", "?"))
+                    text = (failure.get("message") or failure.text or "").strip()
+                    said.append("%s: %s" % (name, " | ".join(text.splitlines())[:400]))
+        except (OSError, ElementTree.ParseError):
             pass
+        failed_run = not said and _log_says_failed(directory)
+        if failed_run:
+            try:
+                with open(os.path.join(directory, "test.log"), errors="replace") as log:
+                    said = [line[:400] for line in log.read().splitlines()[-limit:]]
+            except OSError:
+                pass
+        lines += said
     return ["    " + line for line in lines[:limit]]
+
+
+def _log_says_failed(directory):
+    """Whether a result folder is of a failed run: its test.xml names no failure (or is
+    missing) but the run did not pass, e.g. a crash or a timeout. A passing shard's
+    test.xml counts its failures as 0."""
+    try:
+        root = ElementTree.parse(os.path.join(directory, "test.xml")).getroot()
+    except (OSError, ElementTree.ParseError):
+        return True
+    failures = sum(int(s.get("failures", "0") or 0) + int(s.get("errors", "0") or 0)
+                   for s in root.iter("testsuite"))
+    return failures > 0 or root.find(".//testcase") is None
 
 
 def main():

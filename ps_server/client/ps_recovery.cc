@@ -21,9 +21,11 @@ PsRecovery::PsRecovery(Options options, const ShardedVariables* variables,
       restored_from_(restored_from) {}
 
 bool PsRecovery::IsPsGone(const absl::Status& status) {
+  // CANCELLED: a ps that is stopping (SIGTERM) cancels the calls it has not answered yet,
+  // as a worker's server does (distribute/failure.h).
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
-         absl::IsAborted(status);
+         absl::IsCancelled(status) || absl::IsNotFound(status) ||
+         absl::IsFailedPrecondition(status) || absl::IsAborted(status);
 }
 
 absl::Status PsRecovery::RetryAfterRecovery(const std::function<absl::Status()>& step,

@@ -52,7 +52,8 @@ class PsRecovery {
              const Checkpointer* checkpointer, const CheckpointReader* restored_from);
 
   // Whether a ps call failed because the ps is gone (UNAVAILABLE, DEADLINE_EXCEEDED,
-  // ABORTED: a worker's report of a failed ps) or came back empty after a restart
+  // CANCELLED: a stopping ps cancels what it has not answered, ABORTED: a worker's report
+  // of a failed ps) or came back empty after a restart
   // (NOT_FOUND a variable, FAILED_PRECONDITION no variables at all), as opposed to a bad
   // request: only then may Recover help.
   static bool IsPsGone(const absl::Status& status);

@@ -179,6 +179,7 @@ TEST_F(PsRecoveryTest, PsGoneIsAFailedOrEmptiedPsNotABadRequest) {
   EXPECT_TRUE(PsRecovery::IsPsGone(absl::UnavailableError("x")));
   EXPECT_TRUE(PsRecovery::IsPsGone(absl::DeadlineExceededError("x")));
   EXPECT_TRUE(PsRecovery::IsPsGone(absl::AbortedError("x")));
+  EXPECT_TRUE(PsRecovery::IsPsGone(absl::CancelledError("x")));
   EXPECT_TRUE(PsRecovery::IsPsGone(absl::NotFoundError("x")));
   EXPECT_TRUE(PsRecovery::IsPsGone(absl::FailedPreconditionError("x")));
   EXPECT_FALSE(PsRecovery::IsPsGone(absl::InvalidArgumentError("x")));
