@@ -731,6 +731,21 @@ absl::StatusOr<std::vector<VariableStore::Snapshot>> VariableStore::ReadState(
   return snapshots;
 }
 
+absl::Status VariableStore::VisitState(
+    const std::string& name, absl::FunctionRef<absl::Status(const StateView&)> visit) const {
+  PS_ASSIGN_OR_RETURN(Variable * v, Find(name));
+  absl::ReaderMutexLock lock(&v->mu);
+  StateView view;
+  view.value = absl::MakeConstSpan(v->value.data(), v->value.num_elements());
+  view.shape = v->shape;
+  view.version = v->version;
+  view.iterations = v->state->iterations();
+  for (const auto& [slot_name, slot] : v->state->slots()) {
+    view.slots.emplace_back(slot_name, absl::MakeConstSpan(*slot));
+  }
+  return visit(view);
+}
+
 absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
   std::string optimizer_name;
   {

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -152,6 +153,24 @@ class VariableStore {
   // iterations of one update) though not with the others.
   // Errors: NOT_FOUND an unknown name; INVALID_ARGUMENT a name given twice.
   absl::StatusOr<std::vector<Snapshot>> ReadState(absl::Span<const std::string> names) const;
+
+  // One variable's state as ReadState would copy it, but borrowed: valid only inside the
+  // VisitState call that passes it.
+  struct StateView {
+    absl::Span<const float> value;
+    std::vector<int64_t> shape;
+    int64_t version = 0;
+    int64_t iterations = 0;
+    std::vector<std::pair<std::string, absl::Span<const float>>> slots;  // optimizer's order
+  };
+  // Calls `visit` with variable `name`'s state, under that variable's lock (shared: pulls
+  // go on, updates of this variable wait until `visit` returns), and returns its status.
+  // For a caller that streams the state out (a checkpoint shard written to disk) without a
+  // copy: a ps's rows of a large table and their optimizer slots are most of its memory,
+  // and a copy would double its peak.
+  // Errors: NOT_FOUND an unknown name; `visit`'s.
+  absl::Status VisitState(const std::string& name,
+                          absl::FunctionRef<absl::Status(const StateView&)> visit) const;
 
   // Replaces each variable's value, version, iterations and the slots given (others keep
   // theirs), and drops any half-aggregated sync gradients. All-or-nothing: every snapshot

@@ -518,6 +518,44 @@ TEST(VariableStoreStateTest, ReadStateReturnsValueSlotsAndIterations) {
   EXPECT_EQ(store.ReadState({"nope"}).status().code(), absl::StatusCode::kNotFound);
 }
 
+// VisitState lends what ReadState copies: the same values, slots and counts, in place
+// (the view points into the store), and passes the visitor's error back.
+TEST(VariableStoreStateTest, VisitStateLendsWhatReadStateCopies) {
+  VariableStore store;
+  ASSERT_TRUE(store.CreateVariables({{"w", Tensor({2}, {1, 2})}}, Adam()).ok());
+  ASSERT_TRUE(store.Push({{"w", Tensor({2}, {1, -1})}}).ok());
+  auto copied = store.ReadState({"w"});
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  const VariableStore::Snapshot& w = copied->front();
+  const float* seen_first = nullptr;
+  const absl::Status visited =
+      store.VisitState("w", [&](const VariableStore::StateView& view) -> absl::Status {
+        EXPECT_EQ(std::vector<float>(view.value.begin(), view.value.end()), Floats(w.value));
+        EXPECT_EQ(view.shape, w.value.shape());
+        EXPECT_EQ(view.version, w.version);
+        EXPECT_EQ(view.iterations, w.iterations);
+        EXPECT_EQ(view.slots.size(), w.slots.size());
+        for (size_t i = 0; i < view.slots.size() && i < w.slots.size(); ++i) {
+          EXPECT_EQ(view.slots[i].first, w.slots[i].name);
+          EXPECT_EQ(std::vector<float>(view.slots[i].second.begin(), view.slots[i].second.end()),
+                    Floats(w.slots[i].tensor));
+        }
+        seen_first = view.value.data();
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(visited.ok()) << visited;
+  // Borrowed, not copied: a second visit sees the same memory.
+  const absl::Status again = store.VisitState("w", [&](const VariableStore::StateView& view) {
+    EXPECT_EQ(view.value.data(), seen_first);
+    return absl::DataLossError("from the visitor");
+  });
+  EXPECT_EQ(again.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store.VisitState("nope", [](const VariableStore::StateView&) {
+                   return absl::OkStatus();
+                 }).code(),
+            absl::StatusCode::kNotFound);
+}
+
 // Restoring the state read from one store onto a fresh one makes the next update
 // identical on both (Adam's slots and bias correction carry over).
 TEST(VariableStoreStateTest, RestoreReproducesTheNextUpdate) {

@@ -129,12 +129,19 @@ absl::StatusOr<std::unique_ptr<ShardFileWriter>> ShardFileWriter::Create(
 
 absl::Status ShardFileWriter::Add(const std::string& tensor, const std::vector<int64_t>& shape,
                                   int64_t row_begin, int64_t row_end, const Tensor& rows) {
+  return Add(tensor, shape, row_begin, row_end,
+             absl::MakeConstSpan(rows.data(), rows.num_elements()));
+}
+
+absl::Status ShardFileWriter::Add(const std::string& tensor, const std::vector<int64_t>& shape,
+                                  int64_t row_begin, int64_t row_end,
+                                  absl::Span<const float> rows) {
   const int64_t row_elements = RowElements(shape);
   if (row_begin < 0 || row_end <= row_begin || row_end > RowsOf(shape) || row_elements < 0 ||
-      rows.num_elements() != (row_end - row_begin) * row_elements) {
+      static_cast<int64_t>(rows.size()) != (row_end - row_begin) * row_elements) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rows [", row_begin, ", ", row_end, ") of ", tensor, " ", ShapeToString(shape),
-        " do not match a value of shape ", ShapeToString(rows.shape())));
+        " do not match ", rows.size(), " values"));
   }
   const int64_t row_bytes = row_elements * static_cast<int64_t>(sizeof(float));
   const int64_t rows_per_block = std::max<int64_t>(1, row_bytes == 0 ? row_end - row_begin

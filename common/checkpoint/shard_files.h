@@ -114,6 +114,9 @@ class ShardFileWriter {
   // Errors: INVALID_ARGUMENT `rows` does not hold those rows; INTERNAL a failed write.
   absl::Status Add(const std::string& tensor, const std::vector<int64_t>& shape,
                    int64_t row_begin, int64_t row_end, const Tensor& rows);
+  // The same from values borrowed in place (a ps's variable under its lock: no copy).
+  absl::Status Add(const std::string& tensor, const std::vector<int64_t>& shape,
+                   int64_t row_begin, int64_t row_end, absl::Span<const float> rows);
 
   // Fsyncs and closes the file, then fsyncs its folder. `counts` are passed through.
   // Errors: INTERNAL naming the file.
