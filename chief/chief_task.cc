@@ -253,7 +253,7 @@ Coordinator::Options CoordinatorOptionsFor(const ChiefOptions& options,
   o.consistency = chief.consistency;
   o.checkpoint = options.checkpoint;
   // evaluate resolves the job's relative data paths against this folder.
-  o.checkpoint.metadata = {{"job_dir", DirectoryOf(options.job_path)}};
+  *o.checkpoint.metadata = {{"job_dir", DirectoryOf(options.job_path)}};
   o.checkpoint_every_epoch = options.checkpoint_every_epoch;
   o.consistent_checkpoints = options.consistent_checkpoints;
   o.ps_recovery_timeout = options.ps_recovery_timeout;

@@ -26,13 +26,13 @@ absl::StatusOr<std::shared_ptr<const Dataset>> LoadOne(const nlohmann::json& sou
 
 absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_dir) {
   const bool one_hot = job.one_hot_labels;
-  if (!job.data.is_object() || !job.data.contains("train")) {
+  if (!job.data->is_object() || !job.data->contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
   FitData data;
-  PS_ASSIGN_OR_RETURN(data.train, LoadOne(job.data["train"], base_dir, "data.train", one_hot));
-  if (job.data.contains("validation") && !job.data["validation"].is_null()) {
-    PS_ASSIGN_OR_RETURN(data.validation, LoadOne(job.data["validation"], base_dir,
+  PS_ASSIGN_OR_RETURN(data.train, LoadOne((*job.data)["train"], base_dir, "data.train", one_hot));
+  if (job.data->contains("validation") && !(*job.data)["validation"].is_null()) {
+    PS_ASSIGN_OR_RETURN(data.validation, LoadOne((*job.data)["validation"], base_dir,
                                                  "data.validation", one_hot));
   }
   return data;

@@ -62,18 +62,18 @@ TEST(FitCheckpointTest, UsesTheParameterServerChiefsLayout) {
   const CheckpointContents c = CheckpointFromTrainingState(states[0], job, {{"job_dir", "x"}});
   EXPECT_EQ(c.epoch, 1);
   EXPECT_EQ(c.step, 8);
-  EXPECT_EQ(c.metadata["global_step"], 8);
-  EXPECT_EQ(c.metadata["epochs_done"], 1);
-  EXPECT_EQ(c.metadata["job_dir"], "x");
-  EXPECT_EQ(c.metadata["optimizer"], "adam");
-  const nlohmann::json& kernel = c.metadata["variables"]["dense/kernel"];
+  EXPECT_EQ((*c.metadata)["global_step"], 8);
+  EXPECT_EQ((*c.metadata)["epochs_done"], 1);
+  EXPECT_EQ((*c.metadata)["job_dir"], "x");
+  EXPECT_EQ((*c.metadata)["optimizer"], "adam");
+  const nlohmann::json& kernel = (*c.metadata)["variables"]["dense/kernel"];
   EXPECT_EQ(kernel["iterations"], 8);
   EXPECT_EQ(kernel["slots"], nlohmann::json::array({"momentum", "velocity"}));
   std::vector<std::string> names;
   for (const NamedTensor& t : c.tensors) names.push_back(t.name);
   EXPECT_NE(std::find(names.begin(), names.end(), "dense/kernel/optimizer/velocity"),
             names.end());
-  EXPECT_EQ(c.job_spec["fit"]["epochs"], 1);
+  EXPECT_EQ((*c.job_spec)["fit"]["epochs"], 1);
 }
 
 TEST(FitCheckpointTest, RoundTripsEveryTensorAndCount) {

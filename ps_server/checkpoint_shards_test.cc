@@ -62,7 +62,7 @@ class CheckpointShardsTest : public ::testing::Test {
     EXPECT_EQ(file->pieces[0].blocks.size(), 2u);
     CheckpointContents header;
     header.step = 5;
-    header.metadata = {{"variables",
+    *header.metadata = {{"variables",
                         {{"emb",
                           {{"shape", {4, 2}},
                            {"iterations", saved_[0].iterations},

@@ -130,7 +130,7 @@ EvaluationResult EvaluateWhole(const CheckpointReader& checkpoint) {
     weights.push_back(**t);
   }
   absl::StatusOr<Dataset> data =
-      LoadJobDataset(job->data["validation"], ".", "data.validation", job->one_hot_labels);
+      LoadJobDataset((*job->data)["validation"], ".", "data.validation", job->one_hot_labels);
   EXPECT_TRUE(data.ok()) << data.status();
   absl::StatusOr<EvaluationResult> result =
       EvaluateOn(model->get(), weights, *data, kCheckpointEvaluationBatch);

@@ -87,8 +87,8 @@ absl::StatusOr<std::string> WriteZipfCheckpoint(const std::string& root,
   CheckpointContents header;
   header.step = spec.step;
   header.epoch = spec.epoch;
-  header.job_spec = job;
-  header.metadata = {{"job_dir", "."}, {"global_step", spec.step}, {"epochs_done", spec.epoch}};
+  *header.job_spec = job;
+  *header.metadata = {{"job_dir", "."}, {"global_step", spec.step}, {"epochs_done", spec.epoch}};
   return writer.CommitSharded(temp, header, files);
 }
 

@@ -88,7 +88,7 @@ class ExportKerasTest : public ::testing::Test {
     }
     contents_.step = 120;
     contents_.epoch = 3;
-    contents_.job_spec = job_;
+    *contents_.job_spec = job_;
   }
 
   std::string WriteCheckpoint(const CheckpointContents& contents) {

@@ -10,6 +10,7 @@
 #include "common/model/model_memory.h"
 #include "common/status_macros.h"
 #include "distribute/failure.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 
@@ -19,7 +20,7 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   PS_ASSIGN_OR_RETURN(JobSpec job, ParseJobSpec(job_json, base_dir));
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::FromKerasJson(job.model, backend.get()));
   PS_RETURN_IF_ERROR(model->SetLoss(job.loss));
-  if (!job.data.is_object() || !job.data.contains("train")) {
+  if (!job.data->is_object() || !job.data->contains("train")) {
     return absl::InvalidArgumentError("job spec: data.train is missing");
   }
   const bool sync = job.consistency.mode() == CONSISTENCY_SYNC;
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     use.copies_are += "; of the Embedding, a batch's rows";
   }
   PS_RETURN_IF_ERROR(CheckModelMemory(*model, use, absl::StrCat("worker ", worker_index)));
-  PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset(job.data["train"], base_dir, "data.train",
+  PS_ASSIGN_OR_RETURN(Dataset train, LoadJobDataset((*job.data)["train"], base_dir, "data.train",
                                                     job.one_hot_labels));
   if (train.num_features() != model->input_size()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -33,6 +33,11 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace pstrain {
 namespace {
 
+// What a manifest's "metadata" holds: the caller's, or {} for none.
+nlohmann::json MetadataObject(const CheckpointContents& contents) {
+  return contents.metadata->is_null() ? nlohmann::json::object() : *contents.metadata;
+}
+
 namespace fs = std::filesystem;
 
 constexpr char kManifest[] = "manifest.json";
@@ -252,8 +257,8 @@ absl::Status CheckpointWriter::WriteInto(const std::string& temp,
                              {"version", 1},
                              {"step", contents.step},
                              {"epoch", contents.epoch},
-                             {"job_spec", contents.job_spec},
-                             {"metadata", contents.metadata},
+                             {"job_spec", *contents.job_spec},
+                             {"metadata", MetadataObject(contents)},
                              {"data_files", data.files()},
                              {"tensors", data.tensors()}};
   PS_RETURN_IF_ERROR(WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1)));
@@ -353,8 +358,8 @@ absl::StatusOr<std::string> CheckpointWriter::CommitSharded(const std::string& t
                              {"version", 2},
                              {"step", header.step},
                              {"epoch", header.epoch},
-                             {"job_spec", header.job_spec},
-                             {"metadata", header.metadata}};
+                             {"job_spec", *header.job_spec},
+                             {"metadata", MetadataObject(header)}};
   AddShardFilesToManifest(files, &manifest);
   absl::Status written =
       WriteFileDurably(absl::StrCat(temp, "/", kManifest), manifest.dump(1) + "\n");
@@ -536,9 +541,11 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
                                       std::numeric_limits<int>::max(), ")"));
   }
   contents.epoch = static_cast<int>(epoch);
-  contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
+  *contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
   if (manifest.contains("metadata") && manifest["metadata"].is_object()) {
-    contents.metadata = manifest["metadata"];
+    *contents.metadata = manifest["metadata"];
+  } else {
+    *contents.metadata = nlohmann::json::object();
   }
   *version = sharded ? 2 : 1;
   if (sharded) {

@@ -55,7 +55,8 @@
 #include "absl/time/time.h"
 #include "common/checkpoint/shard_files.h"
 #include "common/tensor.h"
-#include "nlohmann/json.hpp"
+#include "common/json_value.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pstrain {
 
@@ -63,8 +64,8 @@ namespace pstrain {
 struct CheckpointContents {
   int64_t step = 0;  // global step at which it was taken
   int epoch = 0;     // epochs completed (1-based count; 0 = none)
-  nlohmann::json job_spec;  // the job as the chief ran it
-  nlohmann::json metadata = nlohmann::json::object();  // free-form, owned by the caller
+  JsonValue job_spec;  // the job as the chief ran it
+  JsonValue metadata;  // free-form, owned by the caller (null is written as {})
   std::vector<NamedTensor> tensors;  // unique, non-empty names
 };
 
@@ -160,8 +161,9 @@ class CheckpointReader {
   bool tensors_loaded() const { return tensors_loaded_; }
   int64_t step() const { return contents_.step; }
   int epoch() const { return contents_.epoch; }
-  const nlohmann::json& job_spec() const { return contents_.job_spec; }
-  const nlohmann::json& metadata() const { return contents_.metadata; }
+  const nlohmann::json& job_spec() const { return *contents_.job_spec; }
+  // An object (empty when the writer gave none).
+  const nlohmann::json& metadata() const { return *contents_.metadata; }
   // Every tensor, in the order written.
   const std::vector<NamedTensor>& tensors() const { return contents_.tensors; }
   // Errors: NOT_FOUND no tensor of that name.

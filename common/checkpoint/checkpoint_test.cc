@@ -27,8 +27,8 @@ CheckpointContents Contents(int64_t step, float base) {
   CheckpointContents c;
   c.step = step;
   c.epoch = static_cast<int>(step / 10);
-  c.job_spec = {{"fit", {{"epochs", 4}}}};
-  c.metadata = {{"note", "test"}};
+  *c.job_spec = {{"fit", {{"epochs", 4}}}};
+  *c.metadata = {{"note", "test"}};
   c.tensors.push_back({"dense/kernel", Tensor({2, 3}, {base, 1, 2, 3, 4, 5})});
   c.tensors.push_back({"dense/kernel/optimizer/momentum", Tensor({2, 3}, {base, 0, 0, 0, 0, 1})});
   c.tensors.push_back({"dense/bias", Tensor({3}, {base, -1, -2})});

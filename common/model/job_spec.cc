@@ -103,14 +103,14 @@ absl::StatusOr<std::unique_ptr<Model>> ReadModelSection(const json& root,
       return absl::Status(file.status().code(),
                           absl::StrCat("job spec: model: ", file.status().message()));
     }
-    spec->model = std::move(file->model);
+    *spec->model = std::move(file->model);
     *keras_compile = std::move(file->compile_config);
     spec->initial_weights =
         std::make_shared<const std::vector<Tensor>>(std::move(file->weights));
   } else if (model->is_string()) {
-    PS_ASSIGN_OR_RETURN(spec->model, ReadModelFile(model->get<std::string>(), base_dir));
+    PS_ASSIGN_OR_RETURN(*spec->model, ReadModelFile(model->get<std::string>(), base_dir));
   } else if (model->is_object()) {
-    spec->model = *model;
+    *spec->model = *model;
   } else {
     return Bad("\"model\" must be a Keras model object or a file path");
   }
@@ -286,15 +286,15 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::st
   PS_RETURN_IF_ERROR(ReadJobOptions(root, &spec));
   PS_RETURN_IF_ERROR(ReadParameterServerSettings(root, &spec));
   auto data = root.find("data");
-  if (data != root.end()) spec.data = *data;
-  spec.raw = root;
-  spec.raw["model"] = spec.model;
+  if (data != root.end()) *spec.data = *data;
+  *spec.raw = root;
+  (*spec.raw)["model"] = *spec.model;
   return spec;
 }
 
 std::string SerializeJobSpec(const JobSpec& spec) {
-  json out = spec.raw.is_object() ? spec.raw : json::object();
-  out["model"] = spec.model;
+  json out = spec.raw->is_object() ? *spec.raw : json::object();
+  out["model"] = *spec.model;
   out["compile"] = json{{"optimizer", OptimizerConfigToKeras(spec.optimizer)},
                         {"loss", LossConfigToKeras(spec.loss)},
                         {"metrics", spec.metrics}};
@@ -309,10 +309,10 @@ std::string SerializeJobSpec(const JobSpec& spec) {
   if (spec.wire_precision != WirePrecision::kFloat32) {
     out["wire_dtype"] = std::string(WirePrecisionName(spec.wire_precision));
   }
-  if (spec.data.is_null()) {
+  if (spec.data->is_null()) {
     out.erase("data");
   } else {
-    out["data"] = spec.data;
+    out["data"] = *spec.data;
   }
   return out.dump();
 }

@@ -38,18 +38,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json_value.h"
 #include "common/model/loss.h"
 #include "common/tensor.h"
 #include "common/sharding/placement_policy.h"
 #include "common/training/strategy_kind.h"
 #include "common/wire_precision.h"
-#include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
 
 struct JobSpec {
-  nlohmann::json model;  // Keras to_json() object, always inline
+  JsonValue model;  // Keras to_json() object, always inline
   // The weights a .keras "model" held, one per model variable in Model::variables() order,
   // that training starts from instead of drawing them from the seed; null otherwise.
   // Not serialized (SerializeJobSpec): the task that creates the variables reads them.
@@ -62,7 +62,7 @@ struct JobSpec {
   int64_t steps_per_epoch = 0;  // 0 = the whole data set per epoch
   bool shuffle = true;
   uint64_t seed = 0;
-  nlohmann::json data;  // opaque, parsed by common/data
+  JsonValue data;  // opaque, parsed by common/data
   // "strategy": unset leaves the choice to the caller (train's --strategy, the launcher's).
   std::optional<StrategyKind> strategy;
   // "one_hot_labels": class-id labels become one-hot rows when data is loaded (Keras's
@@ -80,7 +80,7 @@ struct JobSpec {
   // travel to and from the ps tasks ("float32", the default; "bfloat16" or "float16":
   // half the bytes, error feedback on the pushes; common/wire_precision.h).
   WirePrecision wire_precision = WirePrecision::kFloat32;
-  nlohmann::json raw;  // the whole job as given, with "model" inlined
+  JsonValue raw;  // the whole job as given, with "model" inlined
 };
 
 // Parses and validates a job spec (the model is checked by building it without a backend).

@@ -47,9 +47,9 @@ TEST(JobSpecTest, ParsesFullSpec) {
   EXPECT_FALSE(spec->shuffle);
   EXPECT_EQ(spec->seed, 7u);
   EXPECT_EQ(spec->strategy, StrategyKind::kParameterServer);
-  EXPECT_EQ(spec->data["kind"], "synthetic");
-  EXPECT_EQ(spec->raw["checkpoint"]["dir"], "/tmp/x");
-  EXPECT_EQ(spec->model["config"]["name"], "mlp");
+  EXPECT_EQ((*spec->data)["kind"], "synthetic");
+  EXPECT_EQ((*spec->raw)["checkpoint"]["dir"], "/tmp/x");
+  EXPECT_EQ((*spec->model)["config"]["name"], "mlp");
 }
 
 TEST(JobSpecTest, DefaultsAndModelFromFile) {
@@ -65,7 +65,7 @@ TEST(JobSpecTest, DefaultsAndModelFromFile) {
   EXPECT_EQ(spec->epochs, 1);
   EXPECT_EQ(spec->batch_size, 32);
   EXPECT_TRUE(spec->shuffle);
-  EXPECT_EQ(spec->model["class_name"], "Sequential");
+  EXPECT_EQ((*spec->model)["class_name"], "Sequential");
   EXPECT_EQ(ParseJobSpec(Job(R"("missing.json")", R"({"loss":"mse"})"), dir).status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -161,7 +161,7 @@ TEST(JobSpecTest, SerializeRoundTrips) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto back = ParseJobSpec(SerializeJobSpec(*spec), "/nonexistent");
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->model, spec->model);
+  EXPECT_EQ(*back->model, *spec->model);
   EXPECT_EQ(back->optimizer.SerializeAsString(), spec->optimizer.SerializeAsString());
   EXPECT_TRUE(back->loss == spec->loss);
   EXPECT_EQ(back->metrics, spec->metrics);
@@ -170,9 +170,9 @@ TEST(JobSpecTest, SerializeRoundTrips) {
   EXPECT_EQ(back->steps_per_epoch, spec->steps_per_epoch);
   EXPECT_EQ(back->shuffle, spec->shuffle);
   EXPECT_EQ(back->seed, spec->seed);
-  EXPECT_EQ(back->data, spec->data);
+  EXPECT_EQ(*back->data, *spec->data);
   EXPECT_EQ(back->strategy, spec->strategy);
-  EXPECT_EQ(back->raw["checkpoint"], spec->raw["checkpoint"]);
+  EXPECT_EQ((*back->raw)["checkpoint"], (*spec->raw)["checkpoint"]);
   EXPECT_EQ(SerializeJobSpec(*back), SerializeJobSpec(*spec));
 }
 

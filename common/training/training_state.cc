@@ -74,12 +74,12 @@ CheckpointContents CheckpointFromTrainingState(
   CheckpointContents contents;
   contents.step = state.global_step;
   contents.epoch = state.epochs_done;
-  contents.job_spec =
+  *contents.job_spec =
       nlohmann::json::parse(SerializeJobSpec(job), nullptr, /*allow_exceptions=*/false);
-  contents.metadata = extra_metadata.is_object() ? extra_metadata : nlohmann::json::object();
-  contents.metadata["global_step"] = state.global_step;
-  contents.metadata["epochs_done"] = state.epochs_done;
-  contents.metadata["optimizer"] = job.optimizer.name();
+  *contents.metadata = extra_metadata.is_object() ? extra_metadata : nlohmann::json::object();
+  (*contents.metadata)["global_step"] = state.global_step;
+  (*contents.metadata)["epochs_done"] = state.epochs_done;
+  (*contents.metadata)["optimizer"] = job.optimizer.name();
   nlohmann::json variables = nlohmann::json::object();
   for (const VariableSnapshot& v : state.variables) {
     nlohmann::json slot_names = nlohmann::json::array();
@@ -95,7 +95,7 @@ CheckpointContents CheckpointFromTrainingState(
       contents.tensors.push_back({SlotTensorName(v.name, slot.name), slot.tensor});
     }
   }
-  contents.metadata["variables"] = std::move(variables);
+  (*contents.metadata)["variables"] = std::move(variables);
   return contents;
 }
 
@@ -123,12 +123,12 @@ CheckpointContents ShardedCheckpointHeader(int epochs_done, int64_t global_step,
   CheckpointContents contents;
   contents.step = global_step;
   contents.epoch = epochs_done;
-  contents.job_spec =
+  *contents.job_spec =
       nlohmann::json::parse(SerializeJobSpec(job), nullptr, /*allow_exceptions=*/false);
-  contents.metadata = extra_metadata.is_object() ? extra_metadata : nlohmann::json::object();
-  contents.metadata["global_step"] = global_step;
-  contents.metadata["epochs_done"] = epochs_done;
-  contents.metadata["optimizer"] = job.optimizer.name();
+  *contents.metadata = extra_metadata.is_object() ? extra_metadata : nlohmann::json::object();
+  (*contents.metadata)["global_step"] = global_step;
+  (*contents.metadata)["epochs_done"] = epochs_done;
+  (*contents.metadata)["optimizer"] = job.optimizer.name();
   nlohmann::json entries = nlohmann::json::object();
   for (const ShardedVariableInfo& v : variables) {
     const Counts& c = counts[v.name];
@@ -138,7 +138,7 @@ CheckpointContents ShardedCheckpointHeader(int epochs_done, int64_t global_step,
                        {"slots", c.slots},
                        {"num_shards", v.num_shards}};
   }
-  contents.metadata["variables"] = std::move(entries);
+  (*contents.metadata)["variables"] = std::move(entries);
   return contents;
 }
 

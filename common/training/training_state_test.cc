@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace pstrain {
 namespace {
@@ -63,12 +64,12 @@ TEST(TrainingStateTest, RoundTripsThroughACheckpointInTheSharedLayout) {
       state, *job, {{"job_dir", "/jobs"}, {"global_step", -1}}, {{"dense/kernel", 2}});
   EXPECT_EQ(contents.step, 40);
   EXPECT_EQ(contents.epoch, 2);
-  EXPECT_EQ(contents.metadata["job_dir"], "/jobs");
-  EXPECT_EQ(contents.metadata["global_step"], 40);  // the layout's keys win
-  EXPECT_EQ(contents.metadata["optimizer"], "adam");
-  EXPECT_EQ(contents.metadata["variables"]["dense/kernel"]["num_shards"], 2);
-  EXPECT_EQ(contents.metadata["variables"]["dense/bias"]["num_shards"], 1);
-  EXPECT_EQ(contents.metadata["variables"]["dense/kernel"]["version"], 38);
+  EXPECT_EQ((*contents.metadata)["job_dir"], "/jobs");
+  EXPECT_EQ((*contents.metadata)["global_step"], 40);  // the layout's keys win
+  EXPECT_EQ((*contents.metadata)["optimizer"], "adam");
+  EXPECT_EQ((*contents.metadata)["variables"]["dense/kernel"]["num_shards"], 2);
+  EXPECT_EQ((*contents.metadata)["variables"]["dense/bias"]["num_shards"], 1);
+  EXPECT_EQ((*contents.metadata)["variables"]["dense/kernel"]["version"], 38);
 
   auto reader = WriteAndOpen(contents, TempRoot("layout"));
   ASSERT_NE(reader, nullptr);
@@ -109,7 +110,7 @@ TEST(TrainingStateTest, WithoutMetadataVariablesAndSlotsComeFromTheNames) {
 
 TEST(TrainingStateTest, AMissingListedTensorIsDataLoss) {
   CheckpointContents contents;
-  contents.metadata = {{"variables", {{"w", {{"slots", {"momentum"}}}}}}};
+  *contents.metadata = {{"variables", {{"w", {{"slots", {"momentum"}}}}}}};
   contents.tensors = {{"w", Filled({2}, 0)}};
   auto reader = WriteAndOpen(contents, TempRoot("missing"));
   ASSERT_NE(reader, nullptr);

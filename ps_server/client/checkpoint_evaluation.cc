@@ -81,7 +81,7 @@ absl::StatusOr<JobEvaluation> PrepareJobEvaluation(const JobSpec& job, const std
                                                    const std::string& data,
                                                    const std::string& where) {
   PS_ASSIGN_OR_RETURN(const std::string source, EvaluationDataSource(data));
-  if (!job.data.is_object() || !job.data.contains(source)) {
+  if (!job.data->is_object() || !job.data->contains(source)) {
     return absl::NotFoundError(
         absl::StrCat("the job in ", where, " has no data.", source, " to evaluate on"));
   }
@@ -91,7 +91,7 @@ absl::StatusOr<JobEvaluation> PrepareJobEvaluation(const JobSpec& job, const std
                       Model::FromKerasJson(job.model, evaluation.backend.get()));
   PS_RETURN_IF_ERROR(evaluation.model->SetLoss(job.loss));
   PS_ASSIGN_OR_RETURN(evaluation.data,
-                      LoadJobDataset(job.data[source], job_dir, absl::StrCat("data.", source),
+                      LoadJobDataset((*job.data)[source], job_dir, absl::StrCat("data.", source),
                                      job.one_hot_labels));
   return evaluation;
 }

@@ -126,7 +126,7 @@ absl::Status Checkpointer::Write(int epochs_done, int64_t global_step,
   absl::MutexLock write_lock(&write_mu_);
   const absl::Time start = absl::Now();
   nlohmann::json metadata =
-      options_.metadata.is_object() ? options_.metadata : nlohmann::json::object();
+      options_.metadata->is_object() ? *options_.metadata : nlohmann::json::object();
   metadata["num_ps"] = variables_->num_ps();
   if (position != nullptr) metadata["data_position"] = *position;
   LogInfo(absl::StrCat("writing checkpoint of step ", global_step, " to ", writer_->root()));

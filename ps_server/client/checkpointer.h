@@ -13,7 +13,8 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/model/job_spec.h"
 #include "common/training/training_observer.h"
-#include "nlohmann/json.hpp"
+#include "common/json_value.h"
+#include "nlohmann/json_fwd.hpp"
 #include "proto/chief.pb.h"
 #include "ps_server/client/sharded_variables.h"
 
@@ -41,7 +42,7 @@ class Checkpointer {
     // The newest this many are kept.
     int keep = 3;
     // Merged into every checkpoint's metadata (e.g. "job_dir").
-    nlohmann::json metadata = nlohmann::json::object();
+    JsonValue metadata;  // null: none
     // Triggers besides the epoch ends the coordinator asks for and requests: every this
     // many global steps (0 = never), every this much time (zero = never).
     int64_t every_steps = 0;

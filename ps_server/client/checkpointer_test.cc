@@ -48,7 +48,7 @@ class CheckpointerTest : public ::testing::Test {
   Checkpointer::Options OptionsIn(const std::string& name) {
     Checkpointer::Options options;
     options.dir = TempRoot(name);
-    options.metadata = {{"job_dir", "/jobs"}};
+    *options.metadata = {{"job_dir", "/jobs"}};
     return options;
   }
 

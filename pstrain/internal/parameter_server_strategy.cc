@@ -146,7 +146,7 @@ JobSpec CheckpointJob(const ModelOptions& options) {
     return job;
   }
   JobSpec job;
-  job.model = options.keras_model;
+  *job.model = options.keras_model;
   job.loss = options.loss;
   job.optimizer = options.optimizer;
   job.metrics = {"accuracy"};
