@@ -41,7 +41,7 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 
 ABSL_FLAG(std::string, rows, "1000000,10000000", "Table sizes (rows), comma-separated");
 ABSL_FLAG(int64_t, width, 64, "Floats per row (the Embedding's output_dim)");

@@ -57,7 +57,7 @@ class PsMetrics {
 // status: {...}"): once the task is gone its counters and versions stay readable in the
 // log (an operator's post-mortem, and the cluster tests' check of the consistency rules
 // and the traffic against the ps's own counts). The ps daemon and a custom loop's ps
-// (pstrain/internal/ps_task.h) log it as they exit.
+// log it as they exit (PsInstance::LogFinalStatus, ps_instance.h).
 void LogFinalPsStatus(int task_index, const VariableStore& store, const PsMetrics& metrics);
 
 }  // namespace pstrain

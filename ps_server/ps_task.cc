@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
@@ -11,10 +12,7 @@
 #include "common/daemon/task_runtime.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
-#include "ps_server/checkpoint_shards.h"
-#include "ps_server/ps_metrics.h"
-#include "ps_server/rpc/ps_service.h"
-#include "ps_server/variable_store.h"
+#include "ps_server/ps_instance.h"
 
 ABSL_FLAG(std::string, ps_request_memory, "",
           "Memory a ps may hold for requests in flight (push-pull streams' gradients and "
@@ -52,34 +50,28 @@ absl::StatusOr<int64_t> RequestMemoryBytes() {
 }  // namespace
 
 int RunPsTask(DaemonRuntime* runtime) {
-  VariableStore store;
-  PsMetrics ps_metrics(runtime->metrics()->registry(), &store);
   ShutdownSignal* shutdown = runtime->shutdown();
-  PsServiceOptions options;
-  // Only the job's own workers take part in its pushes (sync rounds, staleness).
-  options.num_workers = runtime->options().config.cluster.num_tasks("worker");
   absl::StatusOr<int64_t> request_memory = RequestMemoryBytes();
   if (!request_memory.ok()) {
     LogError(request_memory.status().message());
     return ExitCodeFor(request_memory.status());
   }
+  PsInstance::Options options;
+  options.on_shutdown = [shutdown](const std::string& reason) {
+    shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
+  };
+  options.registry = runtime->metrics()->registry();
+  options.num_workers = runtime->options().config.cluster.num_tasks("worker");
   options.request_memory_bytes = *request_memory;
-  PsServiceImpl service(
-      &store,
-      [shutdown](const std::string& reason) {
-        shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
-      },
-      options);
-  service.set_metrics(&ps_metrics);
-  std::unique_ptr<CheckpointShards> checkpoint_shards;
-  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
-    CheckpointShards::Options shard_options;
-    shard_options.delay_before_sync = absl::GetFlag(FLAGS_testing_checkpoint_shard_delay);
-    checkpoint_shards = std::make_unique<CheckpointShards>(&store, dir, shard_options);
-    service.set_checkpoint_shards(checkpoint_shards.get());
-    LogInfo(absl::StrCat("writes and restores its checkpoint shards in ", dir));
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.checkpoint_shard_delay = absl::GetFlag(FLAGS_testing_checkpoint_shard_delay);
+  absl::StatusOr<std::unique_ptr<PsInstance>> ps = PsInstance::Create(std::move(options));
+  if (!ps.ok()) {
+    LogError(ps.status().message());
+    return ExitCodeFor(ps.status());
   }
-  absl::StatusOr<std::unique_ptr<TaskRuntime>> task = TaskRuntime::Start(runtime, {&service});
+  absl::StatusOr<std::unique_ptr<TaskRuntime>> task =
+      TaskRuntime::Start(runtime, {(*ps)->service()});
   if (!task.ok()) {
     LogError(task.status().message());
     return ExitCodeFor(task.status());
@@ -88,8 +80,8 @@ int RunPsTask(DaemonRuntime* runtime) {
   if ((*task)->Register().ok()) (*task)->StartHeartbeats();
   const int exit_code = (*task)->WaitAndStop();
   LogWithFields('I', "served the job",
-                {{"pushes", store.num_pushes()}, {"pulls", store.num_pulls()}});
-  LogFinalPsStatus(runtime->options().config.task.index, store, ps_metrics);
+                {{"pushes", (*ps)->num_pushes()}, {"pulls", (*ps)->num_pulls()}});
+  (*ps)->LogFinalStatus(runtime->options().config.task.index);
   runtime->metrics()->Linger();
   return exit_code;
 }

@@ -20,7 +20,7 @@
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
 #include "ps_server/variable_store.h"
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 
 namespace pstrain {
 namespace {

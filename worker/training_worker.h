@@ -20,7 +20,7 @@
 #include "common/model/model.h"
 #include "proto/worker.pb.h"
 #include "ps_server/ps_client.h"
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 #include "worker/worker_functions.h"
 
 namespace pstrain {

@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "common/metrics/metrics_registry.h"
+#include "ps_server/client/ps_trainer_metrics.h"
 
 namespace pstrain {
 
@@ -19,19 +20,24 @@ namespace pstrain {
 //   retries_total                          steps whose exchange failed and that pull
 //                                          every value afresh before the next step
 //   backend_info{backend}                  1, naming where it computes ("cpu", "cuda:0")
-// Every update is an atomic add (no lock). Thread-safe.
-class WorkerMetrics {
+// The step, pull and retry series are what the worker's PsTrainer records
+// (ps_server/client/ps_trainer_metrics.h). Every update is an atomic add (no lock).
+// Thread-safe.
+class WorkerMetrics final : public PsTrainerMetrics {
  public:
   WorkerMetrics(MetricsRegistry* registry, const std::string& backend);
 
-  void RecordStep(int64_t samples, absl::Duration compute, absl::Duration push_pull) {
+  void RecordStep(int64_t samples, absl::Duration compute,
+                  absl::Duration push_pull) override {
     steps_.Increment();
     samples_.Increment(static_cast<double>(samples));
     compute_.Observe(absl::ToDoubleSeconds(compute));
     push_pull_.Observe(absl::ToDoubleSeconds(push_pull));
   }
-  void RecordPull(absl::Duration pull) { pull_.Observe(absl::ToDoubleSeconds(pull)); }
-  void RecordRetry() { retries_.Increment(); }
+  void RecordPull(absl::Duration pull) override {
+    pull_.Observe(absl::ToDoubleSeconds(pull));
+  }
+  void RecordRetry() override { retries_.Increment(); }
 
  private:
   prometheus::Counter& steps_;

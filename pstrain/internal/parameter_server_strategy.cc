@@ -20,7 +20,7 @@
 #include "pstrain/internal/tf_config.h"
 #include "pstrain/internal/worker_task.h"
 #include "pstrain/preemption.h"
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 #include "distribute/replicated_model.h"
 
 namespace pstrain::distribute::internal {

@@ -6,7 +6,7 @@
 // variables on the ps tasks, schedules functions and evaluates (the dense variables
 // pulled, an Embedding table by each batch's rows: ps_server/client/sharded_evaluator.h);
 // each worker runs them, one replica each, computing gradients with the weights it pulled
-// (worker/ps_trainer.h; an Embedding table by the batch's rows) and pushing them to the
+// (ps_server/client/ps_trainer.h; an Embedding table by the batch's rows) and pushing them to the
 // ps, whose optimizer applies them asynchronously; a ps serves.
 //
 // Thread-safety: as Strategy.

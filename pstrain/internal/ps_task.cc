@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "ps_server/rpc/ps_service.h"
 
 namespace pstrain::distribute::internal {
 
@@ -12,19 +11,18 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Start(
     std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<PsTask> task(new PsTask(std::move(config)));
   task->server_ = std::make_unique<TaskServer>(options, task->config_);
-  PsServiceOptions service_options;
-  service_options.num_workers = task->num_workers();
-  auto service = std::make_unique<PsServiceImpl>(
-      &task->store_, task->server_->shutdown_callback(), service_options);
-  service->set_metrics(&task->metrics_);
-  task->service_ = std::move(service);
-  PS_RETURN_IF_ERROR(task->server_->Start({task->service_.get()}, std::move(credentials)));
+  PsInstance::Options ps_options;
+  ps_options.on_shutdown = task->server_->shutdown_callback();
+  ps_options.registry = &task->metrics_registry_;
+  ps_options.num_workers = task->num_workers();
+  PS_ASSIGN_OR_RETURN(task->ps_, PsInstance::Create(std::move(ps_options)));
+  PS_RETURN_IF_ERROR(task->server_->Start({task->ps_->service()}, std::move(credentials)));
   return task;
 }
 
 absl::Status PsTask::Serve() {
   absl::Status served = server_->WaitForChief();
-  LogFinalPsStatus(config_.task.index, store_, metrics_);
+  ps_->LogFinalStatus(config_.task.index);
   return served;
 }
 

@@ -1,4 +1,4 @@
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 
 #include <algorithm>
 #include <utility>

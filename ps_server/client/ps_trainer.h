@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_PS_TRAINER_H_
-#define PSTRAIN_WORKER_PS_TRAINER_H_
+#ifndef PSTRAIN_PS_SERVER_CLIENT_PS_TRAINER_H_
+#define PSTRAIN_PS_SERVER_CLIENT_PS_TRAINER_H_
 
 #include <cstdint>
 #include <memory>
@@ -14,16 +14,18 @@
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
+#include "ps_server/client/ps_trainer_metrics.h"
 #include "ps_server/client/sparse_embedding.h"
-#include "worker/worker_metrics.h"
 
 namespace pstrain {
 
-// One worker's side of parameter-server training: computes gradients on a batch with the
-// weights it last pulled, and pushes them to the ps tasks that own each variable, getting
-// the updated weights back in the same round trip (PushPull), one RPC per ps, all in
-// flight at once. Asynchronous: other workers push in between, as in TensorFlow's
-// ParameterServerStrategy. Not thread-safe: one trainer per worker thread.
+// One worker's side of parameter-server training, over PsClients (the worker daemon's
+// TrainingWorker and a custom loop's workers, pstrain/internal/parameter_server_strategy.cc,
+// share it): computes gradients on a batch with the weights it last pulled, and pushes them
+// to the ps tasks that own each variable, getting the updated weights back in the same
+// round trip (PushPull), one RPC per ps, all in flight at once. Asynchronous: other
+// workers push in between, as in TensorFlow's ParameterServerStrategy. Not thread-safe:
+// one trainer per worker thread.
 //
 // Partitioned variables (common/sharding/shard_layout.h): the gradient of a variable split into
 // shards is sliced by rows, each shard's slice pushed to the ps that holds the shard
@@ -105,8 +107,9 @@ class PsTrainer {
   // the whole pulls (PullAll) stay float32. Call before the first Step.
   void SetWirePrecision(WirePrecision precision) { precision_ = precision; }
 
-  // Where each step's phases are timed (not owned; null: nowhere). Call before Step.
-  void SetMetrics(WorkerMetrics* metrics) { metrics_ = metrics; }
+  // Where each step's phases are timed (not owned; null: nowhere; the worker daemon's
+  // WorkerMetrics). Call before Step.
+  void SetMetrics(PsTrainerMetrics* metrics) { metrics_ = metrics; }
 
   // The version of each shard as last pulled, in by-ps order: versions_by_ps()[p][k] is
   // that of the k-th shard ps p holds.
@@ -124,7 +127,7 @@ class PsTrainer {
   // preallocated, so each thread writes only its own tensors or rows.
   absl::Status StorePulled(size_t p, std::vector<Tensor> values, std::vector<int64_t> versions);
 
-  WorkerMetrics* metrics_ = nullptr;  // Not owned; may be null.
+  PsTrainerMetrics* metrics_ = nullptr;  // Not owned; may be null.
 
   Model* const model_;                 // Not owned.
   const std::vector<PsClient*> ps_;    // Not owned.
@@ -161,4 +164,4 @@ class PsTrainer {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_PS_TRAINER_H_
+#endif  // PSTRAIN_PS_SERVER_CLIENT_PS_TRAINER_H_

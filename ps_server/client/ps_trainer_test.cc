@@ -1,7 +1,7 @@
 // PsTrainer against real VariableStores through in-process clients: no network, but the
 // real store, optimizer and model.
 
-#include "worker/ps_trainer.h"
+#include "ps_server/client/ps_trainer.h"
 
 #include <atomic>
 #include <thread>
@@ -14,6 +14,7 @@
 #include "common/sharding/test_placement.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "ps_server/client/ps_trainer_metrics.h"
 #include "ps_server/local_ps_client.h"
 #include "ps_server/variable_store.h"
 
@@ -192,6 +193,66 @@ TEST_F(PsTrainerTest, PushesToEveryPsAreInFlightAtOnce) {
   }
   absl::MutexLock lock(&barrier.mu);
   EXPECT_EQ(barrier.rounds, 3);
+}
+
+// Counts what a trainer records (the worker daemon's WorkerMetrics records the same calls).
+struct CountingMetrics : PsTrainerMetrics {
+  void RecordStep(int64_t step_samples, absl::Duration compute,
+                  absl::Duration push_pull) override {
+    ++steps;
+    samples += step_samples;
+    EXPECT_GE(compute, absl::ZeroDuration());
+    EXPECT_GE(push_pull, absl::ZeroDuration());
+  }
+  void RecordPull(absl::Duration pull) override {
+    ++pulls;
+    EXPECT_GE(pull, absl::ZeroDuration());
+  }
+  void RecordRetry() override { ++retries; }
+  int steps = 0;
+  int64_t samples = 0;
+  int pulls = 0;
+  int retries = 0;
+};
+
+// Forwards every call, but PushPull fails (UNAVAILABLE) while `fail` is set.
+class FailingPushPsClient : public BarrierPsClient {
+ public:
+  FailingPushPsClient(PsClient* inner, PushBarrier* barrier) : BarrierPsClient(inner, barrier) {}
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               const PushContext& context,
+                                               std::vector<int64_t>* versions) override {
+    if (fail) return absl::UnavailableError(absl::StrCat(name(), ": down"));
+    return BarrierPsClient::PushPull(gradients, context, versions);
+  }
+  bool fail = false;
+};
+
+// The metrics interface gets every phase: one full pull before the first step, each step
+// pushed with its samples, a failed exchange as a retry, and the full pull after it.
+TEST_F(PsTrainerTest, RecordsStepsPullsAndRetriesWhereItIsTold) {
+  PushBarrier alone(1);  // one caller per round: never waits
+  FailingPushPsClient ps0(clients_[0].get(), &alone);
+  auto trainer = PsTrainer::Create(model_.get(), {&ps0, clients_[1].get()}, placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  CountingMetrics metrics;
+  (*trainer)->SetMetrics(&metrics);
+  Tensor x, y;
+  MakeBatch(16, 3, &x, &y);
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  EXPECT_EQ(metrics.steps, 3);
+  EXPECT_EQ(metrics.samples, 48);
+  EXPECT_EQ(metrics.pulls, 1);
+  EXPECT_EQ(metrics.retries, 0);
+
+  ps0.fail = true;
+  EXPECT_EQ((*trainer)->Step(x, y).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(metrics.steps, 3);
+  EXPECT_EQ(metrics.retries, 1);
+  ps0.fail = false;
+  ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  EXPECT_EQ(metrics.steps, 4);
+  EXPECT_EQ(metrics.pulls, 2);  // everything pulled afresh after the failed exchange
 }
 
 TEST_F(PsTrainerTest, PlacementThatDoesNotFitTheModelIsRejected) {
