@@ -94,7 +94,7 @@ struct ChiefJob {
 absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOptions& daemon,
                                    ChiefJob* chief) {
   absl::StatusOr<ConsistencyConfig> consistency =
-      ResolveConsistency(chief->job.consistency, daemon.config.cluster.num_tasks("worker"));
+      ResolveConsistency(chief->job.consistency, daemon.config.cluster.num_tasks(Role::kWorker));
   if (!consistency.ok()) return InJobSpec(options, consistency.status());
   // A push that waits at the ps (bounded staleness, sync) must give up before its RPC's
   // deadline, or the worker takes the wait for a dead ps. Tasks share --rpc_timeout.
@@ -213,7 +213,7 @@ absl::StatusOr<ChiefJob> PrepareJob(const ChiefOptions& options, const DaemonOpt
   PS_RETURN_IF_ERROR(BuildModelAndValidation(options, &chief));
   PS_ASSIGN_OR_RETURN(chief.restore, OpenCheckpointToRestore(options));
   const ClusterSpec& cluster = daemon.config.cluster;
-  if (cluster.num_tasks("ps") == 0 || cluster.num_tasks("worker") == 0) {
+  if (cluster.num_tasks(Role::kPs) == 0 || cluster.num_tasks(Role::kWorker) == 0) {
     return absl::InvalidArgumentError(
         "parameter-server training needs at least one ps and one worker task");
   }
@@ -231,13 +231,13 @@ struct TaskClients {
 TaskClients ConnectToTasks(const ChiefOptions& options, const DaemonOptions& daemon) {
   const ClusterSpec& cluster = daemon.config.cluster;
   TaskClients clients;
-  for (int i = 0; i < cluster.num_tasks("ps"); ++i) {
-    clients.owned_ps.push_back(CreateGrpcPsClient(i, cluster.tasks("ps")[i], daemon.rpc_timeout));
+  for (int i = 0; i < cluster.num_tasks(Role::kPs); ++i) {
+    clients.owned_ps.push_back(CreateGrpcPsClient(i, cluster.tasks(Role::kPs)[i], daemon.rpc_timeout));
     clients.ps.push_back(clients.owned_ps.back().get());
   }
-  for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
+  for (int i = 0; i < cluster.num_tasks(Role::kWorker); ++i) {
     clients.owned_workers.push_back(CreateGrpcWorkerClient(
-        i, cluster.tasks("worker")[i], daemon.rpc_timeout, options.run_steps_timeout));
+        i, cluster.tasks(Role::kWorker)[i], daemon.rpc_timeout, options.run_steps_timeout));
     clients.workers.push_back(clients.owned_workers.back().get());
   }
   return clients;
@@ -248,7 +248,7 @@ Coordinator::Options CoordinatorOptionsFor(const ChiefOptions& options,
   Coordinator::Options o;
   o.register_timeout = daemon.register_timeout;
   o.steps_per_call = options.steps_per_call;
-  o.ps_addresses = daemon.config.cluster.tasks("ps");
+  o.ps_addresses = daemon.config.cluster.tasks(Role::kPs);
   o.placement_policy = chief.job.placement;
   o.consistency = chief.consistency;
   o.checkpoint = options.checkpoint;
@@ -429,7 +429,7 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
   // Metrics, dashboard, TensorBoard files and the progress bar; before the gRPC server,
   // so a metrics port or --logdir that cannot be used fails the chief at once.
   absl::StatusOr<std::unique_ptr<ChiefMonitoring>> monitoring = ChiefMonitoring::Start(
-      runtime->metrics(), chief->job, cluster.num_tasks("worker"), &membership,
+      runtime->metrics(), chief->job, cluster.num_tasks(Role::kWorker), &membership,
       [handle](ChiefStatusResponse* response) { handle->Describe(response); });
   if (!monitoring.ok()) {
     LogError(monitoring.status().message());
@@ -439,8 +439,8 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
     LogError(served.message());
     return ExitCodeFor(served);
   }
-  LogInfo(absl::StrCat("waiting for ", cluster.num_tasks("ps"), " ps and ",
-                       cluster.num_tasks("worker"), " worker tasks"));
+  LogInfo(absl::StrCat("waiting for ", cluster.num_tasks(Role::kPs), " ps and ",
+                       cluster.num_tasks(Role::kWorker), " worker tasks"));
   runtime->SetSignalHandler(ChiefSignalHandler(handle, runtime->shutdown()));
 
   TaskClients tasks = ConnectToTasks(options, daemon);
@@ -460,7 +460,7 @@ int RunChiefTask(const ChiefOptions& options, DaemonRuntime* runtime, std::ostre
   handle->Set(&coordinator);
   // fit.batch_size is each worker's batch, as in Keras's ParameterServerStrategy.
   out << "pstrain: parameter_server strategy, "
-      << DescribePerWorkerBatch(chief->job.batch_size, cluster.num_tasks("worker")) << std::endl;
+      << DescribePerWorkerBatch(chief->job.batch_size, cluster.num_tasks(Role::kWorker)) << std::endl;
   absl::Status result = coordinator.Run();
   if (result.ok() && !options.export_keras.empty()) {
     // The ps tasks still serve: the final weights are theirs.

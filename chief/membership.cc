@@ -9,7 +9,7 @@ namespace pstrain {
 
 distribute::Membership::Options ChiefMembershipOptions(absl::Duration lost_after) {
   distribute::Membership::Options options;
-  options.jobs = {"ps", "worker"};
+  options.jobs = {Role::kPs, Role::kWorker};
   options.lost_after = lost_after;
   options.on_change = [](const std::string& task, distribute::MemberState from,
                          distribute::MemberState to) {

@@ -163,7 +163,7 @@ absl::StatusOr<TaskId> ValidateTask(const ClusterSpec& cluster, absl::string_vie
   if (task.index < 0) {
     return Invalid(prefix, absl::StrCat("task index ", task.index, " is negative"));
   }
-  if (!cluster.has_job(job)) {
+  if (!cluster.has_job(task.type)) {
     // TF runs the evaluator beside the cluster: it need not be listed in it.
     if (task.type == Role::kEvaluator) {
       if (task.index != 0) {
@@ -176,7 +176,7 @@ absl::StatusOr<TaskId> ValidateTask(const ClusterSpec& cluster, absl::string_vie
                                         " is not a job of the cluster (jobs: ",
                                         absl::StrJoin(cluster.jobs(), ", "), ")"));
   }
-  const int n = cluster.num_tasks(job);
+  const int n = cluster.num_tasks(task.type);
   if (task.index >= n) {
     return Invalid(prefix, absl::StrCat("task index ", task.index, " out of range for job ",
                                         Quote(job), " (", n, n == 1 ? " task)" : " tasks)"));
@@ -332,19 +332,19 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(const JobList& jobs) {
   return spec;
 }
 
-const std::vector<std::string>& ClusterSpec::tasks(absl::string_view job) const {
+const std::vector<std::string>& ClusterSpec::TasksOfJob(absl::string_view job) const {
   static const auto* const kNone = new std::vector<std::string>();
   auto it = jobs_.find(NormaliseJob(job));
   return it == jobs_.end() ? *kNone : it->second;
 }
 
-int ClusterSpec::num_tasks(absl::string_view job) const {
-  return static_cast<int>(tasks(job).size());
+const std::vector<std::string>& ClusterSpec::tasks(Role role) const {
+  return TasksOfJob(RoleName(role));
 }
 
-bool ClusterSpec::has_job(absl::string_view job) const {
-  return jobs_.count(NormaliseJob(job)) > 0;
-}
+int ClusterSpec::num_tasks(Role role) const { return static_cast<int>(tasks(role).size()); }
+
+bool ClusterSpec::has_job(Role role) const { return !tasks(role).empty(); }
 
 std::vector<std::string> ClusterSpec::jobs() const {
   std::vector<std::string> names;
@@ -370,8 +370,8 @@ absl::StatusOr<std::string> ClusterSpec::address(const TaskId& task) const {
     return absl::InvalidArgumentError(
         absl::StrCat("task ", TaskIdToString(task), " has a negative index"));
   }
-  const std::vector<std::string>& addresses = tasks(job);
-  if (!has_job(job)) {
+  const std::vector<std::string>& addresses = tasks(task.type);
+  if (addresses.empty()) {
     return absl::NotFoundError(absl::StrCat("task ", TaskIdToString(task), ": no job ",
                                             Quote(job), " in the cluster"));
   }

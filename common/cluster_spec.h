@@ -80,10 +80,11 @@ class ClusterSpec {
   static absl::StatusOr<ClusterSpec> Create(
       const std::vector<std::pair<std::string, std::vector<std::string>>>& jobs);
 
-  // Addresses of `job` in index order; empty when the job is absent or unknown.
-  const std::vector<std::string>& tasks(absl::string_view job) const;
-  int num_tasks(absl::string_view job) const;
-  bool has_job(absl::string_view job) const;
+  // Addresses of the tasks of `role`'s job in index order; empty when the cluster has
+  // none (kAdmin: never a job). Typed, so that a misspelt job name cannot compile.
+  const std::vector<std::string>& tasks(Role role) const;
+  int num_tasks(Role role) const;
+  bool has_job(Role role) const;
   // Job names present, in KnownJobs() order ("chief" for a master).
   std::vector<std::string> jobs() const;
   // Total number of tasks over all jobs.
@@ -100,6 +101,8 @@ class ClusterSpec {
   std::string ToJson() const;
 
  private:
+  // By job name ("master" for the chief too), as TF_CONFIG spells them.
+  const std::vector<std::string>& TasksOfJob(absl::string_view job) const;
   // Normalised job name ("master" -> "chief") -> addresses.
   std::map<std::string, std::vector<std::string>> jobs_;
   bool chief_named_master_ = false;

@@ -45,15 +45,15 @@ TEST(ParseTfConfigTest, TensorFlowExample) {
   EXPECT_EQ(config->environment, "cloud");
   EXPECT_EQ(config->rpc_layer, "grpc");
   const ClusterSpec& cluster = config->cluster;
-  EXPECT_THAT(cluster.tasks("chief"), ElementsAre("h:1"));
-  EXPECT_THAT(cluster.tasks("worker"), ElementsAre("h:2", "h:3"));
-  EXPECT_THAT(cluster.tasks("ps"), ElementsAre("h:4"));
-  EXPECT_TRUE(cluster.tasks("evaluator").empty());
-  EXPECT_TRUE(cluster.tasks("nonsense").empty());
-  EXPECT_EQ(cluster.num_tasks("worker"), 2);
+  EXPECT_THAT(cluster.tasks(Role::kChief), ElementsAre("h:1"));
+  EXPECT_THAT(cluster.tasks(Role::kWorker), ElementsAre("h:2", "h:3"));
+  EXPECT_THAT(cluster.tasks(Role::kPs), ElementsAre("h:4"));
+  EXPECT_TRUE(cluster.tasks(Role::kEvaluator).empty());
+  EXPECT_TRUE(cluster.tasks(Role::kAdmin).empty());
+  EXPECT_EQ(cluster.num_tasks(Role::kWorker), 2);
   EXPECT_EQ(cluster.total_tasks(), 4);
-  EXPECT_TRUE(cluster.has_job("ps"));
-  EXPECT_FALSE(cluster.has_job("evaluator"));
+  EXPECT_TRUE(cluster.has_job(Role::kPs));
+  EXPECT_FALSE(cluster.has_job(Role::kEvaluator));
   EXPECT_THAT(cluster.jobs(), ElementsAre("chief", "worker", "ps"));
   EXPECT_FALSE(cluster.chief_named_master());
 }
@@ -200,9 +200,8 @@ TEST(ParseTfConfigTest, MasterIsTheChief) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->task, (TaskId{Role::kChief, 0}));
   EXPECT_TRUE(config->cluster.chief_named_master());
-  EXPECT_TRUE(config->cluster.has_job("chief"));
-  EXPECT_TRUE(config->cluster.has_job("master"));
-  EXPECT_THAT(config->cluster.tasks("chief"), ElementsAre("h:1"));
+  EXPECT_TRUE(config->cluster.has_job(Role::kChief));
+  EXPECT_THAT(config->cluster.tasks(Role::kChief), ElementsAre("h:1"));
   EXPECT_EQ(*config->cluster.address({Role::kChief, 0}), "h:1");
   EXPECT_EQ(config->cluster.ToJson(), R"({"master":["h:1"],"worker":["h:2"]})");
 
@@ -217,7 +216,7 @@ TEST(ParseTfConfigTest, SparseDictForm) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(
       WithTask(R"({"worker":{"1":"h:3","0":"h:2"},"ps":["h:4"]})", R"({"type":"ps"})"));
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_THAT(config->cluster.tasks("worker"), ElementsAre("h:2", "h:3"));
+  EXPECT_THAT(config->cluster.tasks(Role::kWorker), ElementsAre("h:2", "h:3"));
 
   const std::string task = R"({"type":"worker","index":0})";
   EXPECT_THAT(ParseError(WithTask(R"({"worker":{"0":"h:2","2":"h:3"}})", task)),
@@ -246,7 +245,7 @@ TEST(ParseTfConfigTest, EvaluatorAlone) {
       WithTask(R"({"chief":["h:1"],"worker":["h:2"]})", R"({"type":"evaluator","index":0})"));
   ASSERT_TRUE(beside.ok()) << beside.status();
   EXPECT_EQ(beside->task, (TaskId{Role::kEvaluator, 0}));
-  EXPECT_FALSE(beside->cluster.has_job("evaluator"));
+  EXPECT_FALSE(beside->cluster.has_job(Role::kEvaluator));
   // A cluster of only an evaluator.
   absl::StatusOr<TfConfig> only =
       ParseTfConfig(WithTask(R"({"evaluator":["h:9"]})", R"({"type":"evaluator"})"));
@@ -370,7 +369,7 @@ TEST(TfConfigFromFlagsTest, Bad) {
 TEST(ClusterSpecTest, CreateValidates) {
   absl::StatusOr<ClusterSpec> spec = ClusterSpec::Create({{"ps", {"a:1", "b:1"}}});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->num_tasks("ps"), 2);
+  EXPECT_EQ(spec->num_tasks(Role::kPs), 2);
   absl::StatusOr<ClusterSpec> bad = ClusterSpec::Create({{"ps", {"a"}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), StartsWith("cluster spec: "));

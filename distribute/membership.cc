@@ -21,11 +21,11 @@ absl::string_view MemberStateName(MemberState state) {
 
 Membership::Membership(const ClusterSpec& cluster, Options options)
     : options_(std::move(options)) {
-  for (const std::string& type : options_.jobs) {
-    const std::vector<std::string>& addresses = cluster.tasks(type);
+  for (const Role role : options_.jobs) {
+    const std::vector<std::string>& addresses = cluster.tasks(role);
     for (size_t i = 0; i < addresses.size(); ++i) {
       Member m;
-      m.type = type;
+      m.type = std::string(RoleName(role));
       m.index = static_cast<int>(i);
       m.address = addresses[i];
       members_.push_back(std::move(m));

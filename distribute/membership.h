@@ -67,8 +67,8 @@ struct MemberStatus {
 class Membership {
  public:
   struct Options {
-    // The job names of the cluster spec whose tasks are members, in Snapshot's order.
-    std::vector<std::string> jobs = {"ps", "worker"};
+    // The jobs of the cluster spec whose tasks are members, in Snapshot's order.
+    std::vector<Role> jobs = {Role::kPs, Role::kWorker};
     // A registered task not heard from for longer is lost. Infinite (a custom loop, whose
     // polls are not periodic): only ReportLost loses a task.
     absl::Duration lost_after = absl::InfiniteDuration();

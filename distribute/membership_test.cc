@@ -194,7 +194,7 @@ TEST(MembershipTest, PollsRegisterAReportedLossLosesAndTheNextAnswerBringsBack) 
   StepClock clock;
   Changes changes;
   Membership::Options options;
-  options.jobs = {"worker"};
+  options.jobs = {Role::kWorker};
   options.now = clock.Fn();
   options.on_change = changes.Fn();
   Membership membership(TwoPsTwoWorkers(), options);

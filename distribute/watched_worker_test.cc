@@ -55,7 +55,7 @@ TEST(WatchedWorkerTest, TheSchedulersPollsAndLossesFeedMembership) {
   const ClusterSpec cluster =
       *ClusterSpec::Create({{"chief", {"h:1"}}, {"ps", {"h:2"}}, {"worker", {"h:3", "h:4"}}});
   Membership::Options mo;
-  mo.jobs = {"worker"};
+  mo.jobs = {Role::kWorker};
   Membership membership(cluster, mo);
   FakeWorker w0(0), w1(1);
   w0.ready = false;  // worker 1 takes the first closure

@@ -61,7 +61,7 @@ int RunPsTask(DaemonRuntime* runtime) {
     shutdown->Request(kExitOk, absl::StrCat("Shutdown RPC: ", reason));
   };
   options.registry = runtime->metrics()->registry();
-  options.num_workers = runtime->options().config.cluster.num_tasks("worker");
+  options.num_workers = runtime->options().config.cluster.num_tasks(Role::kWorker);
   options.request_memory_bytes = *request_memory;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_shard_delay = absl::GetFlag(FLAGS_testing_checkpoint_shard_delay);

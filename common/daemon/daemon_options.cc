@@ -88,10 +88,10 @@ absl::StatusOr<std::string> ListenAddressFor(absl::string_view address) {
 }
 
 absl::StatusOr<std::string> ChiefAddress(const ClusterSpec& cluster) {
-  if (cluster.num_tasks("chief") == 0) {
+  if (cluster.num_tasks(Role::kChief) == 0) {
     return absl::NotFoundError("the cluster spec has no chief task");
   }
-  return cluster.tasks("chief")[0];
+  return cluster.tasks(Role::kChief)[0];
 }
 
 absl::StatusOr<int> HealthPortFromEnvironment() {

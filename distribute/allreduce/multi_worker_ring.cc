@@ -14,7 +14,7 @@ namespace {
 std::vector<TaskId> RingTasks(const TfConfig& config) {
   std::vector<TaskId> tasks;
   for (Role role : {Role::kChief, Role::kWorker}) {
-    for (int i = 0; i < config.cluster.num_tasks(RoleName(role)); ++i) tasks.push_back({role, i});
+    for (int i = 0; i < config.cluster.num_tasks(role); ++i) tasks.push_back({role, i});
   }
   return tasks;
 }
@@ -26,7 +26,7 @@ absl::StatusOr<GrpcRingOptions> RingFromTfConfig(const TfConfig& config) {
   int rank = -1;
   for (const TaskId& task : RingTasks(config)) {
     if (config.task == task) rank = static_cast<int>(ring.addresses.size());
-    ring.addresses.push_back(config.cluster.tasks(RoleName(task.type))[task.index]);
+    ring.addresses.push_back(config.cluster.tasks(task.type)[task.index]);
     ring.names.push_back(absl::StrCat(RoleName(task.type), " ", task.index));
   }
   if (rank < 0) {

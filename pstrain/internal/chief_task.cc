@@ -18,7 +18,7 @@ namespace {
 // the scheduler loses it (no deadline); the scheduler logs the loss, this the return.
 Membership::Options CustomLoopMembershipOptions() {
   Membership::Options options;
-  options.jobs = {std::string(RoleName(Role::kPs)), std::string(RoleName(Role::kWorker))};
+  options.jobs = {Role::kPs, Role::kWorker};
   options.on_change = [](const std::string& task, MemberState from, MemberState to) {
     if (from == MemberState::kLost && to == MemberState::kAlive) {
       LogInfo(absl::StrCat(task, " answers again"));
@@ -38,11 +38,11 @@ absl::StatusOr<std::unique_ptr<ChiefTask>> ChiefTask::Start(
     const StrategyOptions& options, TfConfig config,
     std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<ChiefTask> task(new ChiefTask(options, std::move(config)));
-  const std::vector<std::string>& ps = task->config_.cluster.tasks(RoleName(Role::kPs));
+  const std::vector<std::string>& ps = task->config_.cluster.tasks(Role::kPs);
   for (size_t i = 0; i < ps.size(); ++i) {
     task->ps_.push_back(CreateGrpcPsClient(static_cast<int>(i), ps[i], options.rpc_timeout));
   }
-  const std::vector<std::string>& workers = task->config_.cluster.tasks(RoleName(Role::kWorker));
+  const std::vector<std::string>& workers = task->config_.cluster.tasks(Role::kWorker);
   for (size_t i = 0; i < workers.size(); ++i) {
     task->workers_.push_back(CreateGrpcFunctionWorkerClient(
         absl::StrCat("worker task ", i), workers[i], options.function_timeout,

@@ -25,8 +25,8 @@ class RoleTask {
   // The cluster and this task, from TF_CONFIG; task.type is the role of this class.
   virtual const TfConfig& config() const = 0;
   Role role() const { return config().task.type; }
-  int num_ps() const { return config().cluster.num_tasks(RoleName(Role::kPs)); }
-  int num_workers() const { return config().cluster.num_tasks(RoleName(Role::kWorker)); }
+  int num_ps() const { return config().cluster.num_tasks(Role::kPs); }
+  int num_workers() const { return config().cluster.num_tasks(Role::kWorker); }
 
   // The functions and per-worker iterators this program registered (ClusterCoordinator):
   // every task registers the same ones in the same order, so the chief names them by

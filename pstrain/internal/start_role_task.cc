@@ -15,7 +15,7 @@ namespace pstrain::distribute::internal {
 absl::StatusOr<std::unique_ptr<RoleTask>> StartRoleTask(const StrategyOptions& options,
                                                         TfConfig config) {
   for (Role role : {Role::kChief, Role::kPs, Role::kWorker}) {
-    if (config.cluster.num_tasks(RoleName(role)) == 0) {
+    if (config.cluster.num_tasks(role) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "TF_CONFIG: parameter_server needs a chief, at least one ps and one worker; the "
           "cluster has no ", RoleName(role)));

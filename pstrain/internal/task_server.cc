@@ -49,13 +49,13 @@ absl::Status TaskServer::Start(std::vector<grpc::Service*> services,
 }
 
 std::string TaskServer::ChiefName() const {
-  return absl::StrCat("the chief (", config_.cluster.tasks(RoleName(Role::kChief))[0], ")");
+  return absl::StrCat("the chief (", config_.cluster.tasks(Role::kChief)[0], ")");
 }
 
 absl::Status TaskServer::CheckChief() {
   if (chief_health_ == nullptr) {
     chief_health_ = grpc::health::v1::Health::NewStub(
-        CreateChannel(config_.cluster.tasks(RoleName(Role::kChief))[0]));
+        CreateChannel(config_.cluster.tasks(Role::kChief)[0]));
   }
   grpc::ClientContext context;
   SetTimeout(&context, kChiefCheckInterval);

@@ -13,7 +13,7 @@ absl::StatusOr<std::unique_ptr<WorkerTask>> WorkerTask::Start(
     const StrategyOptions& options, TfConfig config,
     std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<WorkerTask> task(new WorkerTask(std::move(config)));
-  const std::vector<std::string>& ps = task->config_.cluster.tasks(RoleName(Role::kPs));
+  const std::vector<std::string>& ps = task->config_.cluster.tasks(Role::kPs);
   for (size_t i = 0; i < ps.size(); ++i) {
     task->ps_.push_back(CreateGrpcPsClient(static_cast<int>(i), ps[i], options.rpc_timeout));
   }

@@ -353,15 +353,15 @@ int RunCommand(const std::string& command, std::string* output) {
 // gives each task's address.
 template <typename AddressOf>
 void ExpectCluster(const ClusterSpec& cluster, AddressOf address_of) {
-  EXPECT_EQ(cluster.num_tasks("chief"), 1);
-  EXPECT_EQ(cluster.num_tasks("ps"), 2);
-  EXPECT_EQ(cluster.num_tasks("worker"), 2);
+  EXPECT_EQ(cluster.num_tasks(Role::kChief), 1);
+  EXPECT_EQ(cluster.num_tasks(Role::kPs), 2);
+  EXPECT_EQ(cluster.num_tasks(Role::kWorker), 2);
   EXPECT_EQ(cluster.total_tasks(), 5);
   for (const std::string& job : cluster.jobs()) {
-    for (int i = 0; i < cluster.num_tasks(job); ++i) {
-      absl::StatusOr<Role> role = RoleFromTaskType(job);
-      ASSERT_TRUE(role.ok()) << role.status();
-      EXPECT_EQ(cluster.tasks(job)[i], address_of(TaskId{*role, i})) << job << ":" << i;
+    absl::StatusOr<Role> role = RoleFromTaskType(job);
+    ASSERT_TRUE(role.ok()) << role.status();
+    for (int i = 0; i < cluster.num_tasks(*role); ++i) {
+      EXPECT_EQ(cluster.tasks(*role)[i], address_of(TaskId{*role, i})) << job << ":" << i;
     }
   }
 }

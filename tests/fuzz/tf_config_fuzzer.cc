@@ -16,7 +16,7 @@ void CheckRoundTrip(const pstrain::TfConfig& config) {
     // A job the parser kept names a role (an unknown task type is refused).
     absl::StatusOr<pstrain::Role> role = pstrain::RoleFromTaskType(job);
     if (!role.ok()) std::abort();
-    for (int i = 0; i < config.cluster.num_tasks(job); ++i) {
+    for (int i = 0; i < config.cluster.num_tasks(*role); ++i) {
       if (!config.cluster.address({*role, i}).ok()) std::abort();
     }
   }
