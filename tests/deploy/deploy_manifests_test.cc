@@ -2,7 +2,8 @@
 // without a container engine or a cluster: every TF_CONFIG they hand a task parses with
 // pstrain's own ParseTfConfig, all tasks of one deployment list the same cluster, each task's
 // type and index match the name it is reachable by, and the commands name binaries the image
-// has. Where docker-compose or kubectl is installed, it also validates with them; where
+// has. Each deployment also has TF_CONFIG's evaluator (the chief binary, TF's side-car
+// evaluator), checked apart: the same cluster, its checkpoints read-only, no RPC port. Where docker-compose or kubectl is installed, it also validates with them; where
 // not, those cases are skipped with a message.
 //
 // The YAML is read by a line scan, not a YAML parser (none is guaranteed on a build host):
@@ -243,24 +244,37 @@ void ExpectFaultToleranceFlags(const std::string& task_type,
   }
 }
 
+enum class Access { kReadWrite, kReadOnly };
+
 // Expects, in one pod spec's lines, a volume named after `claim`'s PersistentVolumeClaim
-// mounted at kCheckpointDir, and fsGroup 10001 so that the non-root user can write it.
-void ExpectCheckpointVolume(const std::vector<std::string>& pod, const std::string& claim) {
+// mounted at kCheckpointDir. kReadWrite (the chief, a ps): writable, and fsGroup 10001 so
+// that the non-root user can write it. kReadOnly (the evaluator): the claim and the mount
+// read-only, and no fsGroup (nothing for the kubelet to change on a volume it only reads).
+void ExpectCheckpointVolume(const std::vector<std::string>& pod, const std::string& claim,
+                            Access access = Access::kReadWrite) {
+  const bool read_only = access == Access::kReadOnly;
   std::string volume;
   for (const auto& item : ListItems(pod, "volumes")) {
-    if (item.count("claimName") && item.at("claimName") == claim) volume = item.at("name");
+    if (item.count("claimName") && item.at("claimName") == claim) {
+      volume = item.at("name");
+      EXPECT_EQ(item.count("readOnly") && item.at("readOnly") == "true", read_only) << volume;
+    }
   }
   ASSERT_FALSE(volume.empty()) << "no volume of claim " << claim;
   bool mounted = false;
   for (const auto& item : ListItems(pod, "volumeMounts")) {
     if (item.count("name") && item.at("name") == volume) {
       EXPECT_EQ(item.at("mountPath"), kCheckpointDir);
-      EXPECT_FALSE(item.count("readOnly") && item.at("readOnly") == "true");
+      EXPECT_EQ(item.count("readOnly") && item.at("readOnly") == "true", read_only) << volume;
       mounted = true;
     }
   }
   EXPECT_TRUE(mounted) << "volume " << volume << " is not mounted";
-  EXPECT_THAT(AllValues(pod, "fsGroup"), ElementsAre("10001"));
+  if (read_only) {
+    EXPECT_THAT(AllValues(pod, "fsGroup"), testing::IsEmpty());
+  } else {
+    EXPECT_THAT(AllValues(pod, "fsGroup"), ElementsAre("10001"));
+  }
 }
 
 // Expects a PersistentVolumeClaim document named `name`, ReadWriteMany (the chief and
@@ -300,6 +314,15 @@ std::set<std::string> ImageBinaries() {
     }
   }
   return binaries;
+}
+
+// The Dockerfile from `FROM debian:bookworm-slim AS runtime` on, continuation lines joined.
+std::string RuntimeStage() {
+  const std::string dockerfile = ReadFile(kDockerfile);
+  const size_t from = dockerfile.find("FROM debian:bookworm-slim AS runtime");
+  EXPECT_NE(from, std::string::npos);
+  return absl::StrReplaceAll(dockerfile.substr(from == std::string::npos ? 0 : from),
+                             {{"\\\n", " "}});
 }
 
 // The checkout this runfile links to, found through its symlink, for files Bazel does not
@@ -372,6 +395,33 @@ void ExpectMetricsFlags(const std::vector<std::string>& command) {
   EXPECT_THAT(command, testing::Contains(testing::StartsWith("--metrics_linger=")));
 }
 
+// TF_CONFIG's evaluator: the chief binary (it runs the evaluator under task type
+// "evaluator"), watching the chief's --checkpoint_dir, with its metrics; no flag of a daemon
+// that serves RPC (it serves none).
+void ExpectEvaluatorCommand(const std::vector<std::string>& command,
+                            const std::vector<std::string>& chief_command) {
+  SCOPED_TRACE(absl::StrJoin(command, " "));
+  ASSERT_FALSE(command.empty());
+  EXPECT_EQ(command[0], "chief");
+  EXPECT_FALSE(FlagValue(command, "checkpoint_dir").empty());
+  EXPECT_EQ(FlagValue(command, "checkpoint_dir"), FlagValue(chief_command, "checkpoint_dir"));
+  ExpectMetricsFlags(command);
+  for (const char* flag : {"tls_dir", "health_port", "job", "register_timeout"}) {
+    EXPECT_EQ(FlagValue(command, flag), "") << "--" << flag;
+  }
+}
+
+// An evaluator's TF_CONFIG: the training tasks' cluster (it is not in it, TF's rule) and
+// task type evaluator, index 0.
+void ExpectEvaluatorTfConfig(const std::string& where, const std::string& tf_config,
+                             const std::string& cluster_json) {
+  const TfConfig config = MustParse(where, tf_config);
+  EXPECT_EQ(config.task.type, Role::kEvaluator) << tf_config;
+  EXPECT_EQ(config.task.index, 0);
+  EXPECT_FALSE(config.cluster.has_job(Role::kEvaluator)) << "TF's evaluator is not in the cluster";
+  EXPECT_EQ(config.cluster.ToJson(), cluster_json) << "not the training tasks' cluster";
+}
+
 // Prometheus' usual pod annotations: scrape /metrics on kMetricsPort.
 void ExpectScrapeAnnotations(const std::vector<std::string>& doc) {
   EXPECT_THAT(AllValues(doc, "prometheus.io/scrape"), ElementsAre("true"));
@@ -419,6 +469,10 @@ struct ComposeService {
   std::vector<std::string> volumes;
   std::string cpus;                  // deploy.resources.limits.cpus
   std::string openblas_threads;      // environment OPENBLAS_NUM_THREADS
+  std::vector<std::string> profiles;  // none: `up` starts it
+  bool has_auth_token = false;       // environment PSTRAIN_AUTH_TOKEN
+  bool healthcheck_disabled = false;  // healthcheck.disable: true
+  bool publishes_ports = false;      // "ports:"
 };
 
 // Services of the compose file: top-level "services:", each a key at indent 2; the shared
@@ -464,12 +518,25 @@ std::map<std::string, ComposeService> ComposeServices(const char* file = kCompos
     if (KeyValue(line, "image", &value)) target->image = value;
     if (KeyValue(line, "cpus", &value)) target->cpus = value;
     if (KeyValue(line, "OPENBLAS_NUM_THREADS", &value)) target->openblas_threads = value;
+    if (KeyValue(line, "profiles", &value)) target->profiles = FlowList(value);
+    if (KeyValue(line, "PSTRAIN_AUTH_TOKEN", &value)) target->has_auth_token = true;
+    if (KeyValue(line, "disable", &value)) target->healthcheck_disabled = value == "true";
+    if (Indent(line) == 4 && Trimmed(line) == "ports:") target->publishes_ports = true;
     if (Indent(line) == 6 && absl::StartsWith(Trimmed(line), "- ") && in_volumes) {
       target->volumes.push_back(Unquote(Trimmed(line).substr(2)));
     }
     if (Indent(line) == 4) in_volumes = Trimmed(line) == "volumes:";
   }
   return services;
+}
+
+// The services `up` starts (those of no profile): the training tasks.
+std::map<std::string, ComposeService> ComposeTasks(const char* file = kCompose) {
+  std::map<std::string, ComposeService> tasks;
+  for (const auto& [name, service] : ComposeServices(file)) {
+    if (service.profiles.empty()) tasks.emplace(name, service);
+  }
+  return tasks;
 }
 
 // The top-level "volumes:" of the compose file: name -> its lines.
@@ -497,10 +564,15 @@ std::string ComposeName(const TaskId& task) {
 }
 
 TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
-  const std::map<std::string, ComposeService> services = ComposeServices();
+  // The five tasks `up` starts (tests/deploy/container_e2e.sh expects them); the evaluator
+  // only with its profile (EvaluatorServiceRunsOnlyWithItsProfile).
+  const std::map<std::string, ComposeService> services = ComposeTasks();
   std::vector<std::string> names;
   for (const auto& [name, service] : services) names.push_back(name);
   EXPECT_THAT(names, UnorderedElementsAre("chief", "ps0", "ps1", "worker0", "worker1"));
+  std::vector<std::string> all;
+  for (const auto& [name, service] : ComposeServices()) all.push_back(name);
+  EXPECT_THAT(all, UnorderedElementsAre("chief", "ps0", "ps1", "worker0", "worker1", "evaluator"));
 
   const std::set<std::string> binaries = ImageBinaries();
   std::string cluster_json;
@@ -539,6 +611,45 @@ TEST(ComposeTest, EveryServiceIsOneTaskOfTheSameCluster) {
   }
 }
 
+// TF's side-car evaluator: the chief binary under task type evaluator, started only by
+// `--profile evaluator`, reading the chief's checkpoint volume read-only; it serves no RPC,
+// so no token, no healthcheck of a gRPC port, no published port.
+TEST(ComposeTest, EvaluatorServiceRunsOnlyWithItsProfile) {
+  const std::map<std::string, ComposeService> services = ComposeServices();
+  ASSERT_TRUE(services.count("evaluator"));
+  ASSERT_TRUE(services.count("chief"));
+  const ComposeService& evaluator = services.at("evaluator");
+  const ComposeService& chief = services.at("chief");
+  EXPECT_THAT(evaluator.profiles, ElementsAre("evaluator"));
+  ASSERT_FALSE(evaluator.tf_config.empty()) << "no TF_CONFIG";
+  ASSERT_FALSE(chief.tf_config.empty());
+  ExpectEvaluatorTfConfig("evaluator", evaluator.tf_config,
+                          MustParse("chief", chief.tf_config).cluster.ToJson());
+  ExpectEvaluatorCommand(evaluator.command, chief.command);
+  EXPECT_TRUE(ImageBinaries().count(evaluator.command.at(0)));
+  EXPECT_EQ(evaluator.image, chief.image);
+  // It ends: exit 0 after the job's final checkpoint, which on-failure does not restart.
+  EXPECT_TRUE(absl::StartsWith(evaluator.restart, "on-failure")) << evaluator.restart;
+  EXPECT_FALSE(evaluator.has_auth_token);
+  EXPECT_TRUE(evaluator.healthcheck_disabled) << "the image's HEALTHCHECK asks a gRPC port";
+  EXPECT_FALSE(evaluator.publishes_ports);
+  // The chief's checkpoint volume, read-only, and a volume of its own for TensorBoard at
+  // its --logdir, one the image creates owned by its user (as the checkpoint folder).
+  ASSERT_THAT(chief.volumes, testing::SizeIs(1));
+  const std::string logdir = FlagValue(evaluator.command, "logdir");
+  ASSERT_FALSE(logdir.empty()) << "no --logdir";
+  EXPECT_THAT(evaluator.volumes,
+              ElementsAre(absl::StrCat(chief.volumes[0], ":ro"), testing::EndsWith(":" + logdir)));
+  const std::map<std::string, std::vector<std::string>> volumes = ComposeVolumes();
+  for (const std::string& volume : evaluator.volumes) {
+    const std::string name = volume.substr(0, volume.find(':'));
+    EXPECT_TRUE(volumes.count(name)) << "no top-level volume " << name;
+  }
+  EXPECT_THAT(RuntimeStage(), HasSubstr(absl::StrCat("install -d -o 10001 -g 10001 -m 0750 ", logdir)));
+  // docker-compose.tls.yml has nothing for it: no RPC, nothing to encrypt.
+  EXPECT_FALSE(ComposeServices(kComposeTls).count("evaluator"));
+}
+
 TEST(ComposeTest, PrometheusConfigScrapesEveryService) {
   const std::string config = ReadFile(kComposePrometheus);
   ASSERT_FALSE(config.empty()) << kComposePrometheus;
@@ -554,6 +665,11 @@ TEST(ComposeTest, PrometheusConfigScrapesEveryService) {
   }
   // The port every container declares.
   EXPECT_THAT(ReadFile(kCompose), HasSubstr(absl::StrCat("expose:\n    - \"", kMetricsPort, "\"")));
+  // The evaluator, down without its profile, in a job of its own: up{job="pstrain"} still
+  // counts the training tasks alone.
+  EXPECT_EQ(Occurrences(config, "job_name: "), 2);
+  EXPECT_THAT(config, HasSubstr("job_name: pstrain-evaluator\n    static_configs:\n"
+                                "      - targets: ['evaluator:8080']\n"));
 }
 
 TEST(ComposeTest, ChiefCheckpointsToANamedVolume) {
@@ -575,7 +691,7 @@ TEST(ComposeTest, ChiefCheckpointsToANamedVolume) {
 
 TEST(ComposeTest, OpenBlasThreadsMatchEachContainersCpuLimit) {
   const std::map<std::string, ComposeService> services = ComposeServices();
-  ASSERT_EQ(services.size(), 5u);
+  ASSERT_EQ(services.size(), 6u);  // the evaluator's evaluation uses OpenBLAS too
   for (const auto& [name, service] : services) {
     int cpus = 0;
     EXPECT_TRUE(absl::SimpleAtoi(service.cpus, &cpus) && cpus >= 1)
@@ -585,7 +701,8 @@ TEST(ComposeTest, OpenBlasThreadsMatchEachContainersCpuLimit) {
 }
 
 // Authorization is on by default: every task gets the job's token, and Compose refuses to
-// start without one rather than starting daemons that exit 2.
+// start without one rather than starting daemons that exit 2. (Not the evaluator, which
+// calls no task and needs none.)
 TEST(ComposeTest, EveryServiceGetsTheJobsAuthToken) {
   EXPECT_EQ(Occurrences(ReadFile(kCompose), "PSTRAIN_AUTH_TOKEN: ${PSTRAIN_AUTH_TOKEN:?"), 5);
 }
@@ -593,7 +710,7 @@ TEST(ComposeTest, EveryServiceGetsTheJobsAuthToken) {
 // The mutual-TLS override runs the same commands with --tls_dir and --health_port added,
 // every service mounting the certificates and checking health on the plaintext port.
 TEST(ComposeTest, TheTlsOverrideAddsCertificatesToEveryTask) {
-  const std::map<std::string, ComposeService> base = ComposeServices();
+  const std::map<std::string, ComposeService> base = ComposeTasks();
   const std::map<std::string, ComposeService> tls = ComposeServices(kComposeTls);
   ASSERT_EQ(tls.size(), base.size());
   for (const auto& [name, service] : base) {
@@ -622,6 +739,15 @@ TEST(ComposeTest, DockerComposeAcceptsTheFile) {
   rc = RunCommand(
       absl::StrCat(docker_compose, " -f ", kCompose, " -f ", kComposeTls, " config -q"), &output);
   EXPECT_EQ(rc, 0) << output;
+  // It reads the evaluator's profile (docker-compose >= 1.28), and accepts it enabled.
+  output.clear();
+  rc = RunCommand(absl::StrCat(docker_compose, " -f ", kCompose, " config --profiles"), &output);
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_EQ(output, "evaluator\n");
+  output.clear();
+  rc = RunCommand(
+      absl::StrCat(docker_compose, " -f ", kCompose, " --profile evaluator config -q"), &output);
+  EXPECT_EQ(rc, 0) << output;
 }
 
 // ---- Kubernetes ------------------------------------------------------------------------
@@ -648,7 +774,7 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
   const std::vector<std::string> resources = KustomizeResources();
   EXPECT_THAT(resources,
               UnorderedElementsAre("checkpoints.yaml", "services.yaml", "chief.yaml", "ps.yaml",
-                                   "worker.yaml"));
+                                   "worker.yaml", "evaluator.yaml"));
   std::map<std::string, std::vector<std::string>> services;  // name -> its doc
   std::map<std::string, std::vector<std::string>> jobs;
   std::map<std::string, std::vector<std::string>> claims;
@@ -678,7 +804,8 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
   std::vector<std::string> job_names;
   for (const auto& [name, doc] : jobs) job_names.push_back(name);
   EXPECT_THAT(job_names, UnorderedElementsAre("pstrain-chief-0", "pstrain-ps-0", "pstrain-ps-1",
-                                              "pstrain-worker-0", "pstrain-worker-1"));
+                                              "pstrain-worker-0", "pstrain-worker-1",
+                                              "pstrain-evaluator-0"));
 
   const std::set<std::string> binaries = ImageBinaries();
   std::string cluster_json;
@@ -694,6 +821,12 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
     ExpectCluster(config.cluster, [](const TaskId& t) {
       return absl::StrCat("pstrain-", RoleName(t.type), "-", t.index, ":2222");
     });
+    // Checked apart (EvaluatorJobReadsTheCheckpointsReadOnly): it serves no RPC, so no
+    // Service, no gRPC port and no probes.
+    if (config.task.type == Role::kEvaluator) {
+      EXPECT_FALSE(services.count(name)) << "a Service for a task that serves no RPC";
+      continue;
+    }
 
     // The headless Service of the same name selects exactly this Job's pods.
     ASSERT_TRUE(services.count(name)) << "no Service " << name;
@@ -741,6 +874,51 @@ TEST(K8sTest, EveryJobIsOneTaskOfTheSameCluster) {
   }
 }
 
+// TF's side-car evaluator as a Job of its own: the chief binary under task type evaluator,
+// with the training tasks' cluster, the chief's checkpoint claim read-only, its metrics
+// port and scrape annotations, and nothing of a daemon that serves RPC.
+TEST(K8sTest, EvaluatorJobReadsTheCheckpointsReadOnly) {
+  const std::vector<std::vector<std::string>> docs = K8sDocuments("evaluator.yaml");
+  ASSERT_EQ(docs.size(), 1u);
+  const std::vector<std::string>& doc = docs[0];
+  EXPECT_EQ(Kind(doc), "Job");
+  EXPECT_EQ(NestedValue(doc, "metadata", "name"), "pstrain-evaluator-0");
+  const std::vector<std::vector<std::string>> chiefs = K8sDocuments("chief.yaml");
+  ASSERT_EQ(chiefs.size(), 1u);
+  const std::vector<std::string>& chief = chiefs[0];
+
+  const std::vector<std::string> tf_configs = EnvValues(doc, "TF_CONFIG");
+  ASSERT_EQ(tf_configs.size(), 1u);
+  ASSERT_EQ(EnvValues(chief, "TF_CONFIG").size(), 1u);
+  ExpectEvaluatorTfConfig("evaluator.yaml", tf_configs[0],
+                          MustParse("chief.yaml", EnvValues(chief, "TF_CONFIG")[0]).cluster.ToJson());
+  const std::vector<std::string> commands = AllValues(doc, "command");
+  ASSERT_EQ(commands.size(), 1u);
+  ASSERT_EQ(AllValues(chief, "command").size(), 1u);
+  ExpectEvaluatorCommand(FlowList(commands[0]), FlowList(AllValues(chief, "command")[0]));
+  EXPECT_EQ(AllValues(doc, "image"), AllValues(chief, "image"));
+
+  // It ends (exit 0 after the final checkpoint, the Job completes); a failure restarts it.
+  EXPECT_EQ(NestedValue(doc, "spec", "backoffLimit"), "4");
+  EXPECT_THAT(AllValues(doc, "restartPolicy"), ElementsAre("OnFailure"));
+  EXPECT_THAT(AllValues(doc, "app.kubernetes.io/component"), testing::Each("evaluator"));
+  EXPECT_THAT(AllValues(doc, "pstrain/task"), testing::Each("evaluator-0"));
+  // Metrics only: no gRPC port, no probes, no token.
+  EXPECT_THAT(AllValues(doc, "containerPort"), ElementsAre(kMetricsPort));
+  EXPECT_THAT(AllValues(doc, "grpc"), testing::IsEmpty());
+  EXPECT_THAT(AllValues(doc, "port"), testing::IsEmpty());
+  for (const char* probe : {"readinessProbe:", "livenessProbe:"}) {
+    for (const std::string& line : doc) EXPECT_NE(Trimmed(line), probe);
+  }
+  EXPECT_THAT(AllValues(doc, "name"), testing::Not(testing::Contains("PSTRAIN_AUTH_TOKEN")));
+  ExpectScrapeAnnotations(doc);
+  ExpectOpenBlasThreadsFromCpuLimit(doc);
+  EXPECT_THAT(AllValues(doc, "runAsUser"), ElementsAre("10001"));
+  // The chief's claim, at its folder, read-only.
+  EXPECT_THAT(AllValues(doc, "mountPath"), ElementsAre(kCheckpointDir));
+  ExpectCheckpointVolume(doc, "pstrain-checkpoints", Access::kReadOnly);
+}
+
 TEST(K8sTest, ConfigMapIsTheExampleJobSpec) {
   const std::string kustomization = ReadFile(absl::StrCat(kK8sDir, "/kustomization.yaml"));
   EXPECT_THAT(kustomization, HasSubstr("- name: pstrain-job"));
@@ -770,7 +948,7 @@ TEST(K8sTest, KubectlKustomizeRenders) {
     std::string kind;
     if (Indent(line) == 0 && KeyValue(line, "kind", &kind)) ++kinds[kind];
   }
-  EXPECT_EQ(kinds["Job"], 5);
+  EXPECT_EQ(kinds["Job"], 6);  // five tasks and the evaluator
   EXPECT_EQ(kinds["Service"], 5);
   EXPECT_EQ(kinds["ConfigMap"], 1);
   EXPECT_EQ(kinds["PersistentVolumeClaim"], 1);
@@ -800,6 +978,16 @@ TEST(K8sTest, TheTlsOverlayGivesEveryTaskItsOwnCertificate) {
     EXPECT_EQ(Occurrences(output, absl::StrCat("secretName: pstrain-tls-", task, "\n")), 1) << task;
   }
   EXPECT_EQ(Occurrences(output, "mountPath: /etc/pstrain/tls"), 5);
+  // The evaluator as deploy/k8s has it: nothing of TLS, no probes to move.
+  std::vector<std::string> evaluator;
+  for (const auto& doc : Documents(output)) {
+    if (NestedValue(doc, "metadata", "name") == "pstrain-evaluator-0") evaluator = doc;
+  }
+  ASSERT_FALSE(evaluator.empty()) << output;
+  const std::string text = absl::StrJoin(evaluator, "\n");
+  EXPECT_THAT(text, testing::Not(HasSubstr("tls")));
+  EXPECT_THAT(text, testing::Not(HasSubstr("2223")));
+  EXPECT_THAT(text, testing::Not(HasSubstr("Probe")));
 }
 
 // ---- Kubeflow TFJob --------------------------------------------------------------------
@@ -861,12 +1049,15 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
   std::map<std::string, int> counts;
   for (const auto& [type, spec] : specs) counts[type] = spec.replicas;
   EXPECT_THAT(counts, UnorderedElementsAre(testing::Pair("Chief", 1), testing::Pair("PS", 2),
-                                           testing::Pair("Worker", 2)));
+                                           testing::Pair("Worker", 2),
+                                           testing::Pair("Evaluator", 1)));
 
   // What the training operator will set: job names are the replica types in lower case,
-  // hosts <tfjob>-<type>-<index>.<namespace>.svc, the port of "tfjob-port".
+  // hosts <tfjob>-<type>-<index>.<namespace>.svc, the port of "tfjob-port"; the evaluator
+  // is left out of the cluster (TF's rule, and the operator's).
   std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
   for (const auto& [type, spec] : specs) {
+    if (type == "Evaluator") continue;
     std::vector<std::string> addresses;
     for (int i = 0; i < spec.replicas; ++i) {
       addresses.push_back(
@@ -881,6 +1072,32 @@ TEST(KubeflowTest, TfJobHasChiefTwoPsTwoWorkers) {
   for (const auto& [type, spec] : specs) {
     SCOPED_TRACE(type);
     EXPECT_THAT(AllValues(spec.lines, "restartPolicy"), ElementsAre("OnFailure"));
+    if (type == "Evaluator") {
+      // The chief binary under the operator's TF_CONFIG (task type evaluator): the claim
+      // read-only, its metrics port, and no RPC port, probe or token.
+      EXPECT_THAT(AllValues(spec.lines, "name"),
+                  ElementsAre("tensorflow", "OPENBLAS_NUM_THREADS", "metrics", "checkpoints",
+                              "checkpoints"));
+      ExpectCheckpointVolume(spec.lines, "pstrain-fashion-mnist-checkpoints", Access::kReadOnly);
+      EXPECT_THAT(AllValues(spec.lines, "containerPort"), ElementsAre(kMetricsPort));
+      EXPECT_THAT(AllValues(spec.lines, "port"), testing::IsEmpty());
+      EXPECT_THAT(AllValues(spec.lines, "grpc"), testing::IsEmpty());
+      ExpectScrapeAnnotations(spec.lines);
+      EXPECT_TRUE(EnvValues(spec.lines, "TF_CONFIG").empty()) << "the operator sets TF_CONFIG";
+      ExpectOpenBlasThreadsFromCpuLimit(spec.lines);
+      const std::vector<std::string> commands = AllValues(spec.lines, "command");
+      ASSERT_EQ(commands.size(), 1u);
+      ASSERT_TRUE(specs.count("Chief"));
+      const std::vector<std::string> chief_commands = AllValues(specs.at("Chief").lines, "command");
+      ASSERT_EQ(chief_commands.size(), 1u);
+      ExpectEvaluatorCommand(FlowList(commands[0]), FlowList(chief_commands[0]));
+      ExpectEvaluatorTfConfig(
+          type,
+          absl::StrCat("{\"cluster\":", cluster->ToJson(),
+                       ",\"task\":{\"type\":\"evaluator\",\"index\":0},\"environment\":\"cloud\"}"),
+          cluster->ToJson());
+      continue;
+    }
     // The operator sets TF_CONFIG in the container named "tensorflow" and takes the port
     // from the one named "tfjob-port".
     if (type == "Chief" || type == "PS") {
@@ -947,9 +1164,14 @@ TEST(KubeflowTest, TheTlsOverlayGivesEveryReplicaTypeItsTasksCertificates) {
   ASSERT_EQ(rc, 0) << output;
   EXPECT_EQ(Occurrences(output, "kind: TFJob"), 1);
   EXPECT_EQ(Occurrences(output, "kind: PersistentVolumeClaim"), 1);
-  // Each replica type's part of the rendered TFJob, from its key under tfReplicaSpecs.
+  // Each replica type's part of the rendered TFJob, from its key under tfReplicaSpecs (in
+  // kustomize's order, by name). The evaluator has no task of the cluster to certify: it
+  // serves and calls no RPC, and the overlay leaves it alone.
   const std::vector<std::pair<std::string, std::vector<std::string>>> types = {
-      {"Chief", {"chief-0"}}, {"PS", {"ps-0", "ps-1"}}, {"Worker", {"worker-0", "worker-1"}}};
+      {"Chief", {"chief-0"}},
+      {"Evaluator", {}},
+      {"PS", {"ps-0", "ps-1"}},
+      {"Worker", {"worker-0", "worker-1"}}};
   std::map<std::string, std::string> part;
   for (size_t i = 0; i < types.size(); ++i) {
     const size_t begin = output.find(absl::StrCat("\n    ", types[i].first, ":\n"));
@@ -963,12 +1185,13 @@ TEST(KubeflowTest, TheTlsOverlayGivesEveryReplicaTypeItsTasksCertificates) {
   for (const auto& [type, tasks] : types) {
     SCOPED_TRACE(type);
     const std::string& spec = part[type];
-    EXPECT_EQ(Occurrences(spec, "- --tls_dir=/etc/pstrain/tls\n"), 1);
-    EXPECT_EQ(Occurrences(spec, "- --health_port=2223\n"), 1);
-    EXPECT_EQ(Occurrences(spec, "port: 2223\n"), 1);  // the liveness probe
+    const int tls = tasks.empty() ? 0 : 1;  // 1 for a replica type of the cluster
+    EXPECT_EQ(Occurrences(spec, "- --tls_dir=/etc/pstrain/tls\n"), tls);
+    EXPECT_EQ(Occurrences(spec, "- --health_port=2223\n"), tls);
+    EXPECT_EQ(Occurrences(spec, "port: 2223\n"), tls);  // the liveness probe
     EXPECT_EQ(Occurrences(spec, "port: 2222\n"), 0);
-    EXPECT_EQ(Occurrences(spec, "mountPath: /etc/pstrain/tls\n"), 1);
-    EXPECT_EQ(Occurrences(spec, "path: ca.crt\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "mountPath: /etc/pstrain/tls\n"), tls);
+    EXPECT_EQ(Occurrences(spec, "path: ca.crt\n"), tls);
     EXPECT_EQ(Occurrences(spec, "name: pstrain-fashion-mnist-tls-"), static_cast<int>(tasks.size()));
     for (const auto& [other_type, other_tasks] : types) {
       for (const std::string& task : other_tasks) {
@@ -982,20 +1205,11 @@ TEST(KubeflowTest, TheTlsOverlayGivesEveryReplicaTypeItsTasksCertificates) {
       }
     }
     // The certificates are readable by the daemon's group (the image's user, 10001).
-    EXPECT_EQ(Occurrences(spec, "fsGroup: 10001\n"), 1);
+    EXPECT_EQ(Occurrences(spec, "fsGroup: 10001\n"), tls);
   }
 }
 
 // ---- Dockerfile ------------------------------------------------------------------------
-
-// The Dockerfile from `FROM debian:bookworm-slim AS runtime` on, continuation lines joined.
-std::string RuntimeStage() {
-  const std::string dockerfile = ReadFile(kDockerfile);
-  const size_t from = dockerfile.find("FROM debian:bookworm-slim AS runtime");
-  EXPECT_NE(from, std::string::npos);
-  return absl::StrReplaceAll(dockerfile.substr(from == std::string::npos ? 0 : from),
-                             {{"\\\n", " "}});
-}
 
 TEST(DockerfileTest, TwoStagesOnBookwormNonRootRuntime) {
   const std::string dockerfile = ReadFile(kDockerfile);
