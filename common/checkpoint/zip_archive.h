@@ -5,6 +5,7 @@
 // metadata.json, config.json and model.weights.h5). Members are stored uncompressed, as
 // Keras's saving library writes them (Python's zipfile default).
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,31 @@ absl::Status WriteZipArchive(const std::string& path, const std::vector<ZipMembe
 //         cannot be read (named); RESOURCE_EXHAUSTED a member over `max_member_bytes`.
 absl::StatusOr<std::vector<ZipMember>> ReadZipArchive(const std::string& path,
                                                       int64_t max_member_bytes);
+
+// What the archive's central directory says of one member: enough to tell two copies of
+// a file apart without reading either (a ps checks that the .keras file it can open is the
+// one the chief named).
+struct ZipMemberInfo {
+  int64_t size = 0;    // uncompressed bytes
+  uint32_t crc32 = 0;  // of the uncompressed bytes
+};
+
+// Errors: NOT_FOUND no such file, or no member `name`; INVALID_ARGUMENT not a zip archive.
+absl::StatusOr<ZipMemberInfo> StatZipMember(const std::string& path, const std::string& name);
+
+// Member `name` alone, without reading the others (a .keras file's config.json beside a
+// weights file of gigabytes).
+// Errors: as StatZipMember, and RESOURCE_EXHAUSTED a member over `max_bytes`;
+//         INVALID_ARGUMENT a member that cannot be read.
+absl::StatusOr<std::string> ReadZipMember(const std::string& path, const std::string& name,
+                                          int64_t max_bytes);
+
+// Copies member `name` into the file open at `fd` (from its offset), 1 MiB at a time,
+// checking that it is `expected`'s size (libzip checks its CRC as it reads to the end).
+// Errors: as StatZipMember; INVALID_ARGUMENT the member is not `expected` or cannot be
+//         read; INTERNAL writing `fd` failed.
+absl::Status ExtractZipMember(const std::string& path, const std::string& name,
+                              const ZipMemberInfo& expected, int fd);
 
 }  // namespace pstrain
 
