@@ -60,20 +60,26 @@ absl::Status Hdf5Error(const std::string& call, const std::string& path) {
   return absl::InternalError(absl::StrCat("HDF5 ", call, " failed for \"", path, "\""));
 }
 
+// Object paths as the writers take them: distinct, no empty component.
+absl::Status CheckPath(const std::string& path, std::set<std::string>* seen) {
+  if (!seen->insert(path).second) {
+    return absl::InvalidArgumentError(absl::StrCat("repeated path \"", path, "\""));
+  }
+  if (!path.empty()) {
+    for (absl::string_view part : absl::StrSplit(path, '/')) {
+      if (part.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("path \"", path, "\" has an empty component"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckObjects(absl::Span<const KerasSaveableWeights> objects) {
   std::set<std::string> seen;
   for (const KerasSaveableWeights& object : objects) {
-    if (!seen.insert(object.path).second) {
-      return absl::InvalidArgumentError(absl::StrCat("repeated path \"", object.path, "\""));
-    }
-    if (!object.path.empty()) {
-      for (absl::string_view part : absl::StrSplit(object.path, '/')) {
-        if (part.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("path \"", object.path, "\" has an empty component"));
-        }
-      }
-    }
+    PS_RETURN_IF_ERROR(CheckPath(object.path, &seen));
     for (size_t i = 0; i < object.variables.size(); ++i) {
       const Tensor* t = object.variables[i];
       int64_t elements = 1;
@@ -89,9 +95,19 @@ absl::Status CheckObjects(absl::Span<const KerasSaveableWeights> objects) {
   return absl::OkStatus();
 }
 
-absl::Status WriteDataset(hid_t group, const std::string& name, const Tensor& tensor,
-                          const std::string& path) {
-  const std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
+// How many rows of a variable of `shape` the weights files are read or written by at a
+// time: about 16 MiB of floats (at least one row).
+int64_t RowsPerBlock(const std::vector<int64_t>& shape) {
+  const int64_t row = shape.size() <= 1 ? 1 : NumElements(absl::MakeConstSpan(shape).subspan(1));
+  return std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float)) /
+                                  std::max<int64_t>(row, 1));
+}
+
+// Dataset `name` of `group`, float32 little-endian in `shape`, its values from variable
+// `index` of `rows`, a block of rows at a time (a hyperslab of the file's dataspace).
+absl::Status WriteDataset(hid_t group, const std::string& name, const std::vector<int64_t>& shape,
+                          const KerasRowsSource& rows, size_t index, const std::string& path) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
   Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
             H5Sclose);
@@ -100,24 +116,67 @@ absl::Status WriteDataset(hid_t group, const std::string& name, const Tensor& te
                          H5P_DEFAULT, H5P_DEFAULT),
               H5Dclose);
   if (!dataset.ok()) return Hdf5Error("H5Dcreate2", path);
-  if (tensor.num_elements() > 0 &&
-      H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-               tensor.data()) < 0) {
-    return Hdf5Error("H5Dwrite", path);
+  if (shape.empty()) {
+    float value = 0;
+    PS_RETURN_IF_ERROR(rows(index, 0, 1, &value));
+    if (H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+      return Hdf5Error("H5Dwrite", path);
+    }
+    return absl::OkStatus();
+  }
+  if (NumElements(shape) == 0) return absl::OkStatus();
+  const int64_t per_block = RowsPerBlock(shape);
+  const int64_t row_elements = NumElements(absl::MakeConstSpan(shape).subspan(1));
+  std::vector<float> block(static_cast<size_t>(std::min(per_block, shape[0]) * row_elements));
+  for (int64_t row = 0; row < shape[0]; row += per_block) {
+    const int64_t n = std::min(per_block, shape[0] - row);
+    PS_RETURN_IF_ERROR(rows(index, row, row + n, block.data()));
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = static_cast<hsize_t>(row);
+    count[0] = static_cast<hsize_t>(n);
+    Hid memory_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+                     H5Sclose);
+    if (!memory_space.ok() ||
+        H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr) < 0 ||
+        H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), space.get(), H5P_DEFAULT,
+                 block.data()) < 0) {
+      return Hdf5Error("H5Dwrite", path);
+    }
   }
   return absl::OkStatus();
 }
 
-// Creates "<path>/vars" (intermediate groups too) and its datasets "0", "1", ...
-absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableWeights& object) {
+// Creates "<path>/vars" (intermediate groups too) and its datasets "0", "1", ..., whose
+// values are variables *index, *index + 1, ... of `rows`.
+absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableShapes& object,
+                         const KerasRowsSource& rows, size_t* index) {
   const std::string vars = object.path.empty() ? "vars" : absl::StrCat(object.path, "/vars");
   Hid group(H5Gcreate2(file, vars.c_str(), make_parents, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!group.ok()) return Hdf5Error("H5Gcreate2", vars);
-  for (size_t i = 0; i < object.variables.size(); ++i) {
+  for (size_t i = 0; i < object.shapes.size(); ++i) {
     const std::string name = absl::StrCat(i);
-    PS_RETURN_IF_ERROR(
-        WriteDataset(group.get(), name, *object.variables[i], absl::StrCat(vars, "/", name)));
+    PS_RETURN_IF_ERROR(WriteDataset(group.get(), name, object.shapes[i], rows, (*index)++,
+                                    absl::StrCat(vars, "/", name)));
   }
+  return absl::OkStatus();
+}
+
+// The root "vars" group (always), then every object's group in order.
+absl::Status WriteWeights(hid_t file, absl::Span<const KerasSaveableShapes> objects,
+                          const KerasRowsSource& rows) {
+  Hid make_parents(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  if (!make_parents.ok() || H5Pset_create_intermediate_group(make_parents.get(), 1) < 0) {
+    return Hdf5Error("H5Pset_create_intermediate_group", "link creation");
+  }
+  size_t index = 0;
+  bool has_root = false;
+  for (const KerasSaveableShapes& object : objects) has_root |= object.path.empty();
+  if (!has_root) PS_RETURN_IF_ERROR(WriteObject(file, make_parents.get(), {"", {}}, rows, &index));
+  for (const KerasSaveableShapes& object : objects) {
+    PS_RETURN_IF_ERROR(WriteObject(file, make_parents.get(), object, rows, &index));
+  }
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) return Hdf5Error("H5Fflush", "model.weights.h5");
   return absl::OkStatus();
 }
 
@@ -125,6 +184,24 @@ absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableWeig
 
 absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWeights> objects) {
   PS_RETURN_IF_ERROR(CheckObjects(objects));
+  std::vector<KerasSaveableShapes> shapes;
+  std::vector<const Tensor*> tensors;  // in the order WriteWeights asks for them
+  for (const KerasSaveableWeights& object : objects) {
+    shapes.push_back({object.path, {}});
+    for (const Tensor* t : object.variables) {
+      shapes.back().shapes.push_back(t->shape());
+      tensors.push_back(t);
+    }
+  }
+  const KerasRowsSource copy = [&tensors](size_t index, int64_t row_begin, int64_t row_end,
+                                          float* out) {
+    const Tensor& t = *tensors[index];
+    const int64_t row = t.shape().size() <= 1
+                            ? 1
+                            : NumElements(absl::MakeConstSpan(t.shape()).subspan(1));
+    std::copy(t.data() + row_begin * row, t.data() + row_end * row, out);
+    return absl::OkStatus();
+  };
   absl::MutexLock lock(&hdf5_mu);
   // Errors come back as statuses; the library's own stack printing would only add noise.
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -134,20 +211,9 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
   if (H5Pset_fapl_core(access.get(), size_t{1} << 20, /*backing_store=*/0) < 0) {
     return Hdf5Error("H5Pset_fapl_core", "model.weights.h5");
   }
-  Hid make_parents(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  if (!make_parents.ok() || H5Pset_create_intermediate_group(make_parents.get(), 1) < 0) {
-    return Hdf5Error("H5Pset_create_intermediate_group", "link creation");
-  }
   Hid file(H5Fcreate("model.weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
   if (!file.ok()) return Hdf5Error("H5Fcreate", "model.weights.h5");
-
-  bool has_root = false;
-  for (const KerasSaveableWeights& object : objects) has_root |= object.path.empty();
-  if (!has_root) PS_RETURN_IF_ERROR(WriteObject(file.get(), make_parents.get(), {"", {}}));
-  for (const KerasSaveableWeights& object : objects) {
-    PS_RETURN_IF_ERROR(WriteObject(file.get(), make_parents.get(), object));
-  }
-  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return Hdf5Error("H5Fflush", "model.weights.h5");
+  PS_RETURN_IF_ERROR(WriteWeights(file.get(), shapes, copy));
   const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
   if (size <= 0) return Hdf5Error("H5Fget_file_image", "model.weights.h5");
   std::string image(static_cast<size_t>(size), '\0');
@@ -155,6 +221,31 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
     return Hdf5Error("H5Fget_file_image", "model.weights.h5");
   }
   return image;
+}
+
+absl::Status WriteKerasWeightsH5File(const std::string& path,
+                                     absl::Span<const KerasSaveableShapes> objects,
+                                     const KerasRowsSource& rows) {
+  std::set<std::string> seen;
+  for (const KerasSaveableShapes& object : objects) {
+    PS_RETURN_IF_ERROR(CheckPath(object.path, &seen));
+    for (const std::vector<int64_t>& shape : object.shapes) {
+      absl::StatusOr<int64_t> elements = CheckedNumElements(shape);
+      if (!elements.ok() || shape.size() > 32) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a variable of \"", object.path, "\" has shape ", ShapeToString(shape),
+            ", not a tensor shape"));
+      }
+    }
+  }
+  absl::MutexLock lock(&hdf5_mu);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) return Hdf5Error("H5Fcreate", path);
+  absl::Status written = WriteWeights(file, objects, rows);
+  // Closing writes what the library still holds: its failure is the file's.
+  if (H5Fclose(file) < 0 && written.ok()) written = Hdf5Error("H5Fclose", path);
+  return written;
 }
 
 namespace {
@@ -361,12 +452,6 @@ struct TemporaryFile {
   }
 };
 
-// How many rows the rows reader reads (and sends) at a time: about 16 MiB of floats.
-int64_t RowsPerBlock(const std::vector<int64_t>& shape) {
-  const int64_t row = shape.size() <= 1 ? 1 : NumElements(absl::MakeConstSpan(shape).subspan(1));
-  return std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float)) /
-                                  std::max<int64_t>(row, 1));
-}
 
 // Sends `request`'s rows of the open dataset, a block of rows at a time (a hyperslab of
 // the file's dataspace read into a block-sized buffer), so the child holds one block,

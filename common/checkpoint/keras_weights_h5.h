@@ -10,8 +10,8 @@
 // "layers/dense_1", "layers/dropout"), not at their names. A layer without variables still
 // has its (empty) "vars" group.
 //
-// Written with Debian's libhdf5 into memory (the core driver without a backing store), so
-// the bytes can go into the zip archive with no temporary file.
+// Written with Debian's libhdf5 into memory (the core driver without a backing store), or
+// (WriteKerasWeightsH5File) into a file by blocks of rows, for weights larger than memory.
 //
 // Reading decodes the file in a short-lived child process (fork, no exec; why in the .cc):
 // Debian's libhdf5 is not safe against corrupt files, and a crash, a hang or a memory
@@ -20,6 +20,7 @@
 // Thread-safety: every function may be called from any thread (calls into the HDF5
 // library, which is not built thread-safe, are serialized).
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@
 #include "common/tensor.h"
 
 namespace pstrain {
+
+// What WriteKerasWeightsH5File writes and ReadKerasWeightsH5 looks for: the object at `path` and its variables' shapes, in
+// order.
+struct KerasSaveableShapes {
+  std::string path;
+  std::vector<std::vector<int64_t>> shapes;
+};
 
 // One saveable object's variables at `path` ("" for the model itself, "layers/dense").
 struct KerasSaveableWeights {
@@ -44,12 +52,24 @@ struct KerasSaveableWeights {
 //         failed (its call named).
 absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWeights> objects);
 
-// What ReadKerasWeightsH5 looks for: the object at `path` and its variables' shapes, in
-// order.
-struct KerasSaveableShapes {
-  std::string path;
-  std::vector<std::vector<int64_t>> shapes;
-};
+
+// Where WriteKerasWeightsH5File gets a variable's values: rows [row_begin, row_end) of
+// variable `index` (counting every object's variables in order) into `out`, which has
+// room for exactly those rows (a rank-0 variable is row [0, 1)). It is called with the
+// HDF5 library's lock held, so it must not call the functions of this header.
+using KerasRowsSource = std::function<absl::Status(size_t index, int64_t row_begin,
+                                                   int64_t row_end, float* out)>;
+
+// The file WriteKerasWeightsH5 makes, written to `path` (created or truncated) with the
+// HDF5 file driver, dataset by dataset, a block of about 16 MiB of rows at a time
+// (hyperslab writes): the caller holds a block, never a variable, and nothing holds the
+// file (tools/export_keras of a table larger than memory).
+// Errors: INVALID_ARGUMENT a repeated path, a path with an empty component, a shape that
+//         is not a tensor shape; `rows`' own; INTERNAL the HDF5 library failed (its call
+//         named).
+absl::Status WriteKerasWeightsH5File(const std::string& path,
+                                     absl::Span<const KerasSaveableShapes> objects,
+                                     const KerasRowsSource& rows);
 
 // Reads, for every object, the datasets "0", "1", ... of "<path>/vars" from the HDF5 file
 // image `image` (as WriteKerasWeightsH5 or Keras writes it), converted to float32.

@@ -26,35 +26,27 @@ std::string ZipErrorText(int code) {
   return text;
 }
 
-// The archive built in memory: libzip writes into a buffer source kept alive past
-// zip_close, whose bytes are then read back.
-absl::StatusOr<std::string> BuildInMemory(const std::vector<ZipMember>& members) {
-  zip_error_t error;
-  zip_error_init(&error);
-  zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &error);
-  if (buffer == nullptr) {
-    const std::string text = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    return absl::InternalError(absl::StrCat("libzip: cannot make a buffer: ", text));
-  }
-  zip_source_keep(buffer);  // zip_close would free it otherwise
-  zip_t* archive = zip_open_from_source(buffer, ZIP_TRUNCATE, &error);
+// The archive written by libzip to `temp` (which zip_close writes beside it and renames
+// into place): each member from its bytes or from its source file, streamed by libzip a
+// buffer at a time, so a member of gigabytes is never held.
+absl::Status WriteWithLibzip(const std::string& temp, const std::vector<ZipMember>& members) {
+  int code = 0;
+  zip_t* archive = zip_open(temp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (archive == nullptr) {
-    const std::string text = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    zip_source_free(buffer);
-    return absl::InternalError(absl::StrCat("libzip: cannot open an archive: ", text));
+    return absl::InternalError(
+        absl::StrCat("libzip: cannot create ", temp, ": ", ZipErrorText(code)));
   }
-  zip_error_fini(&error);
   auto fail = [&](const std::string& what) {
     const std::string text = zip_strerror(archive);
     zip_discard(archive);
-    zip_source_free(buffer);
     return absl::InternalError(absl::StrCat("libzip: ", what, ": ", text));
   };
   for (const ZipMember& member : members) {
-    // libzip reads the bytes at zip_close; `members` outlives it.
-    zip_source_t* data = zip_source_buffer(archive, member.bytes.data(), member.bytes.size(), 0);
+    // libzip reads the bytes (or the file) at zip_close; `members` outlives it.
+    zip_source_t* data =
+        member.source_file.empty()
+            ? zip_source_buffer(archive, member.bytes.data(), member.bytes.size(), 0)
+            : zip_source_file(archive, member.source_file.c_str(), 0, 0);
     if (data == nullptr) return fail(absl::StrCat("cannot add ", member.name));
     const zip_int64_t index =
         zip_file_add(archive, member.name.c_str(), data, ZIP_FL_ENC_UTF_8);
@@ -66,21 +58,8 @@ absl::StatusOr<std::string> BuildInMemory(const std::vector<ZipMember>& members)
       return fail(absl::StrCat("cannot store ", member.name));
     }
   }
-  if (zip_close(archive) != 0) return fail("cannot write the archive");
-
-  std::string bytes;
-  if (zip_source_open(buffer) != 0 || zip_source_seek(buffer, 0, SEEK_END) != 0) {
-    zip_source_free(buffer);
-    return absl::InternalError("libzip: cannot read the archive back");
-  }
-  const zip_int64_t size = zip_source_tell(buffer);
-  bytes.resize(size > 0 ? static_cast<size_t>(size) : 0);
-  const bool read = zip_source_seek(buffer, 0, SEEK_SET) == 0 &&
-                    zip_source_read(buffer, bytes.data(), bytes.size()) == size;
-  zip_source_close(buffer);
-  zip_source_free(buffer);
-  if (size <= 0 || !read) return absl::InternalError("libzip: cannot read the archive back");
-  return bytes;
+  if (zip_close(archive) != 0) return fail(absl::StrCat("cannot write ", temp));
+  return absl::OkStatus();
 }
 
 // An archive open for reading, closed (discarded: nothing is written) on scope exit.
@@ -206,9 +185,9 @@ absl::Status WriteZipArchive(const std::string& path, const std::vector<ZipMembe
           absl::StrCat("zip member name \"", member.name, "\" is empty or repeated"));
     }
   }
-  PS_ASSIGN_OR_RETURN(const std::string bytes, BuildInMemory(members));
   const std::string temp = absl::StrCat(path, ".tmp-", ::getpid());
-  absl::Status written = WriteFileDurably(temp, bytes);
+  absl::Status written = WriteWithLibzip(temp, members);
+  if (written.ok()) written = FsyncPath(temp);
   if (written.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
     written = ErrnoError("cannot rename to", path);
   }

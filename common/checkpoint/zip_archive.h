@@ -18,12 +18,17 @@ namespace pstrain {
 struct ZipMember {
   std::string name;   // "config.json"
   std::string bytes;  // its contents
+  // Writing only: when set, the member's contents are this file's (`bytes` unused), read
+  // by libzip a buffer at a time (a weights file larger than memory).
+  std::string source_file;
 };
 
-// Writes `members`, in order, as a zip archive at `path`, atomically: the archive is built
-// in memory, written to a temporary file beside `path`, fsynced and renamed over it.
+// Writes `members`, in order, as a zip archive at `path`, atomically: libzip writes a
+// temporary file beside `path`, streaming each member from its bytes or its source file,
+// which is fsynced and renamed over `path`.
 // Errors: INVALID_ARGUMENT an empty or repeated member name; INTERNAL libzip or a
-//         file-system call failed (named, with the path).
+//         file-system call failed (named, with the path; a source file that cannot be
+//         read too).
 absl::Status WriteZipArchive(const std::string& path, const std::vector<ZipMember>& members);
 
 // Reads every member of the zip archive at `path`, in archive order.
