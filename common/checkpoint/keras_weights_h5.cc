@@ -452,7 +452,6 @@ struct TemporaryFile {
   }
 };
 
-
 // Sends `request`'s rows of the open dataset, a block of rows at a time (a hyperslab of
 // the file's dataspace read into a block-sized buffer), so the child holds one block,
 // never the shard. Returns false when the pipe failed; a read error is sent.
@@ -497,7 +496,7 @@ bool SendRows(int fd, hid_t dataset, const KerasRowsRequest& request) {
 }
 
 // The rows reader's side: extracts model.weights.h5 from the .keras file at `keras_path`
-// into `temp_fd` (an unlinked temporary file), opens it with the HDF5 file driver (which
+// into `temp` (TemporaryFile), opens it with the HDF5 file driver (which
 // reads from disk what it is asked for, not the whole file) and answers `requests` in
 // order. Returns false when the pipe failed.
 bool ServeRows(int fd, const std::string& keras_path, const ZipMemberInfo& member,
