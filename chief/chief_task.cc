@@ -62,7 +62,8 @@ absl::StatusOr<JobSpec> LoadJob(const ChiefOptions& options) {
   if (!file) return absl::NotFoundError(absl::StrCat("cannot read job spec ", options.job_path));
   std::stringstream text;
   text << file.rdbuf();
-  absl::StatusOr<JobSpec> job = ParseJobSpec(text.str(), DirectoryOf(options.job_path));
+  absl::StatusOr<JobSpec> job = ParseJobSpec(text.str(), DirectoryOf(options.job_path),
+                                              {/*read_initial_weights=*/false});
   if (!job.ok()) return InJobSpec(options, job.status());
   if (options.epochs_override > 0) job->epochs = options.epochs_override;
   // Flags win over the file; the job's other consistency settings (timeout_ms, ...) stay.
@@ -113,8 +114,10 @@ absl::Status ResolveJobConsistency(const ChiefOptions& options, const DaemonOpti
 // evaluates as a worker trains (ps_server/client/sharded_evaluator.h): every dense
 // variable pulled once, of an Embedding table only a validation batch's rows, and a
 // validation batch's activations. The whole model only where something needs it whole:
-// initial values the job gives (a .keras model's weights; otherwise each ps draws its own
-// rows) and --export_keras's final weights. The ps tasks write checkpoints (format 2); a
+// --export_keras's final weights. (A .keras model's weights are read by each ps, its own
+// rows, and otherwise each ps draws its rows: ShardedVariables. Only a ps that cannot
+// reach the .keras file makes the chief read it whole, which is not counted here: the
+// log says so.) The ps tasks write checkpoints (format 2); a
 // checkpoint the chief must read whole (format 1: a ps without the folder) is checked
 // when it is written (Checkpointer).
 absl::Status CheckChiefMemory(const Model& model, const JobSpec& job, bool exports) {

@@ -180,6 +180,7 @@ Coordinator::Coordinator(Options options, const JobSpec* job, Model* model,
                                      [this](absl::Duration d) { return WaitDuringRecovery(d); }),
                    &variables_, &checkpointer_, restore) {
   variables_.SetInitialValues(job->initial_weights);
+  variables_.SetInitialWeightsFile(job->initial_weights_file);
 }
 
 void Coordinator::SetPhase(JobPhase phase) {

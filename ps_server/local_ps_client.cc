@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ps_server/keras_rows.h"
 
 namespace pstrain {
 namespace {
@@ -37,6 +38,14 @@ class LocalPsClient final : public PsClient {
                                const ConsistencyConfig& consistency) override {
     return Named(name_, store_->CreateVariables(std::move(variables), std::move(drawn),
                                                 optimizer, consistency));
+  }
+
+  absl::Status CreateVariablesFromKeras(const KerasWeightsFile& file,
+                                        std::vector<KerasRowsRequest> shards,
+                                        const OptimizerConfig& optimizer,
+                                        const ConsistencyConfig& consistency) override {
+    return Named(name_, pstrain::CreateVariablesFromKeras(store_, file, shards, optimizer,
+                                                          consistency));
   }
 
   absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/checkpoint/keras_weights_h5.h"
 #include "common/checkpoint/shard_files.h"
 #include "common/model/row_initializer.h"
 #include "common/tensor.h"
@@ -51,6 +52,16 @@ class PsClient {
       return absl::UnimplementedError(name() + ": cannot send initializers");
     }
     return CreateVariables(std::move(variables), optimizer, consistency);
+  }
+
+  // As above, each of `shards` read by the ps itself from its rows of `file`'s weights
+  // (ps_server/keras_rows.h). A ps that cannot reach the file answers
+  // FAILED_PRECONDITION and creates nothing; a client or a ps that cannot carry the
+  // request answers UNIMPLEMENTED. (The caller then sends the values.)
+  virtual absl::Status CreateVariablesFromKeras(const KerasWeightsFile&,
+                                                std::vector<KerasRowsRequest>,
+                                                const OptimizerConfig&, const ConsistencyConfig&) {
+    return absl::UnimplementedError(name() + ": cannot ask for rows of a .keras file");
   }
 
   // `versions` (may be null) gets each variable's version.

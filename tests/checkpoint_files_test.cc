@@ -23,6 +23,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/keras_import.h"
+#include "common/checkpoint/keras_weights_h5.h"
+#include "common/checkpoint/zip_archive.h"
 #include "common/checkpoint/safetensors.h"
 #include "common/checkpoint/shard_files.h"
 #include "common/math/cpu_backend.h"
@@ -393,6 +396,62 @@ TEST(CheckpointFilesTest, TheToolsHoldNoMoreForATwentyTimesLargerTable) {
   EXPECT_LT(large.evaluate, small.evaluate * 11 / 10 + 32 * kMiB) << figures;
   EXPECT_LT(large.export_safetensors, small.export_safetensors * 11 / 10) << figures;
   std::cout << figures << std::endl;
+}
+
+// tools/export_keras on a 500,000-row x 64 table (122 MiB of floats, seven times the
+// 16 MiB block): it reads the checkpoint and writes the weights file a block of rows at a
+// time and streams that file into the archive, so its peak resident memory (VmHWM, as it
+// reports it) stays below the table's size; and the table's rows in the file are the
+// checkpoint's, bit for bit (read back by rows, as a ps reads its rows of a .keras file).
+TEST(CheckpointFilesTest, TheKerasExportHoldsABlockNotTheTable) {
+  const std::string root = FreshTestDir("keras_export_memory");
+  ZipfCheckpointSpec spec;
+  spec.rows = 500000;
+  absl::StatusOr<std::string> path = WriteZipfCheckpoint(root, spec);
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string out = root + "/model.keras";
+  const ChildRun exported = RunChild(
+      "tools/export_keras", {"--checkpoint=" + *path, "--out=" + out, "--print_peak_memory"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const int64_t peak = PrintedPeakMemory(exported.err);
+  const int64_t table = spec.rows * spec.width * 4;
+  const std::string figures =
+      absl::StrCat("export_keras peak ", peak / kMiB, " MiB for a ", table / kMiB, " MiB table");
+  EXPECT_GT(peak, 0) << figures;
+  EXPECT_LT(peak, table) << figures;
+  // No temporary weights file left beside the output.
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), "model.keras."))
+        << entry.path();
+  }
+
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> checkpoint =
+      CheckpointReader::Open(*path, {/*load_sharded_tensors=*/false});
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  absl::StatusOr<JobSpec> job = ParseJobSpec((*checkpoint)->job_spec().dump(), ".");
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::FromKerasJson(job->model, nullptr);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const VariableSpec& table_spec = (*model)->variables()[0];
+  ASSERT_EQ(table_spec.shape, (std::vector<int64_t>{spec.rows, spec.width}));
+  absl::StatusOr<ZipMemberInfo> member = StatZipMember(out, kKerasWeightsMember);
+  ASSERT_TRUE(member.ok()) << member.status();
+  EXPECT_GT(member->size, table);
+  const int64_t rows[][2] = {{0, 3}, {262140, 262150}, {spec.rows - 2, spec.rows}};
+  for (const auto& range : rows) {
+    absl::StatusOr<std::vector<Tensor>> read = ReadKerasWeightRows(
+        {out, *member}, {{"table", KerasWeightDatasets(**model)[0], table_spec.shape,
+                          range[0], range[1]}});
+    ASSERT_TRUE(read.ok()) << read.status();
+    std::vector<float> expected((range[1] - range[0]) * spec.width);
+    ASSERT_TRUE((*checkpoint)->ReadRows(table_spec.name, range[0], range[1], expected.data()).ok());
+    EXPECT_EQ(std::vector<float>(read->at(0).values().begin(), read->at(0).values().end()),
+              expected)
+        << "rows " << range[0] << "-" << range[1];
+  }
+  std::cout << figures << std::endl;
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
 }
 
 }  // namespace

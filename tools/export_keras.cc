@@ -4,6 +4,8 @@
 //   export_keras --checkpoint=DIR|PATH --out=model.keras
 //
 // DIR is a --checkpoint_dir (its newest good checkpoint is used), PATH one checkpoint.
+// The weights are read and written a block of about 16 MiB of rows at a time, through a
+// temporary weights file beside the output: memory does not grow with the model.
 // The optimizer's state is not exported (see common/checkpoint/keras_export.h).
 // Exit codes: 0 done, 1 the checkpoint could not be read or the file written, 2 bad usage.
 
@@ -15,9 +17,12 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/keras_export.h"
 #include "common/daemon/command_line.h"
+#include "common/process_memory.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory, or a --checkpoint_dir");
 ABSL_FLAG(std::string, out, "", "The .keras file to write");
+ABSL_FLAG(bool, print_peak_memory, false,
+          "At the end, print this process's peak resident memory (VmHWM) on stderr");
 
 int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(argc, argv,
@@ -45,5 +50,8 @@ int main(int argc, char** argv) {
   }
   std::printf("wrote %s (step %lld) to %s\n", (*checkpoint)->path().c_str(),
               static_cast<long long>((*checkpoint)->step()), out.c_str());
+  if (absl::GetFlag(FLAGS_print_peak_memory)) {
+    std::fprintf(stderr, "%s\n", pstrain::PeakMemoryLine().c_str());
+  }
   return 0;
 }

@@ -1,8 +1,12 @@
 #include "common/checkpoint/keras_export.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -90,26 +94,43 @@ absl::StatusOr<ParsedCheckpoint> ParseCheckpointModel(const CheckpointReader& ch
   return ParsedCheckpoint{*std::move(spec), *std::move(model)};
 }
 
-// Each layer's variables at Keras's path for the layer; `weights` are the model's
-// variables in variables() order, shapes already checked.
-std::vector<KerasSaveableWeights> LayerWeights(const Model& model,
-                                               const std::vector<const Tensor*>& weights) {
-  std::vector<KerasSaveableWeights> objects;
-  for (const std::string& path : KerasLayerPaths(model)) objects.push_back({path, {}});
-  for (size_t i = 0; i < weights.size(); ++i) {
-    objects.at(model.variables()[i].layer).variables.push_back(weights[i]);
-  }
-  return objects;
-}
+// Rows [row_begin, row_end) of model variable `variable` (Model::variables() order) into
+// `out`: a checkpoint's rows, or weights held in memory.
+using VariableRows = std::function<absl::Status(size_t variable, int64_t row_begin,
+                                                int64_t row_end, float* out)>;
 
-absl::Status WriteKerasFile(const JobSpec& spec, const Model& model,
-                            const std::vector<const Tensor*>& weights, int64_t step,
-                            const std::string& out_path, const KerasExportOptions& options) {
+// Removes a file on scope exit (the weights file once it is in the archive, or on an error).
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() { ::unlink(path.c_str()); }
+};
+
+absl::Status WriteKerasFile(const JobSpec& spec, const Model& model, const VariableRows& rows,
+                            int64_t step, const std::string& out_path,
+                            const KerasExportOptions& options) {
   PS_RETURN_IF_ERROR(CheckKerasPath(out_path));
   json config = model.ToKerasJson();
   config["compile_config"] = CompileConfig(spec);
   ShortestFloats(config);
-  PS_ASSIGN_OR_RETURN(std::string h5, WriteKerasWeightsH5(LayerWeights(model, weights)));
+  // Each layer's variables at Keras's path for the layer, in the layer's order; the
+  // writer counts them object by object, `order` maps that count to the model's.
+  std::vector<KerasSaveableShapes> objects;
+  for (const std::string& path : KerasLayerPaths(model)) objects.push_back({path, {}});
+  std::vector<std::vector<size_t>> per_layer(objects.size());
+  for (size_t i = 0; i < model.variables().size(); ++i) {
+    const VariableSpec& variable = model.variables()[i];
+    objects.at(variable.layer).shapes.push_back(variable.shape);
+    per_layer.at(variable.layer).push_back(i);
+  }
+  std::vector<size_t> order;
+  for (const std::vector<size_t>& layer : per_layer) order.insert(order.end(), layer.begin(), layer.end());
+  // The weights file on disk beside the output, written by blocks of rows and streamed
+  // into the archive: no step holds a whole variable, let alone the file.
+  const RemoveOnExit h5{absl::StrCat(out_path, ".weights-", ::getpid(), ".h5")};
+  PS_RETURN_IF_ERROR(WriteKerasWeightsH5File(
+      h5.path, objects, [&](size_t index, int64_t row_begin, int64_t row_end, float* out) {
+        return rows(order.at(index), row_begin, row_end, out);
+      }));
   json metadata = {
       {"keras_version", kKerasFormatVersion},
       {"date_saved", absl::FormatTime("%Y-%m-%d@%H:%M:%S", options.date_saved,
@@ -119,7 +140,7 @@ absl::Status WriteKerasFile(const JobSpec& spec, const Model& model,
   if (step >= 0) metadata["checkpoint_step"] = step;
   return WriteZipArchive(out_path, {{"metadata.json", metadata.dump()},
                                     {"config.json", config.dump()},
-                                    {"model.weights.h5", std::move(h5)}});
+                                    {kKerasWeightsMember, "", h5.path}});
 }
 
 }  // namespace
@@ -136,12 +157,11 @@ absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& 
                          const KerasExportOptions& options) {
   PS_RETURN_IF_ERROR(CheckKerasPath(out_path));
   PS_ASSIGN_OR_RETURN(ParsedCheckpoint parsed, ParseCheckpointModel(checkpoint));
-  // The model's variables only (a sharded checkpoint opened without its tensors reads
-  // them from its shard files here; its optimizer slots are never read).
-  std::vector<Tensor> values;
-  values.reserve(parsed.model->variables().size());
-  std::vector<const Tensor*> weights;
-  for (const VariableSpec& variable : parsed.model->variables()) {
+  // The model's variables only, checked first, then read a block of rows at a time (a
+  // sharded checkpoint opened without its tensors reads them from its shard files, each
+  // block's CRC verified; its optimizer slots are never read).
+  const std::vector<VariableSpec>& variables = parsed.model->variables();
+  for (const VariableSpec& variable : variables) {
     PS_ASSIGN_OR_RETURN(std::vector<int64_t> shape, checkpoint.Shape(variable.name));
     if (shape != variable.shape) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -149,12 +169,13 @@ absl::Status ExportKeras(const CheckpointReader& checkpoint, const std::string& 
           absl::StrJoin(shape, ","), "], the model's is [",
           absl::StrJoin(variable.shape, ","), "]"));
     }
-    PS_ASSIGN_OR_RETURN(Tensor tensor, checkpoint.ReadTensor(variable.name));
-    values.push_back(std::move(tensor));
-    weights.push_back(&values.back());
   }
-  return WriteKerasFile(parsed.spec, *parsed.model, weights, checkpoint.step(), out_path,
-                        options);
+  return WriteKerasFile(
+      parsed.spec, *parsed.model,
+      [&](size_t i, int64_t row_begin, int64_t row_end, float* out) {
+        return checkpoint.ReadRows(variables[i].name, row_begin, row_end, out);
+      },
+      checkpoint.step(), out_path, options);
 }
 
 absl::Status ExportKerasModel(const JobSpec& job, absl::Span<const Tensor> weights,
@@ -169,16 +190,22 @@ absl::Status ExportKerasModel(const JobSpec& job, absl::Span<const Tensor> weigh
     return absl::InvalidArgumentError(absl::StrCat("got ", weights.size(), " weights for ",
                                                    variables.size(), " model variables"));
   }
-  std::vector<const Tensor*> pointers;
   for (size_t i = 0; i < weights.size(); ++i) {
     if (weights[i].shape() != variables[i].shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           variables[i].name, " has shape [", absl::StrJoin(weights[i].shape(), ","),
           "], the model's is [", absl::StrJoin(variables[i].shape, ","), "]"));
     }
-    pointers.push_back(&weights[i]);
   }
-  return WriteKerasFile(job, **model, pointers, /*step=*/-1, out_path, options);
+  return WriteKerasFile(
+      job, **model,
+      [&weights](size_t i, int64_t row_begin, int64_t row_end, float* out) {
+        const Tensor& t = weights[i];
+        const int64_t row = t.shape().size() <= 1 ? 1 : t.num_elements() / t.shape()[0];
+        std::copy(t.data() + row_begin * row, t.data() + row_end * row, out);
+        return absl::OkStatus();
+      },
+      /*step=*/-1, out_path, options);
 }
 
 }  // namespace pstrain

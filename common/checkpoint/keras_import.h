@@ -22,6 +22,7 @@ struct KerasModelFile {
   nlohmann::json compile_config;  // null when the file has none
   // One tensor per model variable, in Model::variables() order (layer by layer, each
   // layer's in Keras's order), with the model's shapes.
+  // Empty when read without them (ReadKerasFile's `read_weights`).
   std::vector<Tensor> weights;
 };
 
@@ -31,6 +32,10 @@ class Model;
 // model's layers: "layers/" + the class name in snake case, "_1", "_2", ... for repeats.
 std::vector<std::string> KerasLayerPaths(const Model& model);
 
+// Each of `model`'s variables' dataset in model.weights.h5, in Model::variables() order:
+// "<its layer's path>/vars/<its index among the layer's variables>".
+std::vector<std::string> KerasWeightDatasets(const Model& model);
+
 // The largest member read from an archive (a 10M x 64 float table is 2.5 GB).
 inline constexpr int64_t kMaxKerasMemberBytes = int64_t{16} << 30;
 
@@ -39,7 +44,9 @@ inline constexpr int64_t kMaxKerasMemberBytes = int64_t{16} << 30;
 //         valid JSON or not a model pstrain builds (the layer and key named), weights that
 //         do not match the model (the dataset and both shapes named);
 //         RESOURCE_EXHAUSTED a member over kMaxKerasMemberBytes.
-absl::StatusOr<KerasModelFile> ReadKerasFile(const std::string& path);
+// Without `read_weights` only config.json is read (and the weights member must exist):
+// a chief whose ps tasks read their own rows (ReadKerasWeightRows) never holds them.
+absl::StatusOr<KerasModelFile> ReadKerasFile(const std::string& path, bool read_weights = true);
 
 }  // namespace pstrain
 

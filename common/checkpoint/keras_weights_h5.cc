@@ -6,19 +6,24 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <regex>
 #include <set>
 #include <utility>
 
 #include "absl/base/const_init.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -55,20 +60,26 @@ absl::Status Hdf5Error(const std::string& call, const std::string& path) {
   return absl::InternalError(absl::StrCat("HDF5 ", call, " failed for \"", path, "\""));
 }
 
+// Object paths as the writers take them: distinct, no empty component.
+absl::Status CheckPath(const std::string& path, std::set<std::string>* seen) {
+  if (!seen->insert(path).second) {
+    return absl::InvalidArgumentError(absl::StrCat("repeated path \"", path, "\""));
+  }
+  if (!path.empty()) {
+    for (absl::string_view part : absl::StrSplit(path, '/')) {
+      if (part.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("path \"", path, "\" has an empty component"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckObjects(absl::Span<const KerasSaveableWeights> objects) {
   std::set<std::string> seen;
   for (const KerasSaveableWeights& object : objects) {
-    if (!seen.insert(object.path).second) {
-      return absl::InvalidArgumentError(absl::StrCat("repeated path \"", object.path, "\""));
-    }
-    if (!object.path.empty()) {
-      for (absl::string_view part : absl::StrSplit(object.path, '/')) {
-        if (part.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("path \"", object.path, "\" has an empty component"));
-        }
-      }
-    }
+    PS_RETURN_IF_ERROR(CheckPath(object.path, &seen));
     for (size_t i = 0; i < object.variables.size(); ++i) {
       const Tensor* t = object.variables[i];
       int64_t elements = 1;
@@ -84,9 +95,19 @@ absl::Status CheckObjects(absl::Span<const KerasSaveableWeights> objects) {
   return absl::OkStatus();
 }
 
-absl::Status WriteDataset(hid_t group, const std::string& name, const Tensor& tensor,
-                          const std::string& path) {
-  const std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
+// How many rows of a variable of `shape` the weights files are read or written by at a
+// time: about 16 MiB of floats (at least one row).
+int64_t RowsPerBlock(const std::vector<int64_t>& shape) {
+  const int64_t row = shape.size() <= 1 ? 1 : NumElements(absl::MakeConstSpan(shape).subspan(1));
+  return std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float)) /
+                                  std::max<int64_t>(row, 1));
+}
+
+// Dataset `name` of `group`, float32 little-endian in `shape`, its values from variable
+// `index` of `rows`, a block of rows at a time (a hyperslab of the file's dataspace).
+absl::Status WriteDataset(hid_t group, const std::string& name, const std::vector<int64_t>& shape,
+                          const KerasRowsSource& rows, size_t index, const std::string& path) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
   Hid space(dims.empty() ? H5Screate(H5S_SCALAR)
                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
             H5Sclose);
@@ -95,24 +116,67 @@ absl::Status WriteDataset(hid_t group, const std::string& name, const Tensor& te
                          H5P_DEFAULT, H5P_DEFAULT),
               H5Dclose);
   if (!dataset.ok()) return Hdf5Error("H5Dcreate2", path);
-  if (tensor.num_elements() > 0 &&
-      H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-               tensor.data()) < 0) {
-    return Hdf5Error("H5Dwrite", path);
+  if (shape.empty()) {
+    float value = 0;
+    PS_RETURN_IF_ERROR(rows(index, 0, 1, &value));
+    if (H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+      return Hdf5Error("H5Dwrite", path);
+    }
+    return absl::OkStatus();
+  }
+  if (NumElements(shape) == 0) return absl::OkStatus();
+  const int64_t per_block = RowsPerBlock(shape);
+  const int64_t row_elements = NumElements(absl::MakeConstSpan(shape).subspan(1));
+  std::vector<float> block(static_cast<size_t>(std::min(per_block, shape[0]) * row_elements));
+  for (int64_t row = 0; row < shape[0]; row += per_block) {
+    const int64_t n = std::min(per_block, shape[0] - row);
+    PS_RETURN_IF_ERROR(rows(index, row, row + n, block.data()));
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = static_cast<hsize_t>(row);
+    count[0] = static_cast<hsize_t>(n);
+    Hid memory_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+                     H5Sclose);
+    if (!memory_space.ok() ||
+        H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr) < 0 ||
+        H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), space.get(), H5P_DEFAULT,
+                 block.data()) < 0) {
+      return Hdf5Error("H5Dwrite", path);
+    }
   }
   return absl::OkStatus();
 }
 
-// Creates "<path>/vars" (intermediate groups too) and its datasets "0", "1", ...
-absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableWeights& object) {
+// Creates "<path>/vars" (intermediate groups too) and its datasets "0", "1", ..., whose
+// values are variables *index, *index + 1, ... of `rows`.
+absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableShapes& object,
+                         const KerasRowsSource& rows, size_t* index) {
   const std::string vars = object.path.empty() ? "vars" : absl::StrCat(object.path, "/vars");
   Hid group(H5Gcreate2(file, vars.c_str(), make_parents, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!group.ok()) return Hdf5Error("H5Gcreate2", vars);
-  for (size_t i = 0; i < object.variables.size(); ++i) {
+  for (size_t i = 0; i < object.shapes.size(); ++i) {
     const std::string name = absl::StrCat(i);
-    PS_RETURN_IF_ERROR(
-        WriteDataset(group.get(), name, *object.variables[i], absl::StrCat(vars, "/", name)));
+    PS_RETURN_IF_ERROR(WriteDataset(group.get(), name, object.shapes[i], rows, (*index)++,
+                                    absl::StrCat(vars, "/", name)));
   }
+  return absl::OkStatus();
+}
+
+// The root "vars" group (always), then every object's group in order.
+absl::Status WriteWeights(hid_t file, absl::Span<const KerasSaveableShapes> objects,
+                          const KerasRowsSource& rows) {
+  Hid make_parents(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  if (!make_parents.ok() || H5Pset_create_intermediate_group(make_parents.get(), 1) < 0) {
+    return Hdf5Error("H5Pset_create_intermediate_group", "link creation");
+  }
+  size_t index = 0;
+  bool has_root = false;
+  for (const KerasSaveableShapes& object : objects) has_root |= object.path.empty();
+  if (!has_root) PS_RETURN_IF_ERROR(WriteObject(file, make_parents.get(), {"", {}}, rows, &index));
+  for (const KerasSaveableShapes& object : objects) {
+    PS_RETURN_IF_ERROR(WriteObject(file, make_parents.get(), object, rows, &index));
+  }
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) return Hdf5Error("H5Fflush", "model.weights.h5");
   return absl::OkStatus();
 }
 
@@ -120,6 +184,24 @@ absl::Status WriteObject(hid_t file, hid_t make_parents, const KerasSaveableWeig
 
 absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWeights> objects) {
   PS_RETURN_IF_ERROR(CheckObjects(objects));
+  std::vector<KerasSaveableShapes> shapes;
+  std::vector<const Tensor*> tensors;  // in the order WriteWeights asks for them
+  for (const KerasSaveableWeights& object : objects) {
+    shapes.push_back({object.path, {}});
+    for (const Tensor* t : object.variables) {
+      shapes.back().shapes.push_back(t->shape());
+      tensors.push_back(t);
+    }
+  }
+  const KerasRowsSource copy = [&tensors](size_t index, int64_t row_begin, int64_t row_end,
+                                          float* out) {
+    const Tensor& t = *tensors[index];
+    const int64_t row = t.shape().size() <= 1
+                            ? 1
+                            : NumElements(absl::MakeConstSpan(t.shape()).subspan(1));
+    std::copy(t.data() + row_begin * row, t.data() + row_end * row, out);
+    return absl::OkStatus();
+  };
   absl::MutexLock lock(&hdf5_mu);
   // Errors come back as statuses; the library's own stack printing would only add noise.
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -129,20 +211,9 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
   if (H5Pset_fapl_core(access.get(), size_t{1} << 20, /*backing_store=*/0) < 0) {
     return Hdf5Error("H5Pset_fapl_core", "model.weights.h5");
   }
-  Hid make_parents(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  if (!make_parents.ok() || H5Pset_create_intermediate_group(make_parents.get(), 1) < 0) {
-    return Hdf5Error("H5Pset_create_intermediate_group", "link creation");
-  }
   Hid file(H5Fcreate("model.weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
   if (!file.ok()) return Hdf5Error("H5Fcreate", "model.weights.h5");
-
-  bool has_root = false;
-  for (const KerasSaveableWeights& object : objects) has_root |= object.path.empty();
-  if (!has_root) PS_RETURN_IF_ERROR(WriteObject(file.get(), make_parents.get(), {"", {}}));
-  for (const KerasSaveableWeights& object : objects) {
-    PS_RETURN_IF_ERROR(WriteObject(file.get(), make_parents.get(), object));
-  }
-  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return Hdf5Error("H5Fflush", "model.weights.h5");
+  PS_RETURN_IF_ERROR(WriteWeights(file.get(), shapes, copy));
   const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
   if (size <= 0) return Hdf5Error("H5Fget_file_image", "model.weights.h5");
   std::string image(static_cast<size_t>(size), '\0');
@@ -150,6 +221,31 @@ absl::StatusOr<std::string> WriteKerasWeightsH5(absl::Span<const KerasSaveableWe
     return Hdf5Error("H5Fget_file_image", "model.weights.h5");
   }
   return image;
+}
+
+absl::Status WriteKerasWeightsH5File(const std::string& path,
+                                     absl::Span<const KerasSaveableShapes> objects,
+                                     const KerasRowsSource& rows) {
+  std::set<std::string> seen;
+  for (const KerasSaveableShapes& object : objects) {
+    PS_RETURN_IF_ERROR(CheckPath(object.path, &seen));
+    for (const std::vector<int64_t>& shape : object.shapes) {
+      absl::StatusOr<int64_t> elements = CheckedNumElements(shape);
+      if (!elements.ok() || shape.size() > 32) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a variable of \"", object.path, "\" has shape ", ShapeToString(shape),
+            ", not a tensor shape"));
+      }
+    }
+  }
+  absl::MutexLock lock(&hdf5_mu);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) return Hdf5Error("H5Fcreate", path);
+  absl::Status written = WriteWeights(file, objects, rows);
+  // Closing writes what the library still holds: its failure is the file's.
+  if (H5Fclose(file) < 0 && written.ok()) written = Hdf5Error("H5Fclose", path);
+  return written;
 }
 
 namespace {
@@ -215,17 +311,15 @@ bool LinkExists(hid_t location, const std::string& path) {
   return true;
 }
 
-absl::StatusOr<Tensor> ReadDataset(hid_t file, const std::string& name,
-                                   const std::vector<int64_t>& shape) {
-  if (!LinkExists(file, name)) return BadWeights(absl::StrCat("no dataset ", name));
-  Hid dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!dataset.ok()) return BadWeights(absl::StrCat(name, " is not a dataset"));
-  Hid type(H5Dget_type(dataset.get()), H5Tclose);
+// Checks that `dataset` (named `name`) holds floats or integers in `shape`.
+absl::Status CheckDataset(hid_t dataset, const std::string& name,
+                          const std::vector<int64_t>& shape) {
+  Hid type(H5Dget_type(dataset), H5Tclose);
   const H5T_class_t type_class = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
   if (type_class != H5T_FLOAT && type_class != H5T_INTEGER) {
     return BadWeights(absl::StrCat(name, " holds neither floats nor integers"));
   }
-  Hid space(H5Dget_space(dataset.get()), H5Sclose);
+  Hid space(H5Dget_space(dataset), H5Sclose);
   const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if (rank < 0 || rank > 32) return BadWeights(absl::StrCat(name, " has no simple shape"));
   std::vector<hsize_t> dims(rank);
@@ -238,6 +332,15 @@ absl::StatusOr<Tensor> ReadDataset(hid_t file, const std::string& name,
                                    "], the model's variable is [", absl::StrJoin(shape, ","),
                                    "]"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> ReadDataset(hid_t file, const std::string& name,
+                                   const std::vector<int64_t>& shape) {
+  if (!LinkExists(file, name)) return BadWeights(absl::StrCat("no dataset ", name));
+  Hid dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!dataset.ok()) return BadWeights(absl::StrCat(name, " is not a dataset"));
+  PS_RETURN_IF_ERROR(CheckDataset(dataset.get(), name, shape));
   Tensor tensor(shape);
   if (tensor.num_elements() > 0 &&
       H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data()) < 0) {
@@ -303,6 +406,131 @@ bool ServeRead(int fd, const std::string& image, absl::Span<const KerasSaveableS
   return WriteAll(fd, &kDone, 1);
 }
 
+// The file the weights member is extracted into, in $TMPDIR (else /tmp). The HDF5
+// library opens files by name only (and resolves /proc/self/fd links to the name of a
+// deleted file, which it then cannot open), so the file gets a name just for H5Fopen:
+// it is made unnamed (O_TMPFILE), linked to `name` by the child after the extraction and
+// unlinked as soon as the library has it open. So a task killed on the way leaves a
+// file behind only if it dies inside H5Fopen. (A file system without O_TMPFILE gets a
+// named file from the start.) The parent unlinks `name` again and closes `fd` when done.
+struct TemporaryFile {
+  int fd = -1;
+  std::string name;
+  bool named = false;  // `name` exists from the start (no O_TMPFILE)
+
+  TemporaryFile() = default;
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  ~TemporaryFile() {
+    if (fd < 0) return;
+    unlink(name.c_str());
+    close(fd);
+  }
+  // Errors: INTERNAL no file can be made (errno's text).
+  absl::Status Open() {
+    static std::atomic<uint64_t> made{0};
+    const char* env = std::getenv("TMPDIR");
+    const std::string dir = env != nullptr && env[0] != '\0' ? env : "/tmp";
+    fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    name = absl::StrCat(dir, "/pstrain-weights-", getpid(), "-", made++, "-XXXXXX");
+    if (fd < 0) {
+      fd = mkostemp(name.data(), O_CLOEXEC);
+      named = true;
+    }
+    if (fd < 0) {
+      return absl::InternalError(absl::StrCat("cannot make a temporary file in ", dir, " for ",
+                                              kKerasWeightsMember, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  // In the child, after the extraction: gives the file `name`; false (errno set) when
+  // it cannot.
+  bool Link() const {
+    if (named) return true;
+    const std::string self = absl::StrCat("/proc/self/fd/", fd);
+    return linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+  }
+};
+
+// Sends `request`'s rows of the open dataset, a block of rows at a time (a hyperslab of
+// the file's dataspace read into a block-sized buffer), so the child holds one block,
+// never the shard. Returns false when the pipe failed; a read error is sent.
+bool SendRows(int fd, hid_t dataset, const KerasRowsRequest& request) {
+  const std::vector<int64_t>& shape = request.shape;
+  if (shape.empty()) {
+    float value = 0;
+    if (H5Dread(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+      return SendError(fd, BadWeights(absl::StrCat(request.dataset, " cannot be read")));
+    }
+    return WriteAll(fd, &kDataset, 1) && WriteAll(fd, &value, sizeof(value));
+  }
+  Hid file_space(H5Dget_space(dataset), H5Sclose);
+  if (!file_space.ok()) return SendError(fd, Hdf5Error("H5Dget_space", request.dataset));
+  const int64_t per_block = RowsPerBlock(shape);
+  const int64_t row_elements = NumElements(absl::MakeConstSpan(shape).subspan(1));
+  std::vector<float> block(static_cast<size_t>(
+      std::min(per_block, request.row_end - request.row_begin) * row_elements));
+  if (!WriteAll(fd, &kDataset, 1)) return false;
+  for (int64_t row = request.row_begin; row < request.row_end; row += per_block) {
+    const int64_t rows = std::min(per_block, request.row_end - row);
+    std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+    start[0] = static_cast<hsize_t>(row);
+    count[0] = static_cast<hsize_t>(rows);
+    Hid memory_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+                     H5Sclose);
+    if (!memory_space.ok() ||
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                            count.data(), nullptr) < 0 ||
+        H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), H5P_DEFAULT,
+                block.data()) < 0) {
+      // Some of this dataset's values are already sent, so an error message would be
+      // read as floats: exit instead, which the parent reports as the library failing on
+      // a corrupt file.
+      _exit(3);
+    }
+    if (!WriteAll(fd, block.data(), sizeof(float) * static_cast<size_t>(rows * row_elements))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The rows reader's side: extracts model.weights.h5 from the .keras file at `keras_path`
+// into `temp` (TemporaryFile), opens it with the HDF5 file driver (which
+// reads from disk what it is asked for, not the whole file) and answers `requests` in
+// order. Returns false when the pipe failed.
+bool ServeRows(int fd, const std::string& keras_path, const ZipMemberInfo& member,
+               const TemporaryFile& temp, absl::Span<const KerasRowsRequest> requests) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  if (absl::Status extracted = ExtractZipMember(keras_path, kKerasWeightsMember, member, temp.fd);
+      !extracted.ok()) {
+    return SendError(fd, extracted);
+  }
+  if (!temp.Link()) {
+    return SendError(fd, absl::InternalError(absl::StrCat(
+                             "cannot name the temporary file ", temp.name, ": ",
+                             std::strerror(errno))));
+  }
+  Hid file(H5Fopen(temp.name.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  unlink(temp.name.c_str());  // the library holds it open
+  if (!file.ok()) return SendError(fd, BadWeights("not a readable HDF5 file"));
+  for (const KerasRowsRequest& request : requests) {
+    if (!LinkExists(file.get(), request.dataset)) {
+      return SendError(fd, BadWeights(absl::StrCat("no dataset ", request.dataset)));
+    }
+    Hid dataset(H5Dopen2(file.get(), request.dataset.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!dataset.ok()) {
+      return SendError(fd, BadWeights(absl::StrCat(request.dataset, " is not a dataset")));
+    }
+    if (absl::Status checked = CheckDataset(dataset.get(), request.dataset, request.shape);
+        !checked.ok()) {
+      return SendError(fd, checked);
+    }
+    if (!SendRows(fd, dataset.get(), request)) return false;
+  }
+  return WriteAll(fd, &kDone, 1);
+}
+
 // The child's address-space cap: what this process maps now (the child inherits all of
 // it, shared until written) plus `budget`; RLIM_INFINITY when /proc cannot say.
 rlim_t AddressSpaceLimit(uint64_t budget) {
@@ -324,8 +552,7 @@ rlim_t AddressSpaceLimit(uint64_t budget) {
 
 // Runs in the child after fork; never returns.
 [[noreturn]] void RunReaderChild(int fd, pid_t parent, rlim_t address_space, int cpu_seconds,
-                                 const std::string& image,
-                                 absl::Span<const KerasSaveableShapes> objects) {
+                                 const std::function<bool(int)>& serve) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);
   // A crash is reported by the parent: the default action, not a daemon's failure
@@ -340,7 +567,7 @@ rlim_t AddressSpaceLimit(uint64_t budget) {
     const rlimit as = {address_space, address_space};
     setrlimit(RLIMIT_AS, &as);
   }
-  _exit(ServeRead(fd, image, objects) ? 0 : 1);
+  _exit(serve(fd) ? 0 : 1);
 }
 
 // The parent's end of the pipe, read against a deadline.
@@ -442,30 +669,15 @@ class ReaderChild {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
-    const std::string& image, absl::Span<const KerasSaveableShapes> objects) {
-  if (image.size() < 8 || image.compare(0, 8, std::string("\x89HDF\r\n\x1a\n", 8)) != 0) {
-    return BadWeights("not an HDF5 file");
-  }
-  uint64_t largest_bytes = 0;
-  for (const KerasSaveableShapes& object : objects) {
-    for (const std::vector<int64_t>& shape : object.shapes) {
-      const int64_t n = NumElements(shape);
-      if (n < 0 || n > kMaxTensorElements) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model.weights.h5: the model's variable shape ", ShapeToString(shape),
-            " of ", object.path, " is not a tensor shape"));
-      }
-      largest_bytes = std::max(largest_bytes, sizeof(float) * static_cast<uint64_t>(n));
-    }
-  }
-  const absl::Duration timeout = ChildTimeout(image.size());
+namespace {
+
+// Runs `serve` in a reader child (the comment above ReadKerasWeightsH5's helpers) and
+// reads its answer: one tensor of each of `shapes`, in order. `budget`: what the child
+// may map beyond what this process maps; `timeout`: how long it may take.
+absl::StatusOr<std::vector<Tensor>> ReadInChild(const std::function<bool(int)>& serve,
+                                                const std::vector<std::vector<int64_t>>& shapes,
+                                                absl::Duration timeout, uint64_t budget) {
   const absl::Time deadline = absl::Now() + timeout;
-  // Room for the library's two copies of the image (the file-image property and the core
-  // driver's buffer), one tensor with its conversion buffers, and the library itself.
-  const uint64_t budget = 3 * static_cast<uint64_t>(image.size()) +
-                          2 * std::min(largest_bytes, uint64_t{1} << 60) +
-                          (uint64_t{512} << 20);
   const rlim_t address_space = AddressSpaceLimit(budget);
   const int cpu_seconds = static_cast<int>(absl::ToInt64Seconds(timeout)) + 1;
 
@@ -481,7 +693,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
     pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      RunReaderChild(fds[1], parent, address_space, cpu_seconds, image, objects);
+      RunReaderChild(fds[1], parent, address_space, cpu_seconds, serve);
     }
     // Closed before another reader forks, or that child would hold this pipe open too.
     const int error = errno;
@@ -525,21 +737,17 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
     return absl::Status(static_cast<absl::StatusCode>(header[0]), message);
   };
 
-  std::vector<std::vector<Tensor>> out;
-  for (const KerasSaveableShapes& object : objects) {
-    std::vector<Tensor> tensors;
-    for (const std::vector<int64_t>& shape : object.shapes) {
-      char tag = 0;
-      if (!answer.Read(&tag, 1)) return failed("stopped short");
-      if (tag == kError) return read_error();
-      if (tag != kDataset) return failed("is malformed");
-      Tensor t(shape);
-      if (!answer.Read(t.data(), sizeof(float) * static_cast<size_t>(t.num_elements()))) {
-        return failed("stopped short");
-      }
-      tensors.push_back(std::move(t));
+  std::vector<Tensor> out;
+  for (const std::vector<int64_t>& shape : shapes) {
+    char tag = 0;
+    if (!answer.Read(&tag, 1)) return failed("stopped short");
+    if (tag == kError) return read_error();
+    if (tag != kDataset) return failed("is malformed");
+    Tensor t(shape);
+    if (!answer.Read(t.data(), sizeof(float) * static_cast<size_t>(t.num_elements()))) {
+      return failed("stopped short");
     }
-    out.push_back(std::move(tensors));
+    out.push_back(std::move(t));
   }
   char tag = 0;
   if (!answer.Read(&tag, 1)) return failed("stopped short");
@@ -548,6 +756,139 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
   const std::string end = child.End(/*kill_first=*/false);
   if (!end.empty()) return BadWeights(absl::StrCat("the HDF5 reader ", end));
   return out;
+}
+
+// A path the rows reader accepts (see ReadKerasWeightRows).
+absl::Status CheckKerasRowsPath(const std::string& path) {
+  auto refuse = [&path](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the .keras file \"", path.substr(0, 256), "\" ", why));
+  };
+  if (path.size() > 4096) return refuse("is a path over 4096 bytes");
+  if (path.empty() || path[0] != '/') return refuse("is not an absolute path");
+  if (!absl::EndsWith(path, ".keras")) return refuse("does not end in .keras");
+  for (absl::string_view part : absl::StrSplit(path.substr(1), '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return refuse("is not a normalized path (an empty, \".\" or \"..\" component)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRowsRequest(const KerasRowsRequest& request) {
+  static const std::regex* const kDatasetName = new std::regex("([A-Za-z0-9_]+/)*vars/[0-9]+");
+  auto refuse = [&request](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows of \"", request.name.substr(0, 256), "\": ", why));
+  };
+  if (request.name.empty()) return refuse("an empty name");
+  if (request.dataset.size() > 1024 || !std::regex_match(request.dataset, *kDatasetName)) {
+    return refuse(absl::StrCat("\"", request.dataset.substr(0, 256),
+                               "\" is not a Keras weights dataset (<object path>/vars/<index>)"));
+  }
+  if (request.shape.size() > 32) return refuse("a shape of more than 32 dimensions");
+  absl::StatusOr<int64_t> elements = CheckedNumElements(request.shape);
+  if (!elements.ok()) return refuse(elements.status().message());
+  for (int64_t d : request.shape) {
+    if (d < 1) return refuse(absl::StrCat("shape ", ShapeToString(request.shape), " has an empty dimension"));
+  }
+  const int64_t rows = request.shape.empty() ? 1 : request.shape[0];
+  if (request.row_begin < 0 || request.row_begin >= request.row_end || request.row_end > rows) {
+    return refuse(absl::StrCat("rows [", request.row_begin, ", ", request.row_end,
+                               ") are not within the variable's ", rows));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<Tensor>>> ReadKerasWeightsH5(
+    const std::string& image, absl::Span<const KerasSaveableShapes> objects) {
+  if (image.size() < 8 || image.compare(0, 8, std::string("\x89HDF\r\n\x1a\n", 8)) != 0) {
+    return BadWeights("not an HDF5 file");
+  }
+  uint64_t largest_bytes = 0;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const KerasSaveableShapes& object : objects) {
+    for (const std::vector<int64_t>& shape : object.shapes) {
+      const int64_t n = NumElements(shape);
+      if (n < 0 || n > kMaxTensorElements) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.weights.h5: the model's variable shape ", ShapeToString(shape),
+            " of ", object.path, " is not a tensor shape"));
+      }
+      largest_bytes = std::max(largest_bytes, sizeof(float) * static_cast<uint64_t>(n));
+      shapes.push_back(shape);
+    }
+  }
+  // Room for the library's two copies of the image (the file-image property and the core
+  // driver's buffer), one tensor with its conversion buffers, and the library itself.
+  const uint64_t budget = 3 * static_cast<uint64_t>(image.size()) +
+                          2 * std::min(largest_bytes, uint64_t{1} << 60) +
+                          (uint64_t{512} << 20);
+  PS_ASSIGN_OR_RETURN(
+      std::vector<Tensor> flat,
+      ReadInChild([&](int fd) { return ServeRead(fd, image, objects); }, shapes,
+                  ChildTimeout(image.size()), budget));
+  std::vector<std::vector<Tensor>> out;
+  size_t next = 0;
+  for (const KerasSaveableShapes& object : objects) {
+    std::vector<Tensor> tensors;
+    for (size_t i = 0; i < object.shapes.size(); ++i) tensors.push_back(std::move(flat[next++]));
+    out.push_back(std::move(tensors));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> ReadKerasWeightRows(const KerasWeightsFile& file,
+                                                        absl::Span<const KerasRowsRequest> requests) {
+  const std::string& keras_path = file.path;
+  const ZipMemberInfo& member = file.member;
+  PS_RETURN_IF_ERROR(CheckKerasRowsPath(keras_path));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const KerasRowsRequest& request : requests) {
+    PS_RETURN_IF_ERROR(CheckRowsRequest(request));
+    std::vector<int64_t> shape = request.shape;
+    if (!shape.empty()) shape[0] = request.row_end - request.row_begin;
+    shapes.push_back(std::move(shape));
+  }
+  // Whether this task reaches the file the chief named: it opens, and its weights member
+  // is the chief's (size and CRC from the archive's directory, nothing decoded).
+  const int keras_fd = open(keras_path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  const bool reached = keras_fd >= 0 && fstat(keras_fd, &st) == 0 && S_ISREG(st.st_mode);
+  const int open_error = errno;
+  if (keras_fd >= 0) close(keras_fd);
+  if (!reached) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot read ", keras_path, ": ",
+        keras_fd >= 0 ? "not a regular file" : std::strerror(open_error)));
+  }
+  absl::StatusOr<ZipMemberInfo> found = StatZipMember(keras_path, kKerasWeightsMember);
+  if (!found.ok()) return BadWeights(std::string(found.status().message()));
+  if (found->size != member.size || found->crc32 != member.crc32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        keras_path, " here is another file: its ", kKerasWeightsMember, " has ", found->size,
+        " bytes, CRC ", found->crc32, "; the one named has ", member.size, " bytes, CRC ",
+        member.crc32));
+  }
+  // The extracted copy lives until the child is done with it.
+  TemporaryFile temp;
+  PS_RETURN_IF_ERROR(temp.Open());
+  // Room for two blocks of rows (the read and its conversion) and the library itself.
+  const uint64_t budget = 2 * (uint64_t{16} << 20) + (uint64_t{512} << 20);
+  // The largest row may exceed a block (a row is never split).
+  uint64_t largest_row = 0;
+  for (const KerasRowsRequest& request : requests) {
+    const int64_t row = request.shape.size() <= 1
+                            ? 1
+                            : NumElements(absl::MakeConstSpan(request.shape).subspan(1));
+    largest_row = std::max(largest_row, sizeof(float) * static_cast<uint64_t>(row));
+  }
+  return ReadInChild(
+      [&](int fd) { return ServeRows(fd, keras_path, member, temp, requests); }, shapes,
+      ChildTimeout(static_cast<size_t>(member.size)),
+      budget + 2 * std::min(largest_row, uint64_t{1} << 60));
 }
 
 std::string KerasSnakeCase(const std::string& class_name) {

@@ -1,11 +1,16 @@
 #include "common/checkpoint/keras_weights_h5.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/zip_archive.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -141,6 +146,107 @@ TEST(ReadKerasWeightsH5Test, CorruptedFilesGiveTheWeightsOrAClearError) {
     EXPECT_EQ((*read)[1][1].shape(), b1.shape()) << "byte " << offset;
   }
   EXPECT_GT(refused, 0);
+}
+
+// A .keras-shaped archive (only the weights member matters here) holding a 1000 x 3 table
+// (row r, column c: r * 10 + c + 0.5) and a bias, with the table's weights member as the
+// archive's directory describes it.
+struct RowsFile {
+  KerasWeightsFile file;
+  Tensor table{{1000, 3}};
+  Tensor bias{{3}, {7, 8, 9}};
+};
+
+// The test's temporary folder as a normalized path (TempDir ends in "/").
+std::string TestDir() {
+  std::string dir = std::filesystem::path(testing::TempDir()).lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+RowsFile MakeRowsFile(const std::string& name) {
+  RowsFile out;
+  for (int64_t r = 0; r < 1000; ++r) {
+    for (int64_t c = 0; c < 3; ++c) out.table.data()[r * 3 + c] = r * 10 + c + 0.5f;
+  }
+  absl::StatusOr<std::string> image =
+      WriteKerasWeightsH5({{"layers/embedding", {&out.table}}, {"layers/dense", {&out.bias}}});
+  EXPECT_TRUE(image.ok()) << image.status();
+  out.file.path = absl::StrCat(TestDir(), "/", name, ".keras");
+  EXPECT_TRUE(WriteZipArchive(out.file.path, {{"config.json", "{}"},
+                                              {kKerasWeightsMember, image.value_or("")}})
+                  .ok());
+  absl::StatusOr<ZipMemberInfo> member = StatZipMember(out.file.path, kKerasWeightsMember);
+  EXPECT_TRUE(member.ok()) << member.status();
+  out.file.member = member.value_or(ZipMemberInfo());
+  return out;
+}
+
+TEST(ReadKerasWeightRowsTest, ReadsExactlyTheRowsAskedForBitForBit) {
+  const RowsFile f = MakeRowsFile("rows");
+  absl::StatusOr<std::vector<Tensor>> rows = ReadKerasWeightRows(
+      f.file, {{"table/part_1", "layers/embedding/vars/0", {1000, 3}, 333, 667},
+               {"bias", "layers/dense/vars/0", {3}, 0, 3},
+               {"table/part_0", "layers/embedding/vars/0", {1000, 3}, 0, 1}});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].shape(), (std::vector<int64_t>{334, 3}));
+  for (int64_t i = 0; i < 334 * 3; ++i) {
+    ASSERT_EQ((*rows)[0].data()[i], f.table.data()[333 * 3 + i]) << i;
+  }
+  EXPECT_EQ((*rows)[1].shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ((*rows)[1].data()[2], 9.0f);
+  EXPECT_EQ((*rows)[2].shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ((*rows)[2].data()[1], 1.5f);
+}
+
+TEST(ReadKerasWeightRowsTest, AWrongOrHostileRequestIsAOneLineRefusal) {
+  const RowsFile f = MakeRowsFile("hostile");
+  auto read = [&f](const KerasRowsRequest& request, const std::string& path = "") {
+    KerasWeightsFile file = f.file;
+    if (!path.empty()) file.path = path;
+    return ReadKerasWeightRows(file, {request}).status();
+  };
+  const KerasRowsRequest good = {"t", "layers/embedding/vars/0", {1000, 3}, 0, 10};
+  ASSERT_TRUE(read(good).ok()) << read(good);
+  auto expect_refused = [](const absl::Status& status, absl::StatusCode code,
+                           absl::string_view says) {
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), says)) << status;
+    EXPECT_FALSE(absl::StrContains(status.message(), "\n")) << status;
+  };
+  KerasRowsRequest r = good;
+  r.row_end = 1001;
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "not within");
+  r = good;
+  r.row_begin = 10;
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "not within");
+  r = good;
+  r.dataset = "layers/nothing/vars/0";
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "no dataset layers/nothing/vars/0");
+  r = good;
+  r.dataset = "layers/../vars/0";
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "not a Keras weights dataset");
+  r = good;
+  r.shape = {1000, 4};
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "has shape [1000,3]");
+  r = good;
+  r.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  expect_refused(read(r), absl::StatusCode::kInvalidArgument, "rows of \"t\"");
+  const std::string dir = TestDir();
+  expect_refused(read(good, dir + "/../" + dir.substr(dir.rfind('/') + 1) + "/hostile.keras"),
+                 absl::StatusCode::kInvalidArgument, "not a normalized path");
+  expect_refused(read(good, "hostile.keras"), absl::StatusCode::kInvalidArgument,
+                 "not an absolute path");
+  expect_refused(read(good, "/etc/passwd"), absl::StatusCode::kInvalidArgument,
+                 "does not end in .keras");
+  // Not reachable from here, or another file under the name: the caller sends the rows.
+  expect_refused(read(good, dir + "/missing.keras"), absl::StatusCode::kFailedPrecondition,
+                 "No such file");
+  KerasWeightsFile other = f.file;
+  other.member.crc32 ^= 1;
+  const absl::Status different = ReadKerasWeightRows(other, {good}).status();
+  expect_refused(different, absl::StatusCode::kFailedPrecondition, "is another file");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "common/model/job_spec.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -93,20 +94,26 @@ bool KnownMetric(const std::string& m) {
 // Returns the model built once to check it (the loss is checked against it).
 absl::StatusOr<std::unique_ptr<Model>> ReadModelSection(const json& root,
                                                         const std::string& base_dir,
-                                                        JobSpec* spec, json* keras_compile) {
+                                                        JobSpec* spec, json* keras_compile,
+                                                        bool read_weights) {
   auto model = root.find("model");
   if (model == root.end() || model->is_null()) return Bad("missing \"model\"");
   if (model->is_string() && absl::EndsWith(model->get<std::string>(), ".keras")) {
-    absl::StatusOr<KerasModelFile> file =
-        ReadKerasFile(FullPath(model->get<std::string>(), base_dir));
+    const std::string path = FullPath(model->get<std::string>(), base_dir);
+    absl::StatusOr<KerasModelFile> file = ReadKerasFile(path, read_weights);
     if (!file.ok()) {
       return absl::Status(file.status().code(),
                           absl::StrCat("job spec: model: ", file.status().message()));
     }
     *spec->model = std::move(file->model);
     *keras_compile = std::move(file->compile_config);
-    spec->initial_weights =
-        std::make_shared<const std::vector<Tensor>>(std::move(file->weights));
+    if (read_weights) {
+      spec->initial_weights =
+          std::make_shared<const std::vector<Tensor>>(std::move(file->weights));
+    }
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+    spec->initial_weights_file = error ? path : absolute.lexically_normal().string();
   } else if (model->is_string()) {
     PS_ASSIGN_OR_RETURN(*spec->model, ReadModelFile(model->get<std::string>(), base_dir));
   } else if (model->is_object()) {
@@ -274,13 +281,19 @@ absl::Status ReadParameterServerSettings(const json& root, JobSpec* spec) {
 }  // namespace
 
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir) {
+  return ParseJobSpec(json_text, base_dir, ParseJobSpecOptions());
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir,
+                                     const ParseJobSpecOptions& options) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Bad("malformed JSON");
   if (!root.is_object()) return Bad("top level must be an object");
   JobSpec spec;
   json keras_compile;  // a .keras file's compile_config
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                      ReadModelSection(root, base_dir, &spec, &keras_compile));
+                      ReadModelSection(root, base_dir, &spec, &keras_compile,
+                                       options.read_initial_weights));
   PS_RETURN_IF_ERROR(ReadCompileSection(root, keras_compile, model.get(), &spec));
   PS_RETURN_IF_ERROR(ReadFitSection(root, &spec));
   PS_RETURN_IF_ERROR(ReadJobOptions(root, &spec));

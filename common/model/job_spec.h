@@ -54,6 +54,10 @@ struct JobSpec {
   // that training starts from instead of drawing them from the seed; null otherwise.
   // Not serialized (SerializeJobSpec): the task that creates the variables reads them.
   std::shared_ptr<const std::vector<Tensor>> initial_weights;
+  // That .keras file, as an absolute, normalized path (for ps tasks that read their own
+  // rows of it: ReadKerasWeightRows); empty for other models. Set with or without
+  // `initial_weights` (ParseJobSpecOptions). Not serialized either.
+  std::string initial_weights_file;
   OptimizerConfig optimizer;
   LossConfig loss;
   std::vector<std::string> metrics;  // "accuracy", ...
@@ -88,6 +92,14 @@ struct JobSpec {
 // or "compile.loss", a wrong type or range, an unknown optimizer/loss/metric, or an
 // unsupported model; NOT_FOUND when the model file cannot be read.
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir);
+
+struct ParseJobSpecOptions {
+  // false: a .keras model's weights are not read (initial_weights stays null; its file
+  // is in initial_weights_file): the chief, whose ps tasks read their own rows of it.
+  bool read_initial_weights = true;
+};
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& json_text, const std::string& base_dir,
+                                     const ParseJobSpecOptions& options);
 
 // JSON text that ParseJobSpec reads back to an equal JobSpec (the model inlined, the
 // optimizer and loss as Keras config dicts), so a chief can send a worker its job.

@@ -5,6 +5,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/keras_import.h"
+#include "common/checkpoint/keras_weights_h5.h"
+#include "common/checkpoint/zip_archive.h"
+#include "common/logging.h"
 #include "common/parallel.h"
 #include "common/sharding/placement.h"
 #include "common/sharding/shards_by_ps.h"
@@ -55,14 +59,70 @@ absl::StatusOr<ShardedVariables::InitialShards> ShardedVariables::InitialShardsF
   return out;
 }
 
+absl::StatusOr<std::shared_ptr<const std::vector<Tensor>>> ShardedVariables::WholeFileWeights()
+    const {
+  absl::MutexLock lock(&file_mu_);
+  if (file_weights_ == nullptr) {
+    PS_ASSIGN_OR_RETURN(KerasModelFile file, ReadKerasFile(initial_weights_file_));
+    if (file.weights.size() != model_->variables().size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          initial_weights_file_, " holds ", file.weights.size(), " variables, the model ",
+          model_->variables().size()));
+    }
+    file_weights_ = std::make_shared<const std::vector<Tensor>>(std::move(file.weights));
+  }
+  return file_weights_;
+}
+
+absl::Status ShardedVariables::CreateFromFile(size_t p,
+                                              const std::vector<VariableLayout>& layout) const {
+  // The file as this task sees it: a ps that sees another file under the path refuses.
+  absl::StatusOr<ZipMemberInfo> member = StatZipMember(initial_weights_file_, kKerasWeightsMember);
+  if (!member.ok()) return member.status();
+  const std::vector<std::string> datasets = KerasWeightDatasets(*model_);
+  std::vector<KerasRowsRequest> rows;
+  const std::vector<std::vector<ShardRef>> shards = ShardsByPs(layout, num_ps());
+  for (const ShardRef& ref : shards[p]) {
+    const VariableLayout& v = layout[static_cast<size_t>(ref.variable)];
+    // A scalar is one row; an unsplit variable is all its rows.
+    rows.push_back({ref.entry.name(), datasets.at(static_cast<size_t>(ref.variable)), v.shape,
+                    v.shape.empty() ? 0 : ref.entry.row_offset(),
+                    v.shape.empty() ? 1 : ref.entry.row_offset() + ref.entry.num_rows()});
+  }
+  if (rows.empty()) return absl::OkStatus();
+  const absl::Status read = ps_[p]->CreateVariablesFromKeras(
+      {initial_weights_file_, *member}, std::move(rows), optimizer_, consistency_);
+  if (read.ok()) {
+    LogInfo(absl::StrCat(ps_[p]->name(), " read its rows of ", initial_weights_file_,
+                         " itself"));
+    return read;
+  }
+  if (!absl::IsFailedPrecondition(read) && !absl::IsUnimplemented(read)) return read;
+  LogWarning(absl::StrCat(read.message(), "; so this task reads the file whole and sends ",
+                          ps_[p]->name(), " its rows"));
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<Tensor>> whole, WholeFileWeights());
+  PS_ASSIGN_OR_RETURN(std::vector<std::vector<NamedTensor>> values,
+                      ScatterValues(layout, num_ps(), *whole));
+  return ps_[p]->CreateVariables(std::move(values[p]), {}, optimizer_, consistency_);
+}
+
 absl::Status ShardedVariables::Create(const PlacementPolicy& policy, uint64_t seed) {
   const std::vector<VariableShape> shapes = Shapes();
   PS_ASSIGN_OR_RETURN(std::vector<VariablePlacementEntry> placement,
                       PlaceVariables(shapes, num_ps(), policy));
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout,
                       ResolveLayout(shapes, placement, num_ps()));
-  PS_ASSIGN_OR_RETURN(InitialShards initial, InitialShardsFor(layout, seed));
   std::vector<std::function<absl::Status()>> creates;
+  if (initial_values_ == nullptr && !initial_weights_file_.empty()) {
+    for (size_t p = 0; p < ps_.size(); ++p) {
+      creates.push_back([this, p, &layout] { return CreateFromFile(p, layout); });
+    }
+    PS_RETURN_IF_ERROR(RunConcurrently(creates));
+    absl::MutexLock lock(&mu_);
+    placement_ = std::move(placement);
+    return absl::OkStatus();
+  }
+  PS_ASSIGN_OR_RETURN(InitialShards initial, InitialShardsFor(layout, seed));
   for (size_t p = 0; p < ps_.size(); ++p) {
     creates.push_back([this, p, &initial] {
       return ps_[p]->CreateVariables(std::move(initial.values[p]), std::move(initial.drawn[p]),
@@ -206,6 +266,9 @@ absl::StatusOr<ShardedVariables::Census> ShardedVariables::TakeCensus() const {
 absl::Status ShardedVariables::Recreate(int p, const TrainingState* state,
                                         const std::string& source, uint64_t seed) const {
   PS_ASSIGN_OR_RETURN(std::vector<VariableLayout> layout, Layout());
+  if (state == nullptr && initial_values_ == nullptr && !initial_weights_file_.empty()) {
+    return CreateFromFile(static_cast<size_t>(p), layout);
+  }
   if (state == nullptr) {
     // Only this ps's shards: a drawn variable is drawn by the ps, its rows only.
     PS_ASSIGN_OR_RETURN(InitialShards initial, InitialShardsFor(layout, seed));

@@ -42,7 +42,8 @@ class ShardedVariables {
   // on its ps with its rows of the model's initial values for `seed`: each ps is sent how
   // to draw its rows (Model::InitialValuesOf: the same values the one-process trainer
   // draws, however the variable is split), never the values, so no task holds a whole
-  // variable. Initial values set by SetInitialValues are sliced and sent instead. Called
+  // variable. Initial values set by SetInitialValues are sliced and sent instead; a file
+  // set by SetInitialWeightsFile is read by each ps, its rows only. Called
   // once, before any other method but placement().
   // Errors: PlaceVariables' (a bad policy); the first failed CreateVariables (naming the ps).
   absl::Status Create(const PlacementPolicy& policy, uint64_t seed) ABSL_LOCKS_EXCLUDED(mu_);
@@ -50,11 +51,19 @@ class ShardedVariables {
   // Values that Create and Recreate use instead of the model's initial values (a .keras
   // model's weights, JobSpec::initial_weights), in the model's variables() order; null
   // (the default) has each ps draw them from the seed. Call before Create. These are held
-  // whole here and sliced for the ps (each ps reading its own rows of the file is a later
-  // step).
+  // whole here and sliced for the ps (SetInitialWeightsFile has each ps read its rows).
   void SetInitialValues(std::shared_ptr<const std::vector<Tensor>> values) {
     initial_values_ = std::move(values);
   }
+
+  // The .keras file (absolute and normalized: JobSpec::initial_weights_file, read without
+  // its weights) whose weights Create and Recreate start from: each ps reads only its
+  // own rows of it (PsClient::CreateVariablesFromKeras), so no task holds a whole
+  // variable. A ps that cannot reach the file (another machine, no shared volume) is sent
+  // its rows instead, which this task then reads from the file whole, once, and keeps.
+  // Which way each ps took is logged. Call before Create; SetInitialValues' values, when
+  // set, are used instead.
+  void SetInitialWeightsFile(std::string path) { initial_weights_file_ = std::move(path); }
 
   // One entry per shard (empty before Create), as the workers are sent it.
   std::vector<VariablePlacementEntry> placement() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -134,11 +143,20 @@ class ShardedVariables {
   // Errors: ScatterValues' (initial values that do not fit the model).
   absl::StatusOr<InitialShards> InitialShardsFor(const std::vector<VariableLayout>& layout,
                                                  uint64_t seed) const;
+  // Creates ps `p`'s shards of `layout` from initial_weights_file_: the ps reads its rows,
+  // or, when it cannot reach the file, is sent them.
+  absl::Status CreateFromFile(size_t p, const std::vector<VariableLayout>& layout) const;
+  // initial_weights_file_'s weights whole, read on first use and kept.
+  absl::StatusOr<std::shared_ptr<const std::vector<Tensor>>> WholeFileWeights() const
+      ABSL_LOCKS_EXCLUDED(file_mu_);
   // Every shard of `layout`, by ps, as its rows of its variable's initializer for `seed`.
   std::vector<std::vector<InitialShard>> DrawnShards(const std::vector<VariableLayout>& layout,
                                                      uint64_t seed) const;
 
   std::shared_ptr<const std::vector<Tensor>> initial_values_;  // null: from the seed
+  std::string initial_weights_file_;  // empty: none
+  mutable absl::Mutex file_mu_;
+  mutable std::shared_ptr<const std::vector<Tensor>> file_weights_ ABSL_GUARDED_BY(file_mu_);
   mutable absl::Mutex mu_;
   std::vector<VariablePlacementEntry> placement_ ABSL_GUARDED_BY(mu_);
 };

@@ -2,9 +2,13 @@
 
 #include "ps_server/client/sharded_variables.h"
 
+#include <filesystem>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/keras_export.h"
 #include "common/math/cpu_backend.h"
+#include "common/model/job_spec.h"
 #include "gtest/gtest.h"
 #include "ps_server/local_ps_client.h"
 #include "ps_server/variable_store.h"
@@ -27,13 +31,68 @@ PlacementPolicy Split(int num_shards) {
   return policy;
 }
 
-// A model and `num_ps` stores with in-process clients, Adam on every ps.
+// A ps on a machine where a .keras file the chief names is not: its CreateVariablesFromKeras
+// asks the real reader for a path that does not exist here; everything else as `ps`.
+class FileElsewherePs : public PsClient {
+ public:
+  explicit FileElsewherePs(std::unique_ptr<PsClient> ps) : ps_(std::move(ps)) {}
+  using PsClient::CreateVariables;
+  using PsClient::Pull;
+  using PsClient::PushPull;
+  std::string name() const override { return ps_->name(); }
+  absl::Status CreateVariables(std::vector<NamedTensor> v, const OptimizerConfig& o,
+                               const ConsistencyConfig& c) override {
+    return ps_->CreateVariables(std::move(v), o, c);
+  }
+  absl::Status CreateVariables(std::vector<NamedTensor> v, std::vector<InitialShard> d,
+                               const OptimizerConfig& o, const ConsistencyConfig& c) override {
+    return ps_->CreateVariables(std::move(v), std::move(d), o, c);
+  }
+  absl::Status CreateVariablesFromKeras(const KerasWeightsFile& file,
+                                        std::vector<KerasRowsRequest> shards,
+                                        const OptimizerConfig& o,
+                                        const ConsistencyConfig& c) override {
+    KerasWeightsFile elsewhere = file;
+    elsewhere.path = "/not-mounted-on-this-ps/model.keras";
+    return ps_->CreateVariablesFromKeras(elsewhere, std::move(shards), o, c);
+  }
+  absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> n,
+                                           std::vector<int64_t>* v) override {
+    return ps_->Pull(n, v);
+  }
+  absl::Status Push(absl::Span<const NamedTensor> g, int64_t s) override { return ps_->Push(g, s); }
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> g,
+                                               const PushContext& c,
+                                               std::vector<int64_t>* v) override {
+    return ps_->PushPull(g, c, v);
+  }
+  absl::StatusOr<PsStatusResponse> GetStatus() override { return ps_->GetStatus(); }
+  absl::StatusOr<std::vector<VariableSnapshot>> ReadState(
+      absl::Span<const std::string> n) override {
+    return ps_->ReadState(n);
+  }
+  absl::Status RestoreState(const std::vector<VariableSnapshot>& s) override {
+    return ps_->RestoreState(s);
+  }
+  absl::Status Shutdown(const std::string& r) override { return ps_->Shutdown(r); }
+
+ private:
+  std::unique_ptr<PsClient> ps_;
+};
+
+// A model and `num_ps` stores with in-process clients, Adam on every ps; ps
+// `file_elsewhere` (if any) cannot reach the chief's .keras files.
 class Cluster {
  public:
-  explicit Cluster(int num_ps) : stores_(num_ps) {
+  explicit Cluster(int num_ps, int file_elsewhere = -1) : stores_(num_ps) {
     backend_ = CreateCpuBackend();
     model_ = *Model::FromKerasJsonText(kModel, backend_.get());
-    for (int p = 0; p < num_ps; ++p) clients_.push_back(CreateLocalPsClient(p, &stores_[p]));
+    for (int p = 0; p < num_ps; ++p) {
+      clients_.push_back(CreateLocalPsClient(p, &stores_[p]));
+      if (p == file_elsewhere) {
+        clients_.back() = std::make_unique<FileElsewherePs>(std::move(clients_.back()));
+      }
+    }
     OptimizerConfig adam;
     adam.set_name("adam");
     adam.set_learning_rate(0.5f);
@@ -119,6 +178,76 @@ TEST(ShardedVariablesTest, GivenInitialValuesAreSlicedForThePs) {
   pulled = cluster.variables().Pull();
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(Values((*pulled)[3]), Values((*given)[3]));
+}
+
+// The model's weights (distinct values, none of them drawn from a seed) as a .keras file,
+// and that file's path as the chief has it (JobSpec::initial_weights_file).
+std::pair<std::vector<Tensor>, std::string> WriteKerasWeights(const Model& model,
+                                                              const std::string& name) {
+  std::vector<Tensor> weights;
+  float next = 0.125f;
+  for (const VariableSpec& v : model.variables()) {
+    Tensor t(v.shape);
+    for (float& x : t.values()) x = (next += 0.375f);
+    weights.push_back(std::move(t));
+  }
+  const std::string dir = std::filesystem::path(testing::TempDir()).lexically_normal().string();
+  const std::string path = absl::StrCat(dir, dir.back() == '/' ? "" : "/", name, ".keras");
+  absl::StatusOr<JobSpec> job = ParseJobSpec(
+      absl::StrCat(R"({"model": )", kModel, R"(, "compile": {"loss": "mse"}})"), "");
+  EXPECT_TRUE(job.ok()) << job.status();
+  if (job.ok()) {
+    const absl::Status written = ExportKerasModel(*job, weights, path);
+    EXPECT_TRUE(written.ok()) << written;
+  }
+  return {std::move(weights), path};
+}
+
+// A model started from a .keras file: each ps reads its own rows of each variable from
+// the file, and the values are the file's bit for bit, on 2 and on 3 ps, whole or split.
+TEST(ShardedVariablesTest, EachPsReadsItsRowsOfAKerasFile) {
+  Cluster reference(1);
+  const auto [weights, path] = WriteKerasWeights(reference.model(), "rows_from_file");
+  for (int num_ps : {2, 3}) {
+    for (int shards : {1, num_ps}) {
+      Cluster cluster(num_ps);
+      cluster.variables().SetInitialWeightsFile(path);
+      const absl::Status created = cluster.variables().Create(Split(shards), 5);
+      ASSERT_TRUE(created.ok()) << created;
+      auto pulled = cluster.variables().Pull();
+      ASSERT_TRUE(pulled.ok()) << pulled.status();
+      ASSERT_EQ(pulled->size(), weights.size());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        EXPECT_EQ(Values((*pulled)[i]), Values(weights[i]))
+            << "variable " << i << " on " << num_ps << " ps, " << shards << " shards";
+      }
+      // Recreating a ps's shards without a checkpoint has it read its rows again (a ps
+      // that still holds them keeps its own).
+      const absl::Status recreated = cluster.variables().Recreate(1, nullptr, "", 5);
+      EXPECT_TRUE(recreated.ok()) << recreated;
+    }
+  }
+}
+
+// A ps that cannot reach the file (another machine, no shared volume) answers so, and
+// the chief sends it its rows instead: the values are still the file's, on every ps.
+TEST(ShardedVariablesTest, APsThatCannotReachTheFileIsSentItsRows) {
+  Cluster cluster(3, /*file_elsewhere=*/1);
+  const auto [weights, path] = WriteKerasWeights(cluster.model(), "fallback");
+  cluster.variables().SetInitialWeightsFile(path);
+  const absl::Status created = cluster.variables().Create(Split(3), 5);
+  ASSERT_TRUE(created.ok()) << created;
+  EXPECT_EQ(cluster.store(1).List().size(), 4u);  // a shard of each variable
+  auto pulled = cluster.variables().Pull();
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  ASSERT_EQ(pulled->size(), weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    EXPECT_EQ(Values((*pulled)[i]), Values(weights[i])) << i;
+  }
+  // A file the chief itself cannot read is the job's error, not a fallback.
+  Cluster broken(2);
+  broken.variables().SetInitialWeightsFile(path + ".missing.keras");
+  EXPECT_FALSE(broken.variables().Create(Split(2), 5).ok());
 }
 
 // A state read under one placement restores under another: the ps count and the split

@@ -140,6 +140,31 @@ class GrpcPsClient final : public PsClient {
     return FromGrpcStatus(stub_->CreateVariables(&context, request, &response), name_);
   }
 
+  absl::Status CreateVariablesFromKeras(const KerasWeightsFile& file,
+                                        std::vector<KerasRowsRequest> shards,
+                                        const OptimizerConfig& optimizer,
+                                        const ConsistencyConfig& consistency) override {
+    CreateVariablesRequest request;
+    *request.mutable_optimizer() = optimizer;
+    *request.mutable_consistency() = consistency;
+    request.mutable_keras_file()->set_path(file.path);
+    request.mutable_keras_file()->set_weights_bytes(file.member.size);
+    request.mutable_keras_file()->set_weights_crc32(file.member.crc32);
+    for (const KerasRowsRequest& shard : shards) {
+      VariableDef* def = request.add_variables();
+      def->set_name(shard.name);
+      KerasRows* rows = def->mutable_keras_rows();
+      rows->set_dataset(shard.dataset);
+      for (int64_t d : shard.shape) rows->add_variable_shape(d);
+      rows->set_row_begin(shard.row_begin);
+      rows->set_row_end(shard.row_end);
+    }
+    CreateVariablesResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, timeout_);
+    return FromGrpcStatus(stub_->CreateVariables(&context, request, &response), name_);
+  }
+
   absl::StatusOr<std::vector<Tensor>> Pull(absl::Span<const std::string> names,
                                            std::vector<int64_t>* versions) override {
     PullRequest request;

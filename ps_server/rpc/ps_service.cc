@@ -16,6 +16,7 @@
 #include "common/rpc/grpc_util.h"
 #include "common/status_macros.h"
 #include "common/wire_precision.h"
+#include "ps_server/keras_rows.h"
 
 namespace pstrain {
 namespace {
@@ -27,6 +28,37 @@ absl::Status CheckLength(absl::string_view what, absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat(
       what, " of ", text.size(), " bytes is longer than the ", kMaxWireNameBytes,
       " bytes a name may have (it starts \"", absl::CHexEscape(text.substr(0, 32)), "\")"));
+}
+
+// A CreateVariables with a keras_file: every variable's KerasRows, as
+// CreateVariablesFromKeras takes them (it checks the rest before opening the file).
+// Errors: INVALID_ARGUMENT a variable without KerasRows or with a value or initializer
+//         too, a name or dataset over kMaxWireNameBytes, a path over 4096 bytes.
+absl::StatusOr<std::vector<KerasRowsRequest>> KerasShardsOf(
+    const CreateVariablesRequest& request) {
+  if (request.keras_file().path().size() > 4096) {
+    return absl::InvalidArgumentError("the .keras file's path is over 4096 bytes");
+  }
+  std::vector<KerasRowsRequest> shards;
+  for (const VariableDef& def : request.variables()) {
+    PS_RETURN_IF_ERROR(CheckLength("variable name", def.name()));
+    if (!def.has_keras_rows() || def.has_initial_value() || def.has_initializer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", def.name(),
+          "\": a CreateVariables with a .keras file carries only rows of it (keras_rows)"));
+    }
+    const KerasRows& rows = def.keras_rows();
+    PS_RETURN_IF_ERROR(CheckLength("dataset name", rows.dataset()));
+    if (rows.variable_shape_size() > 32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", def.name(), "\": a shape of more than 32 dimensions"));
+    }
+    shards.push_back({def.name(), rows.dataset(),
+                      std::vector<int64_t>(rows.variable_shape().begin(),
+                                           rows.variable_shape().end()),
+                      rows.row_begin(), rows.row_end()});
+  }
+  return shards;
 }
 
 // A VariableDef's initializer as the store takes it; the store validates the rest
@@ -241,6 +273,16 @@ grpc::Status PsServiceImpl::Answer(const char* method, const absl::Status& statu
 grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                             const CreateVariablesRequest* request,
                                             CreateVariablesResponse*) {
+  if (request->has_keras_file()) {
+    absl::StatusOr<std::vector<KerasRowsRequest>> shards = KerasShardsOf(*request);
+    if (!shards.ok()) return Answer("CreateVariables", shards.status());
+    const KerasWeightsFile file{
+        request->keras_file().path(),
+        {request->keras_file().weights_bytes(), request->keras_file().weights_crc32()}};
+    return Answer("CreateVariables",
+                  CreateVariablesFromKeras(store_, file, *shards, request->optimizer(),
+                                           request->consistency()));
+  }
   std::vector<NamedTensor> variables;
   std::vector<InitialShard> drawn;
   for (const VariableDef& def : request->variables()) {

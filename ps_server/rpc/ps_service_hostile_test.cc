@@ -282,6 +282,68 @@ TEST_F(HostileTest, LearningRateZeroOverTheWireIsRefused) {
   EXPECT_TRUE(store_.List().empty());
 }
 
+// Rows of a .keras file the ps is asked to read itself: a request that is wrong or
+// hostile is refused in one line before any file is opened, and nothing is made. A path
+// with ".." (or relative) is refused because the ps checks the path it reads: the chief
+// sends the absolute, normalized path it resolved.
+TEST_F(HostileTest, HostileKerasRowsAreRefusedBeforeAnyFileIsRead) {
+  Start();
+  auto create = [this](const std::string& path, const std::string& dataset,
+                       std::vector<int64_t> shape, int64_t begin, int64_t end,
+                       bool with_value = false) {
+    CreateVariablesRequest request;
+    request.mutable_optimizer()->set_name("sgd");
+    request.mutable_optimizer()->set_learning_rate(0.1f);
+    request.mutable_keras_file()->set_path(path);
+    VariableDef* def = request.add_variables();
+    def->set_name("table/part_0");
+    KerasRows* rows = def->mutable_keras_rows();
+    rows->set_dataset(dataset);
+    for (int64_t d : shape) rows->add_variable_shape(d);
+    rows->set_row_begin(begin);
+    rows->set_row_end(end);
+    if (with_value) *def->mutable_initial_value() = Tensor({2}, {1, 2}).ToProto();
+    CreateVariablesResponse response;
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    return stub_->CreateVariables(&context, request, &response);
+  };
+  struct Case {
+    grpc::Status status;
+    grpc::StatusCode code;
+    const char* says;
+  };
+  const std::string dataset = "layers/embedding/vars/0";
+  const Case cases[] = {
+      {create("/data/../etc/model.keras", dataset, {10, 4}, 0, 5),
+       grpc::StatusCode::INVALID_ARGUMENT, "not a normalized path"},
+      {create("model.keras", dataset, {10, 4}, 0, 5), grpc::StatusCode::INVALID_ARGUMENT,
+       "not an absolute path"},
+      {create("/etc/shadow", dataset, {10, 4}, 0, 5), grpc::StatusCode::INVALID_ARGUMENT,
+       "does not end in .keras"},
+      {create("/data/model.keras", "../../vars/0", {10, 4}, 0, 5),
+       grpc::StatusCode::INVALID_ARGUMENT, "not a Keras weights dataset"},
+      {create("/data/model.keras", dataset, {10, 4}, 5, 11), grpc::StatusCode::INVALID_ARGUMENT,
+       "not within"},
+      {create("/data/model.keras", dataset, {10, -4}, 0, 5), grpc::StatusCode::INVALID_ARGUMENT,
+       "table/part_0"},
+      {create("/data/model.keras", dataset, {int64_t{1} << 62, 1 << 30}, 0, 5),
+       grpc::StatusCode::INVALID_ARGUMENT, "table/part_0"},
+      {create("/data/model.keras", dataset, {10, 4}, 0, 5, /*with_value=*/true),
+       grpc::StatusCode::INVALID_ARGUMENT, "carries only rows"},
+      // Well formed, but no such file on this ps: the chief sends the rows instead.
+      {create("/no/such/folder/model.keras", dataset, {10, 4}, 0, 5),
+       grpc::StatusCode::FAILED_PRECONDITION, "cannot read /no/such/folder/model.keras"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.status.error_code(), c.code) << c.status.error_message();
+    EXPECT_NE(c.status.error_message().find(c.says), std::string::npos)
+        << c.says << ": " << c.status.error_message();
+    EXPECT_EQ(c.status.error_message().find('\n'), std::string::npos) << c.status.error_message();
+  }
+  EXPECT_TRUE(store_.List().empty());
+}
+
 // Variables too large for the ps's memory budget (values and optimizer slots) are refused
 // before their slots are allocated, naming the largest, and nothing is created.
 TEST_F(HostileTest, VariablesOverTheMemoryBudgetAreRefused) {
