@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<ChiefMonitoring>> ChiefMonitoring::Start(
       [membership](std::vector<prometheus::MetricFamily>* families) {
         std::map<std::string, int> registered;
         for (const distribute::MemberStatus& t : membership->Snapshot()) {
-          registered[t.type] += t.registered ? 1 : 0;
+          registered[std::string(RoleName(t.task.type))] += t.registered ? 1 : 0;
         }
         MetricFamilyBuilder family("pstrain_chief_tasks_registered",
                                    "Tasks registered with the chief, by type",
@@ -75,7 +75,9 @@ nlohmann::json ChiefMonitoring::DashboardStatus() const {
   describe_(&status);
   nlohmann::json tasks = nlohmann::json::array();
   for (const distribute::MemberStatus& t : membership_->Snapshot()) {
-    nlohmann::json task = {{"role", t.type}, {"index", t.index}, {"address", t.address}};
+    nlohmann::json task = {{"role", RoleName(t.task.type)},
+                           {"index", t.task.index},
+                           {"address", t.address}};
     // The membership's own rule (distribute/membership.h) says who is lost.
     switch (t.state) {
       case distribute::MemberState::kUnregistered:

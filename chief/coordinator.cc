@@ -479,7 +479,7 @@ void Coordinator::RejoinLostWorkers(int epoch) {
   }
   for (size_t w = 0; w < lost.size(); ++w) {
     if (!lost[w]) continue;
-    if (!membership_->IsLive("worker", static_cast<int>(w), options_.rejoin_heartbeat_age)) {
+    if (!membership_->IsLive({Role::kWorker, static_cast<int>(w)}, options_.rejoin_heartbeat_age)) {
       continue;
     }
     absl::StatusOr<WorkerStatusResponse> status = workers_[w]->GetStatus();

@@ -72,9 +72,9 @@ Outcome RunWithTwoWorkers(bool scale_learning_rate) {
   const ClusterSpec cluster =
       *ClusterSpec::Create({{"chief", {"h:1"}}, {"ps", {"h:2"}}, {"worker", {"h:3", "h:4"}}});
   Membership membership(cluster);
-  EXPECT_TRUE(membership.Register("ps", 0, "h:2", 1).ok());
-  EXPECT_TRUE(membership.Register("worker", 0, "h:3", 1).ok());
-  EXPECT_TRUE(membership.Register("worker", 1, "h:4", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kPs, 0}, "h:2", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kWorker, 0}, "h:3", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kWorker, 1}, "h:4", 1).ok());
   VariableStore store;
   std::unique_ptr<PsClient> ps = CreateLocalPsClient(0, &store);
   FixedFiguresWorker w0, w1;
@@ -194,9 +194,9 @@ absl::Status RunScripted(ScriptedWorker* w0, ScriptedWorker* w1, CountingObserve
   const ClusterSpec cluster =
       *ClusterSpec::Create({{"chief", {"h:1"}}, {"ps", {"h:2"}}, {"worker", {"h:3", "h:4"}}});
   Membership membership(cluster);
-  EXPECT_TRUE(membership.Register("ps", 0, "h:2", 1).ok());
-  EXPECT_TRUE(membership.Register("worker", 0, "h:3", 1).ok());
-  EXPECT_TRUE(membership.Register("worker", 1, "h:4", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kPs, 0}, "h:2", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kWorker, 0}, "h:3", 1).ok());
+  EXPECT_TRUE(membership.Register({Role::kWorker, 1}, "h:4", 1).ok());
   VariableStore store;
   std::unique_ptr<PsClient> ps = CreateLocalPsClient(0, &store);
   Coordinator::Options options;

@@ -27,8 +27,8 @@ std::vector<TaskState> TaskStates(const distribute::Membership& membership) {
   std::vector<TaskState> states;
   for (const distribute::MemberStatus& m : membership.Snapshot()) {
     TaskState s;
-    s.set_task_type(m.type);
-    s.set_task_index(m.index);
+    s.set_task_type(std::string(RoleName(m.task.type)));
+    s.set_task_index(m.task.index);
     s.set_address(m.address);
     s.set_registered(m.registered);
     if (m.registered) s.set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(m.since_heard));

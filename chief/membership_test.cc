@@ -11,8 +11,9 @@ TEST(ChiefMembershipTest, TaskStatesListEveryPsAndWorkerWithItsRegistration) {
   const ClusterSpec cluster = *ClusterSpec::Create(
       {{"chief", {"h:1"}}, {"ps", {"h:2", "h:3"}}, {"worker", {"h:4", "h:5"}}});
   Membership membership(cluster, ChiefMembershipOptions(absl::Seconds(5)));
-  ASSERT_TRUE(membership.Register("worker", 1, "10.0.0.5:2222", 4).ok());
-  EXPECT_EQ(membership.Register("chief", 0, "h:1", 1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(membership.Register({Role::kWorker, 1}, "10.0.0.5:2222", 4).ok());
+  EXPECT_EQ(membership.Register({Role::kChief, 0}, "h:1", 1).code(),
+            absl::StatusCode::kInvalidArgument);
   const std::vector<TaskState> states = TaskStates(membership);
   ASSERT_EQ(states.size(), 4u);
   EXPECT_EQ(states[0].task_type(), "ps");

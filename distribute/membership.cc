@@ -25,8 +25,7 @@ Membership::Membership(const ClusterSpec& cluster, Options options)
     const std::vector<std::string>& addresses = cluster.tasks(role);
     for (size_t i = 0; i < addresses.size(); ++i) {
       Member m;
-      m.type = std::string(RoleName(role));
-      m.index = static_cast<int>(i);
+      m.task = {role, static_cast<int>(i)};
       m.address = addresses[i];
       members_.push_back(std::move(m));
     }
@@ -34,20 +33,19 @@ Membership::Membership(const ClusterSpec& cluster, Options options)
 }
 
 std::string Membership::NameOf(const Member& m) {
-  return absl::StrCat(m.type, " ", m.index, " (", m.address, ")");
+  return absl::StrCat(RoleName(m.task.type), " ", m.task.index, " (", m.address, ")");
 }
 
-absl::StatusOr<const Membership::Member*> Membership::Find(const std::string& type,
-                                                          int index) const {
+absl::StatusOr<const Membership::Member*> Membership::Find(const TaskId& task) const {
   for (const Member& m : members_) {
-    if (m.type == type && m.index == index) return &m;
+    if (m.task == task) return &m;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("task ", type, " ", index, " is not in this job's cluster spec"));
+  return absl::InvalidArgumentError(absl::StrCat("task ", RoleName(task.type), " ", task.index,
+                                                 " is not in this job's cluster spec"));
 }
 
-absl::StatusOr<Membership::Member*> Membership::Find(const std::string& type, int index) {
-  absl::StatusOr<const Member*> found = static_cast<const Membership*>(this)->Find(type, index);
+absl::StatusOr<Membership::Member*> Membership::Find(const TaskId& task) {
+  absl::StatusOr<const Member*> found = static_cast<const Membership*>(this)->Find(task);
   if (!found.ok()) return found.status();
   return const_cast<Member*>(*found);
 }
@@ -74,17 +72,17 @@ void Membership::Tell(const Change& change) const {
   }
 }
 
-absl::Status Membership::CheckKnown(const std::string& type, int index) const {
+absl::Status Membership::CheckKnown(const TaskId& task) const {
   absl::ReaderMutexLock lock(&mu_);
-  return Find(type, index).status();
+  return Find(task).status();
 }
 
-absl::Status Membership::Register(const std::string& type, int index,
-                                  const std::string& address, int64_t incarnation) {
+absl::Status Membership::Register(const TaskId& task, const std::string& address,
+                                  int64_t incarnation) {
   Change change;
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Member*> m = Find(type, index);
+    absl::StatusOr<Member*> m = Find(task);
     if (!m.ok()) return m.status();
     if ((*m)->incarnation != incarnation) (*m)->memory = ProcessMemory();
     (*m)->incarnation = incarnation;
@@ -95,21 +93,21 @@ absl::Status Membership::Register(const std::string& type, int index,
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Membership::Heartbeat(const std::string& type, int index,
-                                           int64_t incarnation, ProcessMemory memory) {
+absl::StatusOr<bool> Membership::Heartbeat(const TaskId& task, int64_t incarnation,
+                                           ProcessMemory memory) {
   if (memory.resident_bytes < 0 || memory.peak_resident_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "task ", type, " ", index, " reports a negative memory size (resident ",
+        "task ", RoleName(task.type), " ", task.index, " reports a negative memory size (resident ",
         memory.resident_bytes, ", peak ", memory.peak_resident_bytes, ")"));
   }
   Change change;
   bool over = false;
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Member*> m = Find(type, index);
+    absl::StatusOr<Member*> m = Find(task);
     if (!m.ok()) return m.status();
     if (!(*m)->registered || (*m)->incarnation != incarnation) {
-      return absl::NotFoundError(absl::StrCat("task ", type, " ", index,
+      return absl::NotFoundError(absl::StrCat("task ", RoleName(task.type), " ", task.index,
                                               " is not registered with this incarnation"));
     }
     MarkHeard(*m, &change);
@@ -120,11 +118,11 @@ absl::StatusOr<bool> Membership::Heartbeat(const std::string& type, int index,
   return over;
 }
 
-absl::Status Membership::Heard(const std::string& type, int index) {
+absl::Status Membership::Heard(const TaskId& task) {
   Change change;
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Member*> m = Find(type, index);
+    absl::StatusOr<Member*> m = Find(task);
     if (!m.ok()) return m.status();
     MarkHeard(*m, &change);
   }
@@ -132,11 +130,11 @@ absl::Status Membership::Heard(const std::string& type, int index) {
   return absl::OkStatus();
 }
 
-absl::Status Membership::ReportLost(const std::string& type, int index, const absl::Status& why) {
+absl::Status Membership::ReportLost(const TaskId& task, const absl::Status& why) {
   Change change;
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Member*> m = Find(type, index);
+    absl::StatusOr<Member*> m = Find(task);
     if (!m.ok()) return m.status();
     if (!(*m)->registered) return absl::OkStatus();
     const MemberState before = StateOf(**m, options_.now());
@@ -154,16 +152,16 @@ void Membership::EndJob() {
   job_over_ = true;
 }
 
-absl::StatusOr<MemberState> Membership::State(const std::string& type, int index) const {
+absl::StatusOr<MemberState> Membership::State(const TaskId& task) const {
   absl::ReaderMutexLock lock(&mu_);
-  absl::StatusOr<const Member*> m = Find(type, index);
+  absl::StatusOr<const Member*> m = Find(task);
   if (!m.ok()) return m.status();
   return StateOf(**m, options_.now());
 }
 
-bool Membership::IsLive(const std::string& type, int index, absl::Duration max_age) const {
+bool Membership::IsLive(const TaskId& task, absl::Duration max_age) const {
   absl::ReaderMutexLock lock(&mu_);
-  absl::StatusOr<const Member*> m = Find(type, index);
+  absl::StatusOr<const Member*> m = Find(task);
   return m.ok() && StateOf(**m, options_.now()) == MemberState::kAlive &&
          options_.now() - (*m)->last_heard <= max_age;
 }
@@ -217,8 +215,7 @@ std::vector<MemberStatus> Membership::Snapshot() const {
   std::vector<MemberStatus> out;
   for (const Member& m : members_) {
     MemberStatus s;
-    s.type = m.type;
-    s.index = m.index;
+    s.task = m.task;
     s.address = m.address;
     s.state = StateOf(m, now);
     s.registered = m.registered;

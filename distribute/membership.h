@@ -51,8 +51,7 @@ absl::string_view MemberStateName(MemberState state);
 
 // One member as Snapshot reports it.
 struct MemberStatus {
-  std::string type;     // the cluster spec's job name: "ps", "worker"
-  int index = 0;
+  TaskId task;          // the cluster spec's job (Role::kPs, Role::kWorker) and index
   std::string address;  // from the cluster spec, or what the task registered with
   MemberState state = MemberState::kUnregistered;
   bool registered = false;
@@ -91,28 +90,27 @@ class Membership {
 
   // Records a task's registration; a new incarnation replaces the old one. An empty
   // `address` keeps the cluster spec's.
-  // Errors: INVALID_ARGUMENT a task type or index the membership does not name.
-  absl::Status Register(const std::string& type, int index, const std::string& address,
-                        int64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
+  // Errors: INVALID_ARGUMENT a task the membership does not name.
+  absl::Status Register(const TaskId& task, const std::string& address, int64_t incarnation)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records a heartbeat of the registered incarnation, and the memory it reports (all
   // zeros: not known); returns true once the job is over (EndJob: the task should exit).
   // Errors: INVALID_ARGUMENT unknown task, a negative memory figure; NOT_FOUND the task
   //         has not registered, or this incarnation was replaced by a newer one (the
   //         heartbeat is not counted). Nothing is recorded on an error.
-  absl::StatusOr<bool> Heartbeat(const std::string& type, int index, int64_t incarnation,
-                                 ProcessMemory memory = {}) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<bool> Heartbeat(const TaskId& task, int64_t incarnation, ProcessMemory memory = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The task answered a call (a status poll): registers it the first time (incarnation
   // 0, the cluster spec's address) and counts as a heartbeat after.
   // Errors: INVALID_ARGUMENT unknown task.
-  absl::Status Heard(const std::string& type, int index) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Heard(const TaskId& task) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Someone saw the task fail (`why`: the scheduler lost the worker): kLost until it is
   // heard from again. A task never heard from stays kUnregistered.
   // Errors: INVALID_ARGUMENT unknown task.
-  absl::Status ReportLost(const std::string& type, int index, const absl::Status& why)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ReportLost(const TaskId& task, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on heartbeats answer "the job is over".
   void EndJob() ABSL_LOCKS_EXCLUDED(mu_);
@@ -120,14 +118,12 @@ class Membership {
   // Readers.
 
   // Errors: INVALID_ARGUMENT a task the membership does not name.
-  absl::StatusOr<MemberState> State(const std::string& type, int index) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<MemberState> State(const TaskId& task) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the task is registered, not reported lost since it was last heard from, and
   // was heard from at most `max_age` ago (a stricter deadline than lost_after, e.g. the
   // chief's rejoin rule). False for a task the membership does not name.
-  bool IsLive(const std::string& type, int index, absl::Duration max_age) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsLive(const TaskId& task, absl::Duration max_age) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until every member has registered (or been heard from).
   // Errors: DEADLINE_EXCEEDED after `timeout`, naming every task that never came
@@ -138,7 +134,7 @@ class Membership {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Errors: INVALID_ARGUMENT a task the membership does not name.
-  absl::Status CheckKnown(const std::string& type, int index) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckKnown(const TaskId& task) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Registered tasks last heard from longer than `age` ago ("ps 1 (host:port)").
   std::vector<std::string> Silent(absl::Duration age) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -148,8 +144,7 @@ class Membership {
 
  private:
   struct Member {
-    std::string type;
-    int index = 0;
+    TaskId task;
     std::string address;  // from the cluster spec; replaced by what the task reports
     bool registered = false;
     int64_t incarnation = 0;
@@ -167,10 +162,8 @@ class Membership {
   };
 
   // Errors: INVALID_ARGUMENT unknown task.
-  absl::StatusOr<Member*> Find(const std::string& type, int index)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<const Member*> Find(const std::string& type, int index) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Member*> Find(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const Member*> Find(const TaskId& task) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   MemberState StateOf(const Member& m, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records that `m` was heard from now; a change of state (first registration, back)
   // goes to `change`.

@@ -57,8 +57,8 @@ struct Changes {
 
 TEST(MembershipTest, WaitForAllNamesTheTasksThatNeverCame) {
   Membership membership(TwoPsTwoWorkers());
-  ASSERT_TRUE(membership.Register("ps", 0, "h:2", 7).ok());
-  ASSERT_TRUE(membership.Register("worker", 0, "h:4", 8).ok());
+  ASSERT_TRUE(membership.Register({Role::kPs, 0}, "h:2", 7).ok());
+  ASSERT_TRUE(membership.Register({Role::kWorker, 0}, "h:4", 8).ok());
   absl::Status status = membership.WaitForAll(absl::Milliseconds(200));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(status.message().find("ps 1 (h:3)"), std::string::npos) << status;
@@ -69,10 +69,10 @@ TEST(MembershipTest, WaitForAllNamesTheTasksThatNeverCame) {
 TEST(MembershipTest, WaitForAllReturnsWhenTheLastTaskRegistersOrIsHeard) {
   Membership membership(TwoPsTwoWorkers());
   std::thread late([&] {
-    ASSERT_TRUE(membership.Register("ps", 0, "", 1).ok());
-    ASSERT_TRUE(membership.Register("ps", 1, "", 1).ok());
-    ASSERT_TRUE(membership.Register("worker", 0, "", 1).ok());
-    ASSERT_TRUE(membership.Heard("worker", 1).ok());  // a custom loop's poll
+    ASSERT_TRUE(membership.Register({Role::kPs, 0}, "", 1).ok());
+    ASSERT_TRUE(membership.Register({Role::kPs, 1}, "", 1).ok());
+    ASSERT_TRUE(membership.Register({Role::kWorker, 0}, "", 1).ok());
+    ASSERT_TRUE(membership.Heard({Role::kWorker, 1}).ok());  // a custom loop's poll
   });
   EXPECT_TRUE(membership.WaitForAll(absl::Seconds(30)).ok());
   late.join();
@@ -86,42 +86,47 @@ TEST(MembershipTest, WaitForAllStopsWhenCancelled) {
 
 TEST(MembershipTest, UnknownTaskAndStaleIncarnationAreRejected) {
   Membership membership(TwoPsTwoWorkers());
-  EXPECT_EQ(membership.Register("worker", 2, "h:9", 1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.Register("evaluator", 0, "h:9", 1).code(),
+  EXPECT_EQ(membership.Register({Role::kWorker, 2}, "h:9", 1).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.Register("chief", 0, "h:1", 1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.Heard("worker", -1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.ReportLost("ps", 2, absl::UnavailableError("x")).code(),
+  EXPECT_EQ(membership.Register({Role::kEvaluator, 0}, "h:9", 1).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.State("worker", 9).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(membership.Heartbeat("worker", 0, 1).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(membership.CheckKnown("worker", 7).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(membership.CheckKnown("ps", 1).ok());
-  ASSERT_TRUE(membership.Register("worker", 0, "h:4", 1).ok());
-  ASSERT_TRUE(membership.Register("worker", 0, "h:4", 2).ok());  // restarted
-  EXPECT_EQ(membership.Heartbeat("worker", 0, 1).status().code(), absl::StatusCode::kNotFound);
-  auto over = membership.Heartbeat("worker", 0, 2);
+  EXPECT_EQ(membership.Register({Role::kChief, 0}, "h:1", 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership.Heard({Role::kWorker, -1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership.ReportLost({Role::kPs, 2}, absl::UnavailableError("x")).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership.State({Role::kWorker, 9}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership.Heartbeat({Role::kWorker, 0}, 1).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(membership.CheckKnown({Role::kWorker, 7}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(membership.CheckKnown({Role::kPs, 1}).ok());
+  ASSERT_TRUE(membership.Register({Role::kWorker, 0}, "h:4", 1).ok());
+  ASSERT_TRUE(membership.Register({Role::kWorker, 0}, "h:4", 2).ok());  // restarted
+  EXPECT_EQ(membership.Heartbeat({Role::kWorker, 0}, 1).status().code(),
+            absl::StatusCode::kNotFound);
+  auto over = membership.Heartbeat({Role::kWorker, 0}, 2);
   ASSERT_TRUE(over.ok());
   EXPECT_FALSE(*over);
   membership.EndJob();
-  EXPECT_TRUE(*membership.Heartbeat("worker", 0, 2));
+  EXPECT_TRUE(*membership.Heartbeat({Role::kWorker, 0}, 2));
 }
 
 // A heartbeat's memory figures are the member's until the next one; a negative one is
 // refused and changes nothing; a new incarnation starts with none.
 TEST(MembershipTest, HeartbeatsCarryTheTasksMemory) {
   Membership membership(TwoPsTwoWorkers());
-  ASSERT_TRUE(membership.Register("ps", 1, "h:3", 7).ok());
+  ASSERT_TRUE(membership.Register({Role::kPs, 1}, "h:3", 7).ok());
   auto memory_of_ps1 = [&] { return membership.Snapshot()[1].memory; };
   EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 0);
-  ASSERT_TRUE(membership.Heartbeat("ps", 1, 7, {100 << 20, 300 << 20}).ok());
+  ASSERT_TRUE(membership.Heartbeat({Role::kPs, 1}, 7, {100 << 20, 300 << 20}).ok());
   EXPECT_EQ(memory_of_ps1().resident_bytes, 100 << 20);
   EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 300 << 20);
-  EXPECT_EQ(membership.Heartbeat("ps", 1, 7, {-1, 5}).status().code(),
+  EXPECT_EQ(membership.Heartbeat({Role::kPs, 1}, 7, {-1, 5}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(memory_of_ps1().resident_bytes, 100 << 20);
   EXPECT_EQ(membership.Snapshot()[0].memory.resident_bytes, 0);  // ps 0 never said
-  ASSERT_TRUE(membership.Register("ps", 1, "h:3", 8).ok());  // restarted
+  ASSERT_TRUE(membership.Register({Role::kPs, 1}, "h:3", 8).ok());  // restarted
   EXPECT_EQ(memory_of_ps1().peak_resident_bytes, 0);
 }
 
@@ -130,19 +135,19 @@ TEST(MembershipTest, IsLiveNeedsARegistrationAndAFreshHeartbeat) {
   Membership::Options options;
   options.now = clock.Fn();
   Membership membership(TwoPsTwoWorkers(), options);
-  EXPECT_FALSE(membership.IsLive("worker", 1, absl::Seconds(5)));
-  ASSERT_TRUE(membership.Register("worker", 1, "h:5", 3).ok());
-  EXPECT_TRUE(membership.IsLive("worker", 1, absl::Seconds(5)));
+  EXPECT_FALSE(membership.IsLive({Role::kWorker, 1}, absl::Seconds(5)));
+  ASSERT_TRUE(membership.Register({Role::kWorker, 1}, "h:5", 3).ok());
+  EXPECT_TRUE(membership.IsLive({Role::kWorker, 1}, absl::Seconds(5)));
   clock.Advance(absl::Milliseconds(50));
-  EXPECT_FALSE(membership.IsLive("worker", 1, absl::Milliseconds(10)));
-  ASSERT_TRUE(membership.Heartbeat("worker", 1, 3).ok());
-  EXPECT_TRUE(membership.IsLive("worker", 1, absl::Seconds(5)));
-  EXPECT_FALSE(membership.IsLive("worker", 7, absl::Seconds(5)));
+  EXPECT_FALSE(membership.IsLive({Role::kWorker, 1}, absl::Milliseconds(10)));
+  ASSERT_TRUE(membership.Heartbeat({Role::kWorker, 1}, 3).ok());
+  EXPECT_TRUE(membership.IsLive({Role::kWorker, 1}, absl::Seconds(5)));
+  EXPECT_FALSE(membership.IsLive({Role::kWorker, 7}, absl::Seconds(5)));
   // Reported lost: not live, however fresh its last heartbeat, until the next one.
-  ASSERT_TRUE(membership.ReportLost("worker", 1, absl::UnavailableError("reset")).ok());
-  EXPECT_FALSE(membership.IsLive("worker", 1, absl::Seconds(5)));
-  ASSERT_TRUE(membership.Heartbeat("worker", 1, 3).ok());
-  EXPECT_TRUE(membership.IsLive("worker", 1, absl::Seconds(5)));
+  ASSERT_TRUE(membership.ReportLost({Role::kWorker, 1}, absl::UnavailableError("reset")).ok());
+  EXPECT_FALSE(membership.IsLive({Role::kWorker, 1}, absl::Seconds(5)));
+  ASSERT_TRUE(membership.Heartbeat({Role::kWorker, 1}, 3).ok());
+  EXPECT_TRUE(membership.IsLive({Role::kWorker, 1}, absl::Seconds(5)));
 }
 
 // The states and their rules, fed by heartbeats (the chief daemon): registered, alive,
@@ -155,25 +160,25 @@ TEST(MembershipTest, AMissedDeadlineLosesATaskAndAHeartbeatBringsItBack) {
   options.now = clock.Fn();
   options.on_change = changes.Fn();
   Membership membership(TwoPsTwoWorkers(), options);
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kUnregistered);
-  ASSERT_TRUE(membership.Register("worker", 0, "h:44", 9).ok());
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kAlive);
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kUnregistered);
+  ASSERT_TRUE(membership.Register({Role::kWorker, 0}, "h:44", 9).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kAlive);
   clock.Advance(absl::Seconds(4));
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kAlive);
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kAlive);
   clock.Advance(absl::Seconds(2));
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kLost);
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kLost);
   EXPECT_EQ(membership.Silent(absl::Seconds(5)), std::vector<std::string>{"worker 0 (h:44)"});
-  ASSERT_TRUE(membership.Heartbeat("worker", 0, 9).ok());
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kAlive);
+  ASSERT_TRUE(membership.Heartbeat({Role::kWorker, 0}, 9).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kAlive);
   EXPECT_TRUE(membership.Silent(absl::Seconds(5)).empty());
 
   std::vector<MemberStatus> snapshot = membership.Snapshot();
   ASSERT_EQ(snapshot.size(), 4u);
-  EXPECT_EQ(snapshot[0].type, "ps");
+  EXPECT_EQ(snapshot[0].task.type, Role::kPs);
   EXPECT_EQ(snapshot[0].state, MemberState::kUnregistered);
   EXPECT_FALSE(snapshot[0].registered);
-  EXPECT_EQ(snapshot[2].type, "worker");
-  EXPECT_EQ(snapshot[2].index, 0);
+  EXPECT_EQ(snapshot[2].task.type, Role::kWorker);
+  EXPECT_EQ(snapshot[2].task.index, 0);
   EXPECT_EQ(snapshot[2].address, "h:44");
   EXPECT_EQ(snapshot[2].state, MemberState::kAlive);
   EXPECT_EQ(snapshot[2].times_back, 1);
@@ -199,19 +204,20 @@ TEST(MembershipTest, PollsRegisterAReportedLossLosesAndTheNextAnswerBringsBack) 
   options.on_change = changes.Fn();
   Membership membership(TwoPsTwoWorkers(), options);
   ASSERT_EQ(membership.Snapshot().size(), 2u);
-  EXPECT_EQ(membership.CheckKnown("ps", 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership.CheckKnown({Role::kPs, 0}).code(), absl::StatusCode::kInvalidArgument);
   // Never heard from: a reported loss changes nothing.
-  ASSERT_TRUE(membership.ReportLost("worker", 1, absl::UnavailableError("refused")).ok());
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kUnregistered);
-  ASSERT_TRUE(membership.Heard("worker", 1).ok());
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kAlive);
+  ASSERT_TRUE(membership.ReportLost({Role::kWorker, 1}, absl::UnavailableError("refused")).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kUnregistered);
+  ASSERT_TRUE(membership.Heard({Role::kWorker, 1}).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kAlive);
   clock.Advance(absl::Hours(1));  // no deadline without lost_after
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kAlive);
-  ASSERT_TRUE(membership.ReportLost("worker", 1, absl::UnavailableError("connection reset")).ok());
-  ASSERT_TRUE(membership.ReportLost("worker", 1, absl::UnavailableError("again")).ok());
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kLost);
-  ASSERT_TRUE(membership.Heard("worker", 1).ok());
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kAlive);
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kAlive);
+  ASSERT_TRUE(
+      membership.ReportLost({Role::kWorker, 1}, absl::UnavailableError("connection reset")).ok());
+  ASSERT_TRUE(membership.ReportLost({Role::kWorker, 1}, absl::UnavailableError("again")).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kLost);
+  ASSERT_TRUE(membership.Heard({Role::kWorker, 1}).ok());
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kAlive);
   EXPECT_EQ(membership.Snapshot()[1].times_back, 1);
 
   const auto seen = changes.Get();

@@ -10,7 +10,8 @@ absl::StatusOr<bool> WatchedWorker::Ready() {
   absl::StatusOr<bool> ready = worker_->Ready();
   if (ready.ok()) {
     // The index is the scheduler's, which the membership names: it cannot be unknown.
-    if (absl::Status s = membership_->Heard("worker", index_); !s.ok()) LogWarning(s.message());
+    if (absl::Status s = membership_->Heard({Role::kWorker, index_}); !s.ok())
+      LogWarning(s.message());
   }
   return ready;
 }
@@ -18,7 +19,7 @@ absl::StatusOr<bool> WatchedWorker::Ready() {
 std::function<void(int, const absl::Status&)> ReportLostTo(
     Membership* membership, std::function<void(int, const absl::Status&)> then) {
   return [membership, then = std::move(then)](int w, const absl::Status& status) {
-    if (absl::Status s = membership->ReportLost("worker", w, status); !s.ok()) {
+    if (absl::Status s = membership->ReportLost({Role::kWorker, w}, status); !s.ok()) {
       LogWarning(s.message());
     }
     if (then) then(w, status);

@@ -81,12 +81,12 @@ TEST(WatchedWorkerTest, TheSchedulersPollsAndLossesFeedMembership) {
   }));
   ASSERT_TRUE(scheduler.Join().ok());
   EXPECT_EQ(told_lost.load(), 1);
-  EXPECT_EQ(*membership.State("worker", 0), MemberState::kAlive);
-  EXPECT_EQ(*membership.State("worker", 1), MemberState::kLost);
+  EXPECT_EQ(*membership.State({Role::kWorker, 0}), MemberState::kAlive);
+  EXPECT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kLost);
 
   w1.reachable = true;  // restarted
-  WaitUntil([&] { return *membership.State("worker", 1) == MemberState::kAlive; });
-  ASSERT_EQ(*membership.State("worker", 1), MemberState::kAlive);
+  WaitUntil([&] { return *membership.State({Role::kWorker, 1}) == MemberState::kAlive; });
+  ASSERT_EQ(*membership.State({Role::kWorker, 1}), MemberState::kAlive);
   EXPECT_EQ(membership.Snapshot()[1].times_back, 1);
 
   // Back means scheduled again: worker 1 takes some of the next closures.

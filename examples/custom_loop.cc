@@ -258,8 +258,8 @@ absl::Status TrainWithCoordinator(dist::Strategy& strategy, dist::DistributedMod
   // Who the chief found alive, lost or back (the chief daemon's membership rules).
   std::string members;
   for (const dist::MemberStatus& m : coordinator->members()) {
-    absl::StrAppend(&members, members.empty() ? "" : ", ", m.type, " ", m.index, " ",
-                    dist::MemberStateName(m.state));
+    absl::StrAppend(&members, members.empty() ? "" : ", ", dist::RoleName(m.task.type), " ",
+                    m.task.index, " ", dist::MemberStateName(m.state));
   }
   std::printf("members: %s\n", members.c_str());
   return absl::OkStatus();

@@ -85,7 +85,7 @@ class PsctlTest : public ::testing::Test {
                                         {"worker", {"127.0.0.1:2"}}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     membership_ = std::make_unique<Membership>(*cluster);
-    ASSERT_TRUE(membership_->Register("ps", 0, ps_address_, 42).ok());
+    ASSERT_TRUE(membership_->Register({Role::kPs, 0}, ps_address_, 42).ok());
     chief_service_ = std::make_unique<ChiefServiceImpl>(
         membership_.get(), "{}", "/", [this](ChiefStatusResponse* response) {
           const int call = ++status_calls_;
@@ -250,7 +250,8 @@ TEST_F(PsctlTest, StatusShowsProgressTasksAndLayout) {
 // Every task's memory is a column: the tasks' as their last heartbeat reported it, the
 // chief's its own (this process's) at the call; a task that has not said is "-".
 TEST_F(PsctlTest, StatusShowsEveryTasksMemory) {
-  ASSERT_TRUE(membership_->Heartbeat("ps", 0, 42, {int64_t{300} << 20, int64_t{1536} << 20}).ok());
+  ASSERT_TRUE(
+      membership_->Heartbeat({Role::kPs, 0}, 42, {int64_t{300} << 20, int64_t{1536} << 20}).ok());
 
   Result r = RunArgs({"status", "--chief=" + chief_address_});
   ASSERT_EQ(r.code, 0) << r.err;

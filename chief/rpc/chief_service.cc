@@ -10,6 +10,17 @@
 #include "common/rpc/grpc_util.h"
 
 namespace pstrain {
+namespace {
+
+// The task a request names, its type parsed once here at the wire.
+// Errors: INVALID_ARGUMENT a type TF_CONFIG does not know.
+absl::StatusOr<TaskId> TaskOf(const std::string& type, int index) {
+  absl::StatusOr<Role> role = RoleFromTaskType(type);
+  if (!role.ok()) return role.status();
+  return TaskId{*role, index};
+}
+
+}  // namespace
 
 ChiefServiceImpl::ChiefServiceImpl(Membership* membership, std::string job_json,
                                    std::string job_base_dir,
@@ -32,8 +43,9 @@ grpc::Status ChiefServiceImpl::RegisterTask(grpc::ServerContext* context,
       !caller.ok()) {
     return caller;
   }
-  absl::Status status = membership_->Register(request->task_type(), request->task_index(),
-                                              request->address(), request->incarnation());
+  absl::StatusOr<TaskId> task = TaskOf(request->task_type(), request->task_index());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  absl::Status status = membership_->Register(*task, request->address(), request->incarnation());
   if (!status.ok()) return ToGrpcStatus(status);
   LogInfo(absl::StrCat(request->task_type(), " ", request->task_index(), " registered from ",
                        request->address()));
@@ -53,8 +65,9 @@ grpc::Status ChiefServiceImpl::Heartbeat(grpc::ServerContext* context,
   ProcessMemory memory;
   memory.resident_bytes = request->resident_memory_bytes();
   memory.peak_resident_bytes = request->peak_resident_memory_bytes();
-  absl::StatusOr<bool> over = membership_->Heartbeat(request->task_type(), request->task_index(),
-                                                     request->incarnation(), memory);
+  absl::StatusOr<TaskId> task = TaskOf(request->task_type(), request->task_index());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  absl::StatusOr<bool> over = membership_->Heartbeat(*task, request->incarnation(), memory);
   if (!over.ok()) return ToGrpcStatus(over.status());
   response->set_shutdown(*over);
   return grpc::Status::OK;
@@ -68,8 +81,9 @@ grpc::Status ChiefServiceImpl::Report(grpc::ServerContext* context, const Report
     return caller;
   }
   // Only members may write to the chief's log, and only one line each.
-  if (absl::Status known = membership_->CheckKnown(request->task_type(), request->task_index());
-      !known.ok()) {
+  absl::StatusOr<TaskId> task = TaskOf(request->task_type(), request->task_index());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  if (absl::Status known = membership_->CheckKnown(*task); !known.ok()) {
     return ToGrpcStatus(known);
   }
   std::string message = request->message().substr(0, 1000);

@@ -94,7 +94,7 @@ absl::Status ChiefTask::WaitForPs() {
       up[p] = status.ok();
       if (status.ok()) {
         // p is the cluster spec's index, so the member exists.
-        membership_.Heard(std::string(RoleName(Role::kPs)), static_cast<int>(p)).IgnoreError();
+        membership_.Heard({Role::kPs, static_cast<int>(p)}).IgnoreError();
       } else {
         down.push_back(std::string(status.status().message()));
       }
