@@ -17,8 +17,9 @@
 #
 #   bench/cluster_throughput.sh [--epochs=3] [--timeout=600] [--models=seed,wide]
 #                               [--configs=one,ps2w2,ps1w1,mwm2] [--keep]
-#                               [--wire_dtype=float32|bfloat16|float16]
+#                               [--wire_dtype=float32|bfloat16|float16] [--no_peers]
 # --wire_dtype sets the jobs' "wire_dtype" (the parameter-server exchange in 16 bits).
+# --no_peers leaves out the PyTorch peers (for before/after runs of pstrain alone).
 set -euo pipefail
 
 epochs=3
@@ -26,6 +27,7 @@ run_timeout=600
 models=seed,wide
 configs=one,ps2w2,ps1w1,mwm2
 keep=false
+peers=true
 wire_dtype=float32
 for a in "$@"; do
   case "$a" in
@@ -34,8 +36,9 @@ for a in "$@"; do
     --models=*) models="${a#--models=}" ;;
     --configs=*) configs="${a#--configs=}" ;;
     --keep) keep=true ;;
+    --no_peers) peers=false ;;
     --wire_dtype=*) wire_dtype="${a#--wire_dtype=}" ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
   esac
 done
@@ -147,7 +150,9 @@ done
 torch_results="$work/torch.jsonl"
 : >"$torch_results"
 torch_line="python3-torch not installed: PyTorch peers skipped"
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if [[ "$peers" == false ]]; then
+  torch_line="PyTorch peers skipped (--no_peers)"
+elif /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   torch_line=""
   declare -A torch_args_of=(
     [one]="--mode=one"

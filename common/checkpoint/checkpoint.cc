@@ -499,9 +499,9 @@ absl::Status LoadShardedTensors(const std::string& dir, const nlohmann::json& js
   return absl::OkStatus();
 }
 
-absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
-                                                bool load_sharded_tensors, int* version,
-                                                ShardedManifest* sharded_manifest) {
+// Reads and parses dir/manifest.json and checks it is a pstrain manifest of a version
+// this code reads; *sharded: version 2 (ps-written shards) rather than 1.
+absl::StatusOr<nlohmann::json> ReadManifest(const std::string& dir, bool* sharded) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
@@ -513,23 +513,29 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
                              ? std::string("manifest.json is missing")
                              : absl::StrCat("manifest.json: ", text.status().message()));
   }
-  const nlohmann::json manifest = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json manifest = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded() || !manifest.is_object()) {
     return DataLoss(dir, "manifest.json is not valid JSON (truncated?)");
   }
   if (StringOrEmpty(manifest, "format") != kFormat) {
     return DataLoss(dir, "manifest.json is not a pstrain checkpoint manifest");
   }
-  const bool sharded = manifest.contains("version") && manifest["version"] == 2;
-  if (!sharded && (!manifest.contains("version") || manifest["version"] != 1)) {
-    return DataLoss(dir, absl::StrCat("unsupported checkpoint format version ",
-                                      manifest.contains("version") ? manifest["version"].dump().substr(0, 24)
-                                                                   : "(none)",
-                                      " (this pstrain reads versions 1 and 2)"));
+  *sharded = manifest.contains("version") && manifest["version"] == 2;
+  if (!*sharded && (!manifest.contains("version") || manifest["version"] != 1)) {
+    return DataLoss(
+        dir, absl::StrCat(
+                 "unsupported checkpoint format version ",
+                 manifest.contains("version") ? manifest["version"].dump().substr(0, 24) : "(none)",
+                 " (this pstrain reads versions 1 and 2)"));
   }
-  CheckpointContents contents;
+  return manifest;
+}
+
+// The manifest's step, epoch, job spec and metadata into `contents`.
+absl::Status ReadManifestHeader(const std::string& dir, const nlohmann::json& manifest,
+                                CheckpointContents* contents) {
   int64_t epoch = 0;
-  if (!GetCount(manifest, "step", std::numeric_limits<int64_t>::max(), &contents.step) ||
+  if (!GetCount(manifest, "step", std::numeric_limits<int64_t>::max(), &contents->step) ||
       !manifest.contains("epoch") || !manifest.contains("tensors") ||
       !manifest["tensors"].is_array()) {
     return DataLoss(dir, "manifest.json lacks step, epoch or tensors");
@@ -540,86 +546,123 @@ absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir,
                                       " is not a count of epochs (0 to ",
                                       std::numeric_limits<int>::max(), ")"));
   }
-  contents.epoch = static_cast<int>(epoch);
-  *contents.job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
+  contents->epoch = static_cast<int>(epoch);
+  *contents->job_spec = manifest.contains("job_spec") ? manifest["job_spec"] : nlohmann::json();
   if (manifest.contains("metadata") && manifest["metadata"].is_object()) {
-    *contents.metadata = manifest["metadata"];
+    *contents->metadata = manifest["metadata"];
   } else {
-    *contents.metadata = nlohmann::json::object();
+    *contents->metadata = nlohmann::json::object();
   }
-  *version = sharded ? 2 : 1;
-  if (sharded) {
-    PS_RETURN_IF_ERROR(
-        LoadShardedTensors(dir, manifest, load_sharded_tensors, &contents, sharded_manifest));
-    return contents;
+  return absl::OkStatus();
+}
+
+// One tensor entry of a version-1 manifest, checked: its name, shape, data file and the
+// bytes it spans there.
+struct V1TensorEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string file;
+  int64_t offset = 0;
+  int64_t length = 0;
+  uint32_t crc = 0;
+};
+
+absl::StatusOr<V1TensorEntry> ParseV1TensorEntry(const std::string& dir, const nlohmann::json& t) {
+  V1TensorEntry entry;
+  int64_t crc_value = 0;
+  if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") ||
+      !t["shape"].is_array() || !t.contains("file") || !t["file"].is_string() ||
+      !GetCount(t, "offset", std::numeric_limits<int64_t>::max(), &entry.offset) ||
+      !GetCount(t, "length", std::numeric_limits<int64_t>::max(), &entry.length) ||
+      !GetCount(t, "crc32c", std::numeric_limits<uint32_t>::max(), &crc_value)) {
+    return DataLoss(dir, "manifest.json has a malformed tensor entry");
   }
+  entry.crc = static_cast<uint32_t>(crc_value);
+  entry.name = t["name"].get<std::string>();
+  const std::string& name = entry.name;
+  if (StringOrEmpty(t, "dtype") != "float32") {
+    return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has an unsupported dtype"));
+  }
+  for (const nlohmann::json& d : t["shape"]) {
+    if (!IsNonNegativeInt(d) ||
+        (d.is_number_unsigned() &&
+         d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has a bad shape"));
+    }
+    entry.shape.push_back(d.get<int64_t>());
+  }
+  const int64_t elements = NumElements(entry.shape);
+  if (elements < 0 || elements > kMaxTensorElements ||
+      entry.length != elements * static_cast<int64_t>(sizeof(float))) {
+    return DataLoss(dir, absl::StrCat("tensor \"", name, "\": length ", entry.length,
+                                      " does not match shape ", ShapeToString(entry.shape)));
+  }
+  entry.file = t["file"].get<std::string>();
+  if (entry.file.empty() || entry.file.find('/') != std::string::npos || entry.file[0] == '.') {
+    return DataLoss(dir, absl::StrCat("tensor \"", name, "\" names a bad data file"));
+  }
+  return entry;
+}
+
+// The tensors of a version-1 checkpoint (whole tensors in data files the chief wrote),
+// each checked against its CRC-32C.
+absl::Status LoadV1Tensors(const std::string& dir, const nlohmann::json& manifest,
+                           CheckpointContents* contents) {
   std::map<std::string, std::string> files;  // loaded lazily, once each
   std::set<std::string> seen;
   for (const nlohmann::json& t : manifest["tensors"]) {
-    int64_t offset = 0;
-    int64_t length = 0;
-    int64_t crc_value = 0;
-    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") ||
-        !t["shape"].is_array() || !t.contains("file") || !t["file"].is_string() ||
-        !GetCount(t, "offset", std::numeric_limits<int64_t>::max(), &offset) ||
-        !GetCount(t, "length", std::numeric_limits<int64_t>::max(), &length) ||
-        !GetCount(t, "crc32c", std::numeric_limits<uint32_t>::max(), &crc_value)) {
-      return DataLoss(dir, "manifest.json has a malformed tensor entry");
-    }
-    const uint32_t expected_crc = static_cast<uint32_t>(crc_value);
-    const std::string name = t["name"].get<std::string>();
+    absl::StatusOr<V1TensorEntry> entry = ParseV1TensorEntry(dir, t);
+    if (!entry.ok()) return entry.status();
+    const std::string& name = entry->name;
     if (!seen.insert(name).second) {
       return DataLoss(dir, absl::StrCat("tensor \"", name, "\" listed twice"));
     }
-    if (StringOrEmpty(t, "dtype") != "float32") {
-      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has an unsupported dtype"));
-    }
-    std::vector<int64_t> shape;
-    for (const nlohmann::json& d : t["shape"]) {
-      if (!IsNonNegativeInt(d) ||
-          (d.is_number_unsigned() &&
-           d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-        return DataLoss(dir, absl::StrCat("tensor \"", name, "\" has a bad shape"));
-      }
-      shape.push_back(d.get<int64_t>());
-    }
-    const int64_t elements = NumElements(shape);
-    if (elements < 0 || elements > kMaxTensorElements ||
-        length != elements * static_cast<int64_t>(sizeof(float))) {
-      return DataLoss(dir, absl::StrCat("tensor \"", name, "\": length ", length,
-                                        " does not match shape ", ShapeToString(shape)));
-    }
-    const std::string file = t["file"].get<std::string>();
-    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.') {
-      return DataLoss(dir, absl::StrCat("tensor \"", name, "\" names a bad data file"));
-    }
-    auto it = files.find(file);
+    auto it = files.find(entry->file);
     if (it == files.end()) {
-      absl::StatusOr<std::string> bytes = ReadFile(absl::StrCat(dir, "/", file));
+      absl::StatusOr<std::string> bytes = ReadFile(absl::StrCat(dir, "/", entry->file));
       if (!bytes.ok()) {
         return DataLoss(dir, absl::IsNotFound(bytes.status())
-                                 ? absl::StrCat("data file ", file, " is missing")
+                                 ? absl::StrCat("data file ", entry->file, " is missing")
                                  : std::string(bytes.status().message()));
       }
-      it = files.emplace(file, *std::move(bytes)).first;
+      it = files.emplace(entry->file, *std::move(bytes)).first;
     }
     const std::string& bytes = it->second;
     // offset + length may pass 2^63 - 1: compared without forming the sum.
     const int64_t size = static_cast<int64_t>(bytes.size());
-    if (offset > size || length > size - offset) {
-      return DataLoss(dir, absl::StrCat("data file ", file, " is truncated: ", size,
-                                        " bytes, tensor \"", name, "\" needs ", length,
-                                        " at offset ", offset));
+    if (entry->offset > size || entry->length > size - entry->offset) {
+      return DataLoss(
+          dir, absl::StrCat("data file ", entry->file, " is truncated: ", size, " bytes, tensor \"",
+                            name, "\" needs ", entry->length, " at offset ", entry->offset));
     }
-    const uint32_t crc = Crc32c(bytes.data() + offset, static_cast<size_t>(length));
-    if (crc != expected_crc) {
+    const uint32_t crc = Crc32c(bytes.data() + entry->offset, static_cast<size_t>(entry->length));
+    if (crc != entry->crc) {
       return DataLoss(dir, absl::StrFormat("tensor \"%s\" fails its CRC-32C check (%08x, "
                                            "manifest says %08x): the data file is corrupt",
-                                           name, crc, expected_crc));
+                                           name, crc, entry->crc));
     }
-    std::vector<float> values(static_cast<size_t>(elements));
-    if (length > 0) std::memcpy(values.data(), bytes.data() + offset, static_cast<size_t>(length));
-    contents.tensors.push_back({name, Tensor(std::move(shape), std::move(values))});
+    std::vector<float> values(static_cast<size_t>(entry->length / sizeof(float)));
+    if (entry->length > 0) {
+      std::memcpy(values.data(), bytes.data() + entry->offset, static_cast<size_t>(entry->length));
+    }
+    contents->tensors.push_back({name, Tensor(std::move(entry->shape), std::move(values))});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointContents> LoadContents(const std::string& dir, bool load_sharded_tensors,
+                                                int* version, ShardedManifest* sharded_manifest) {
+  bool sharded = false;
+  absl::StatusOr<nlohmann::json> manifest = ReadManifest(dir, &sharded);
+  if (!manifest.ok()) return manifest.status();
+  CheckpointContents contents;
+  PS_RETURN_IF_ERROR(ReadManifestHeader(dir, *manifest, &contents));
+  *version = sharded ? 2 : 1;
+  if (sharded) {
+    PS_RETURN_IF_ERROR(
+        LoadShardedTensors(dir, *manifest, load_sharded_tensors, &contents, sharded_manifest));
+  } else {
+    PS_RETURN_IF_ERROR(LoadV1Tensors(dir, *manifest, &contents));
   }
   return contents;
 }
