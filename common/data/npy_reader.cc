@@ -85,17 +85,63 @@ std::string ElementName(int64_t i, const std::vector<int64_t>& shape) {
                       ", in file order)");
 }
 
-// The values as float32 and the shape; ReadNpyDataset reshapes without a second copy.
-absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
-                                                 std::vector<int64_t>* shape_out) {
-  // The largest file a header within the limits describes (float64 values).
-  constexpr int64_t kMaxFileBytes = 12 + (int64_t{1} << 20) + kMaxNpyValues * 8;
-  PS_ASSIGN_OR_RETURN(InputFile input, OpenInputFile(path, "NPY file", kMaxFileBytes));
-  const UniqueFile& file = input.file;
-  const int64_t file_size = input.size;
+// What a .npy header says: the dtype, the shape and where the values start.
+struct NpyHeader {
+  std::string descr;       // "<f4", "<f8", "<i8", "|u1"
+  size_t item_size = 0;    // bytes per value in the file
+  std::string shape_text;  // as written, for messages
+  std::vector<int64_t> shape;
+  int64_t total = 0;  // values
+  int64_t data_offset = 0;
+};
 
+// The dtype a header's descr names; *item_size its bytes per value.
+absl::StatusOr<std::string> ParseNpyDescr(std::string descr, const std::string& path,
+                                          size_t* item_size) {
+  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
+  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "\""), "\""));
+  if (descr == "<f4") {
+    *item_size = 4;
+  } else if (descr == "<f8" || descr == "<i8") {
+    *item_size = 8;
+  } else if (descr == "|u1" || descr == "<u1" || descr == "u1") {
+    descr = "|u1";
+    *item_size = 1;
+  } else {
+    return Problem(path, absl::StrCat("unsupported dtype '", descr,
+                                      "' (want little-endian float32, float64, uint8 or int64)"));
+  }
+  return descr;
+}
+
+// A header's shape tuple "(60000, 784)"; *total the values it holds (at most
+// kMaxNpyValues, checked without overflow).
+absl::StatusOr<std::vector<int64_t>> ParseNpyShape(const std::string& shape_text,
+                                                   const std::string& path, int64_t* total) {
+  absl::string_view inner = absl::StripAsciiWhitespace(shape_text);
+  if (!absl::ConsumePrefix(&inner, "(") || !absl::ConsumeSuffix(&inner, ")")) {
+    return Problem(path, absl::StrCat("bad shape ", shape_text));
+  }
+  std::vector<int64_t> shape;
+  *total = 1;
+  for (absl::string_view part : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
+    int64_t dim;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || dim < 0 ||
+        dim > kMaxNpyValues || (dim > 0 && *total > kMaxNpyValues / dim)) {
+      return Problem(path, absl::StrCat("bad or too large shape ", shape_text));
+    }
+    shape.push_back(dim);
+    *total *= dim;
+  }
+  if (shape.empty()) shape.push_back(1);  // a 0-d array holds one value
+  return shape;
+}
+
+// Reads the preamble and header dictionary, leaving `file` at the first value, and checks
+// that the file's size is exactly what the header describes.
+absl::StatusOr<NpyHeader> ReadNpyHeader(FILE* file, int64_t file_size, const std::string& path) {
   unsigned char preamble[8];
-  if (!ReadExact(file.get(), preamble, 8) || std::memcmp(preamble, "\x93NUMPY", 6) != 0) {
+  if (!ReadExact(file, preamble, 8) || std::memcmp(preamble, "\x93NUMPY", 6) != 0) {
     return Problem(path, "not a .npy file (bad magic)");
   }
   const int major = preamble[6];
@@ -103,12 +149,12 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
   int64_t prefix = 0;
   if (major == 1) {
     unsigned char len[2];
-    if (!ReadExact(file.get(), len, 2)) return Problem(path, "truncated header");
+    if (!ReadExact(file, len, 2)) return Problem(path, "truncated header");
     header_len = len[0] | (len[1] << 8);
     prefix = 10;
   } else if (major == 2 || major == 3) {
     unsigned char len[4];
-    if (!ReadExact(file.get(), len, 4)) return Problem(path, "truncated header");
+    if (!ReadExact(file, len, 4)) return Problem(path, "truncated header");
     header_len = int64_t{len[0]} | (int64_t{len[1]} << 8) | (int64_t{len[2]} << 16) |
                  (int64_t{len[3]} << 24);
     prefix = 12;
@@ -118,64 +164,47 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
   if (header_len > (1 << 20) || prefix + header_len > file_size) {
     return Problem(path, absl::StrCat("header length ", header_len, " does not fit the file"));
   }
-  std::string header(header_len, '\0');
-  if (!ReadExact(file.get(), header.data(), header.size())) {
-    return Problem(path, "truncated header");
-  }
+  std::string text(header_len, '\0');
+  if (!ReadExact(file, text.data(), text.size())) return Problem(path, "truncated header");
 
-  PS_ASSIGN_OR_RETURN(std::string descr, DictValue(header, "descr", path));
-  PS_ASSIGN_OR_RETURN(std::string order, DictValue(header, "fortran_order", path));
-  PS_ASSIGN_OR_RETURN(std::string shape_text, DictValue(header, "shape", path));
-  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "'"), "'"));
-  descr = std::string(absl::StripSuffix(absl::StripPrefix(descr, "\""), "\""));
+  NpyHeader header;
+  PS_ASSIGN_OR_RETURN(std::string descr, DictValue(text, "descr", path));
+  PS_ASSIGN_OR_RETURN(std::string order, DictValue(text, "fortran_order", path));
+  PS_ASSIGN_OR_RETURN(header.shape_text, DictValue(text, "shape", path));
   if (order != "False") {
     return Problem(path, "is in Fortran order; save it with C order (np.ascontiguousarray)");
   }
-  size_t item_size = 0;
-  if (descr == "<f4") {
-    item_size = 4;
-  } else if (descr == "<f8" || descr == "<i8") {
-    item_size = 8;
-  } else if (descr == "|u1" || descr == "<u1" || descr == "u1") {
-    descr = "|u1";
-    item_size = 1;
-  } else {
-    return Problem(path, absl::StrCat("unsupported dtype '", descr,
-                                      "' (want little-endian float32, float64, uint8 or int64)"));
-  }
-
-  absl::string_view inner = absl::StripAsciiWhitespace(shape_text);
-  if (!absl::ConsumePrefix(&inner, "(") || !absl::ConsumeSuffix(&inner, ")")) {
-    return Problem(path, absl::StrCat("bad shape ", shape_text));
-  }
-  std::vector<int64_t> shape;
-  int64_t total = 1;
-  for (absl::string_view part : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
-    int64_t dim;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || dim < 0 ||
-        dim > kMaxNpyValues || (dim > 0 && total > kMaxNpyValues / dim)) {
-      return Problem(path, absl::StrCat("bad or too large shape ", shape_text));
-    }
-    shape.push_back(dim);
-    total *= dim;
-  }
-  if (shape.empty()) shape.push_back(1);  // a 0-d array holds one value
-
-  const int64_t data_offset = prefix + header_len;
-  if (file_size != data_offset + total * static_cast<int64_t>(item_size)) {
+  PS_ASSIGN_OR_RETURN(header.descr, ParseNpyDescr(std::move(descr), path, &header.item_size));
+  PS_ASSIGN_OR_RETURN(header.shape, ParseNpyShape(header.shape_text, path, &header.total));
+  header.data_offset = prefix + header_len;
+  const int64_t want = header.data_offset + header.total * static_cast<int64_t>(header.item_size);
+  if (file_size != want) {
     return Problem(
-        path,
-        absl::StrCat("size ", file_size, " does not match shape ", shape_text, " of ", descr,
-                     " (want ", data_offset + total * static_cast<int64_t>(item_size), " bytes)"));
+        path, absl::StrCat("size ", file_size, " does not match shape ", header.shape_text, " of ",
+                           header.descr, " (want ", want, " bytes)"));
   }
+  return header;
+}
+
+// The values as float32 and the shape; ReadNpyDataset reshapes without a second copy.
+absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
+                                                 std::vector<int64_t>* shape_out) {
+  // The largest file a header within the limits describes (float64 values).
+  constexpr int64_t kMaxFileBytes = 12 + (int64_t{1} << 20) + kMaxNpyValues * 8;
+  PS_ASSIGN_OR_RETURN(InputFile input, OpenInputFile(path, "NPY file", kMaxFileBytes));
+  PS_ASSIGN_OR_RETURN(NpyHeader header, ReadNpyHeader(input.file.get(), input.size, path));
+  FILE* file = input.file.get();
+  const int64_t total = header.total;
+  const size_t item_size = header.item_size;
+  const std::vector<int64_t>& shape = header.shape;
   PS_RETURN_IF_ERROR(CheckMemoryBudget(
       total * static_cast<int64_t>(sizeof(float) + (item_size == 4 ? 0 : item_size)),
-      absl::StrCat("NPY file ", path, " (", shape_text, " values as floats)")));
+      absl::StrCat("NPY file ", path, " (", header.shape_text, " values as floats)")));
   *shape_out = shape;
   std::vector<float> out(total);
   if (item_size == 4) {
     // float32 on a little-endian host: read straight into place.
-    if (!ReadExact(file.get(), out.data(), total * 4)) return Problem(path, "truncated data");
+    if (!ReadExact(file, out.data(), total * 4)) return Problem(path, "truncated data");
     if (const int64_t bad = FirstNonFinite(out); bad >= 0) {
       return Problem(path, absl::StrCat(ElementName(bad, shape), " is ", DescribeFloat(out[bad]),
                                         ": every value must be finite"));
@@ -183,8 +212,8 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
     return out;
   }
   std::vector<char> bytes(total * item_size);
-  if (!ReadExact(file.get(), bytes.data(), bytes.size())) return Problem(path, "truncated data");
-  if (descr == "<f8") {
+  if (!ReadExact(file, bytes.data(), bytes.size())) return Problem(path, "truncated data");
+  if (header.descr == "<f8") {
     if (const int64_t bad = FirstNonFiniteDouble(bytes.data(), total); bad >= 0) {
       double v;
       std::memcpy(&v, bytes.data() + bad * 8, 8);
@@ -192,7 +221,7 @@ absl::StatusOr<std::vector<float>> ReadNpyValues(const std::string& path,
                                         ": every value must be a finite float32"));
     }
     Convert<double>(bytes.data(), total, out.data());
-  } else if (descr == "<i8") {
+  } else if (header.descr == "<i8") {
     Convert<int64_t>(bytes.data(), total, out.data());
   } else {
     Convert<uint8_t>(bytes.data(), total, out.data());
