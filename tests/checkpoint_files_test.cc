@@ -222,7 +222,7 @@ TEST(CheckpointFilesTest, TheEvaluatorTaskEvaluatesEveryCheckpointOfARunningJob)
   ZipfCheckpointSpec spec;
   spec.rows = 5000;
   spec.epochs = 3;
-  spec.validation_samples = 1000;
+  spec.samples = 1000;
   absl::StatusOr<nlohmann::json> job = ZipfJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   (*job)["fit"]["batch_size"] = 64;

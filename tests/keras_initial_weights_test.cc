@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
+#include "tests/zipf_checkpoint.h"
 #include "tests/ps_final_status.h"
 
 namespace pstrain {
@@ -31,18 +32,15 @@ constexpr int64_t kWidth = 64;
 constexpr int64_t kMiB = 1 << 20;
 
 TEST(KerasInitialWeightsTest, EachPsReadsItsRowsAndTheChiefHoldsNoTable) {
-  std::ifstream in("examples/zipf_embedding.json");
-  nlohmann::json job = nlohmann::json::parse(in, nullptr, false);
-  ASSERT_FALSE(job.is_discarded()) << "examples/zipf_embedding.json";
-  job["model"]["config"]["layers"][1]["config"]["input_dim"] = kRows;
-  job["model"]["config"]["layers"][1]["config"]["output_dim"] = kWidth;
+  ZipfCheckpointSpec zipf;
+  zipf.rows = kRows;
+  zipf.width = kWidth;
+  zipf.samples = 1000;
+  absl::StatusOr<nlohmann::json> zipf_job = ZipfJob(zipf);
+  ASSERT_TRUE(zipf_job.ok()) << zipf_job.status();
+  nlohmann::json job = *std::move(zipf_job);
   job["compile"]["optimizer"] = "sgd";  // no slots: the ps hold the table and its update
-  job["fit"]["epochs"] = 1;
   job["fit"]["batch_size"] = 128;
-  for (const char* part : {"train", "validation"}) {
-    job["data"][part]["samples"] = 1000;
-    job["data"][part]["vocabulary"] = kRows;
-  }
   const std::string dir = FreshTestDir("keras_initial_weights");
 
   // The model's weights as a .keras file: a table whose rows say where they are.

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
+#include "tests/zipf_checkpoint.h"
 #include "tests/ps_final_status.h"
 
 namespace pstrain {
@@ -34,19 +35,16 @@ struct PeakMemory {
 // the chief's final status.
 PeakMemory RunWithTable(int64_t rows) {
   PeakMemory peak;
-  std::ifstream in("examples/zipf_embedding.json");
-  nlohmann::json job = nlohmann::json::parse(in, nullptr, false);
-  EXPECT_FALSE(job.is_discarded()) << "examples/zipf_embedding.json";
-  if (job.is_discarded()) return peak;
-  job["model"]["config"]["layers"][1]["config"]["input_dim"] = rows;
-  job["model"]["config"]["layers"][1]["config"]["output_dim"] = kWidth;
+  ZipfCheckpointSpec zipf;
+  zipf.rows = rows;
+  zipf.width = kWidth;
+  zipf.samples = 2000;
+  absl::StatusOr<nlohmann::json> zipf_job = ZipfJob(zipf);
+  EXPECT_TRUE(zipf_job.ok()) << zipf_job.status();
+  if (!zipf_job.ok()) return peak;
+  nlohmann::json job = *std::move(zipf_job);
   job["compile"]["optimizer"] = "sgd";  // no slots: the ps hold the table and its update
-  job["fit"]["epochs"] = 1;
   job["fit"]["batch_size"] = 128;
-  for (const char* part : {"train", "validation"}) {
-    job["data"][part]["samples"] = 2000;
-    job["data"][part]["vocabulary"] = rows;
-  }
   const std::string dir = FreshTestDir(absl::StrCat("large_embedding_", rows));
   const std::string job_path = dir + "/job.json";
   std::ofstream(job_path) << job.dump();

@@ -47,7 +47,7 @@ absl::StatusOr<nlohmann::json> ZipfJob(const ZipfCheckpointSpec& spec) {
   job["model"]["config"]["layers"][1]["config"]["output_dim"] = spec.width;
   job["fit"]["epochs"] = spec.epochs;
   for (const char* part : {"train", "validation"}) {
-    job["data"][part]["samples"] = spec.validation_samples;
+    job["data"][part]["samples"] = spec.samples;
     job["data"][part]["vocabulary"] = spec.rows;
   }
   return job;

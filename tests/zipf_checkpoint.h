@@ -21,11 +21,12 @@ struct ZipfCheckpointSpec {
   int64_t step = 100;
   int epoch = 1;              // epochs done
   int epochs = 1;             // the job's fit.epochs (epoch == epochs: the final one)
-  int64_t validation_samples = 2000;
+  int64_t samples = 2000;     // the data's training and validation samples, each
 };
 
 // The job spec the checkpoint stores: examples/zipf_embedding.json (read from the
-// working directory) with the table and the data resized.
+// working directory) with the table and the data resized. The cluster tests of large
+// tables run it too.
 absl::StatusOr<nlohmann::json> ZipfJob(const ZipfCheckpointSpec& spec);
 
 // Writes the checkpoint under `root` (created if needed) as <root>/ckpt-<step>, with
