@@ -36,10 +36,9 @@
 #include "common/model/job_spec.h"
 #include "common/model/model.h"
 #include "common/model/optimizer.h"
-#include "distribute/fit.h"
+#include "pstrain/pstrain.h"
 #include "nlohmann/json.hpp"
 #include "train/train_monitoring.h"
-#include "distribute/strategy.h"
 
 ABSL_FLAG(bool, watch, true,
           "fit reports every step to train's metrics and dashboard (false: as before them)");
@@ -240,7 +239,8 @@ absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int 
                                        int64_t steps) {
   absl::StatusOr<JobSpec> job = BenchJob(batch, steps);
   if (!job.ok()) return job.status();
-  DefaultStrategy strategy;
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy,
+                      distribute::CreateStrategy(distribute::StrategyOptions()));
   FitData fit_data{data, nullptr};
   FitOptions options;
   // As train does: every step reported to its metrics and dashboard (no HTTP server, no
@@ -253,7 +253,7 @@ absl::StatusOr<double> MeasureFitEpoch(std::shared_ptr<const Dataset> data, int 
     TrainMonitoring* watch = monitoring->get();
     options.on_batch = [watch](const BatchProgress& p) { watch->OnBatch(p); };
   }
-  absl::StatusOr<FitResult> r = Fit(*job, fit_data, &strategy, options);
+  absl::StatusOr<FitResult> r = Fit(*job, fit_data, strategy.get(), options);
   if (!r.ok()) return r.status();
   const EpochSummary& s = r->history.back();
   return s.samples / absl::ToDoubleSeconds(s.elapsed);

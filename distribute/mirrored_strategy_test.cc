@@ -6,8 +6,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "distribute/fit.h"
-#include "distribute/fit_test_util.h"
 
 namespace pstrain {
 namespace {
@@ -58,27 +56,6 @@ TEST(MirroredStrategyTest, RunsEveryReplicaOnItsOwnThreadConcurrently) {
   });
   EXPECT_EQ(st.message(), "replica 1");
   EXPECT_EQ(ran.load(), 3);
-}
-
-// K replicas with per-replica batch b end where 1 replica with batch K*b does.
-TEST(MirroredStrategyTest, KReplicasMatchOneReplicaWithTheGlobalBatch) {
-  FitData data{Blobs(300, 5), Blobs(60, 6)};
-  for (int k : {2, 3, 4}) {
-    JobSpec job = SmallJob(/*batch_size=*/8 * k, /*epochs=*/3, /*shuffle=*/true);
-    DefaultStrategy one;
-    absl::StatusOr<FitResult> single = Fit(job, data, &one, FitOptions());
-    ASSERT_TRUE(single.ok()) << single.status();
-    std::vector<std::string> devices;
-    for (int i = 0; i < k; ++i) devices.push_back(absl::StrCat("cpu:", i));
-    MirroredStrategy mirrored(devices);
-    absl::StatusOr<FitResult> multi = Fit(job, data, &mirrored, FitOptions());
-    ASSERT_TRUE(multi.ok()) << multi.status();
-    EXPECT_EQ(multi->steps, single->steps);
-    EXPECT_LT(MaxAbsDiff(single->weights, multi->weights), 1e-4) << k << " replicas";
-    EXPECT_NEAR(multi->history.back().loss, single->history.back().loss, 1e-4);
-    EXPECT_EQ(multi->history.back().samples, 300);
-    EXPECT_GT(multi->history.back().val_accuracy, 0.8);
-  }
 }
 
 }  // namespace

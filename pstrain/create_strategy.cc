@@ -19,4 +19,8 @@ absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyOptions& 
   return std::unique_ptr<Strategy>(std::move(sync));
 }
 
+std::unique_ptr<Strategy> CreateStrategy(StrategyKind kind, SyncStrategySetup setup, TaskId task) {
+  return internal::SyncStrategy::FromSetup(kind, std::move(setup), std::move(task));
+}
+
 }  // namespace pstrain::distribute

@@ -15,4 +15,14 @@ ModelOptions ModelOptions::FromJobSpec(const JobSpec& job) {
   return options;
 }
 
+absl::StatusOr<bool> DistributedModel::RestoreState(const TrainingState*, int*, int64_t*) {
+  return absl::UnimplementedError(
+      "this strategy's model restores through Strategy::Restore, not a TrainingState");
+}
+
+absl::StatusOr<TrainingState> DistributedModel::GetState(int, int64_t) const {
+  return absl::UnimplementedError(
+      "this strategy's model is saved through Strategy::Save, not as a TrainingState");
+}
+
 }  // namespace pstrain::distribute

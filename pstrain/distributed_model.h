@@ -31,6 +31,7 @@
 #include "common/sharding/placement_policy.h"
 #include "common/tensor.h"
 #include "common/training/evaluator.h"
+#include "common/training/training_state.h"
 #include "nlohmann/json.hpp"
 #include "proto/ps.pb.h"
 #include "pstrain/replica.h"
@@ -48,6 +49,10 @@ struct ModelOptions {
   std::shared_ptr<const std::vector<Tensor>> initial_weights;
   // Multiply the learning rate by num_replicas_in_sync (synchronous strategies).
   bool scale_learning_rate = false;
+  // Synchronous strategies: the batch each replica's activations are sized for, checked
+  // with the weights against the memory budget (--max_memory) before anything is
+  // allocated (Fit passes fit.batch_size); 0 checks the weights only.
+  int64_t batch_size = 0;
   // parameter_server: how the variables are split and spread over the ps tasks.
   PlacementPolicy placement;
   // The job spec these came from (FromJobSpec), which checkpoints record whole (its data
@@ -118,6 +123,40 @@ class DistributedModel {
   // OK when `data` can feed this model under its loss; else INVALID_ARGUMENT saying what
   // would fix it, starting with `what` ("data.train").
   virtual absl::Status CheckData(const Dataset& data, const std::string& what) const = 0;
+
+  // What Keras's fit needs beyond a custom loop's step (pstrain/fit.h; the synchronous
+  // strategies implement them, parameter_server answers as noted: its chief's loop
+  // checkpoints with Strategy::Save/Restore).
+
+  // Multi-worker: compares a fingerprint of the weights across the workers (a collective:
+  // every worker calls it at the same point). OK in one process and under
+  // parameter_server. Errors: FAILED_PRECONDITION the workers' weights differ; the
+  // all-reduce's.
+  virtual absl::Status CheckInSync() { return absl::OkStatus(); }
+
+  // Continues from `state` (null: keeps the current values and returns false): values,
+  // optimizer slots and update counts by variable name (a slot the state lacks keeps its
+  // value); the steps from then on number from state->global_step (dropout masks follow
+  // the step, so a continued job trains as one that never stopped). Multi-worker: only
+  // the process that runs replica 0 reads `state` and sends it to the others; every
+  // worker calls it (a collective). Returns whether a state was restored, with its
+  // epochs_done and global_step in *progress_epochs and *progress_step.
+  // Errors: INVALID_ARGUMENT a state that lacks a variable, has another shape, or a slot
+  // the optimizer does not keep (named; nothing changes); FAILED_PRECONDITION
+  // (multi-worker) the process with replica 0 could not apply its state; UNIMPLEMENTED
+  // under parameter_server.
+  virtual absl::StatusOr<bool> RestoreState(const TrainingState* state, int* progress_epochs,
+                                            int64_t* progress_step);
+
+  // The whole training state as a checkpoint keeps it (common/training/training_state.h),
+  // recorded with `epochs_done` and `global_step`. Errors: UNIMPLEMENTED under
+  // parameter_server.
+  virtual absl::StatusOr<TrainingState> GetState(int epochs_done, int64_t global_step) const;
+
+  // Updates dropped because a gradient held a NaN or an infinity (the optimizer's
+  // "nonfinite": "skip"), since the model was made. 0 under parameter_server (the ps
+  // counts them: psctl status).
+  virtual int64_t skipped_updates() const { return 0; }
 };
 
 }  // namespace pstrain::distribute

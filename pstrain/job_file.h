@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/job_spec.h"
-#include "distribute/fit.h"
+#include "pstrain/fit.h"
 
 namespace pstrain::distribute {
 

@@ -43,10 +43,11 @@
 // (JoinServer), a worker registers the same functions as the chief and serves them
 // (ClusterCoordinator::Serve, see pstrain/cluster_coordinator.h), the chief runs the loop.
 //
-// Fit (distribute/fit.h, what `train` and Keras's model.fit do) stands on the same pieces:
-// the core strategies (distribute/strategy.h), the distributed dataset
-// (distribute/distributed_dataset.h) and the synchronous model (distribute/replicated_model.h),
-// so a custom loop takes exactly Fit's synchronous step.
+// Fit (pstrain/fit.h: Keras's model.fit, what `train` runs) is one user of this API, as
+// Keras's fit is of tf.distribute: its model comes from strategy->CreateModel, its data
+// from ExperimentalDistributeDataset, each step is strategy->Run of ComputeGradients and
+// ApplyGradients, and the epoch's figures go through Reduce; so a custom loop takes
+// exactly Fit's synchronous step.
 //
 // A program parses its flags with ParseCommandLineWithUsage (common/daemon/command_line.h),
 // as pstrain's own binaries do: --help lists them and exits 0, --version says what was built.
@@ -64,6 +65,7 @@
 #include "pstrain/cluster_coordinator.h"
 #include "pstrain/create_strategy.h"
 #include "pstrain/distributed_model.h"
+#include "pstrain/fit.h"
 #include "pstrain/job_file.h"
 #include "pstrain/preemption.h"
 #include "pstrain/replica.h"
@@ -75,6 +77,9 @@ namespace pstrain::distribute {
 using ::pstrain::Dataset;           // features [N, F] and labels, in memory
 using ::pstrain::EpochSummary;      // an epoch's figures, and
 using ::pstrain::EvaluationResult;  // loss, accuracy, samples of an evaluation
+using ::pstrain::Fit;               // Keras's model.fit on a Strategy (pstrain/fit.h),
+using ::pstrain::FitOptions;        // its callbacks and restore state,
+using ::pstrain::FitResult;         // and its history and final weights
 using ::pstrain::FormatEpochLine;   // the Keras-style line every pstrain trainer prints
 using ::pstrain::StepResult;        // loss sum, correct predictions and samples of a step
 using ::pstrain::Tensor;

@@ -16,9 +16,9 @@
 #include "deploy/local/free_port.h"
 #include "gtest/gtest.h"
 #include "pstrain/pstrain.h"
-#include "distribute/fit.h"
 #include "distribute/fit_test_util.h"
 #include "distribute/mirrored_strategy.h"
+#include "pstrain/internal/sync_strategy.h"
 
 namespace pstrain::distribute {
 namespace {
@@ -91,7 +91,8 @@ TEST(StrategyTest, ACustomLoopTrainsExactlyAsFitUnderDefaultAndMirrored) {
     } else {
       core = *CreateMirroredStrategy(devices);
     }
-    absl::StatusOr<FitResult> fit = Fit(job, data, core.get(), FitOptions());
+    std::unique_ptr<Strategy> over_core = internal::SyncStrategy::Over(std::move(core));
+    absl::StatusOr<FitResult> fit = Fit(job, data, over_core.get(), FitOptions());
     ASSERT_TRUE(fit.ok()) << fit.status();
     EXPECT_EQ(MaxAbsDiff(*custom, fit->weights), 0.0) << devices;
     ASSERT_EQ(fit->history.size(), 3u);

@@ -14,8 +14,7 @@
 #include "common/data/data_spec.h"
 #include "common/model/job_spec.h"
 #include "gtest/gtest.h"
-#include "distribute/fit.h"
-#include "distribute/strategy.h"
+#include "pstrain/pstrain.h"
 
 namespace pstrain {
 namespace {
@@ -41,7 +40,9 @@ TEST(FashionMnistAccuracyTest, SeedModelReachesKerasAccuracy) {
   ASSERT_EQ(data->train->num_examples(), 60000);
   ASSERT_EQ(data->validation->num_examples(), 10000);
 
-  DefaultStrategy strategy;
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy =
+      distribute::CreateStrategy(distribute::StrategyOptions());
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
   FitOptions options;
   double best = 0;
   options.on_epoch = [&](const EpochSummary& s) {
@@ -49,7 +50,7 @@ TEST(FashionMnistAccuracyTest, SeedModelReachesKerasAccuracy) {
     best = std::max(best, s.val_accuracy);
     return s.val_accuracy < kTarget;  // stop once reached
   };
-  absl::StatusOr<FitResult> result = Fit(*job, *data, &strategy, options);
+  absl::StatusOr<FitResult> result = Fit(*job, *data, strategy->get(), options);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_LE(result->history.size(), 10u);
   EXPECT_GE(best, kTarget) << "after " << result->history.size() << " epochs";

@@ -20,8 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
 #include "tests/in_process_cluster.h"
-#include "distribute/fit.h"
-#include "distribute/strategy.h"
+#include "pstrain/pstrain.h"
 
 namespace pstrain {
 namespace {
@@ -44,8 +43,10 @@ TEST(FashionMnistCnnTest, LearnsInOneProcess) {
   ASSERT_TRUE(job.ok()) << job.status();
   absl::StatusOr<FitData> data = LoadFitData(*job, ".");
   ASSERT_TRUE(data.ok()) << data.status();
-  std::unique_ptr<Strategy> strategy = CreateDefaultStrategy();
-  absl::StatusOr<FitResult> r = Fit(*job, *data, strategy.get(), FitOptions());
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy =
+      distribute::CreateStrategy(distribute::StrategyOptions());
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  absl::StatusOr<FitResult> r = Fit(*job, *data, strategy->get(), FitOptions());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->history.size(), 1u);
   // 300 steps of 64 (0.73 on this seed; the moving statistics still lag the weights):

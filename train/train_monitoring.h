@@ -12,7 +12,7 @@
 #include "common/training/terminal_progress.h"
 #include "common/training/training_metrics.h"
 #include "common/training/training_observer.h"
-#include "distribute/fit.h"
+#include "pstrain/fit.h"
 
 namespace pstrain {
 

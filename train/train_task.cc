@@ -27,9 +27,9 @@
 #include "distribute/allreduce/collective_selection.h"
 #include "distribute/allreduce/ring_allreduce.h"
 #include "distribute/create_sync_strategy.h"
-#include "distribute/fit.h"
-#include "distribute/strategy.h"
 #include "nlohmann/json.hpp"
+#include "pstrain/create_strategy.h"
+#include "pstrain/fit.h"
 #include "train/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
@@ -111,10 +111,12 @@ absl::StatusOr<TrainJob> LoadTrainJob() {
 }
 
 // The strategy --strategy names, made by the one factory the library uses too
-// (distribute/create_sync_strategy.h); for multi_worker_mirrored its ring serves the
-// all-reduce through this daemon's server.
+// (distribute/create_sync_strategy.h; for multi_worker_mirrored its ring serves the
+// all-reduce through this daemon's server) and handed to Fit as the public Strategy
+// (pstrain/create_strategy.h), as a Keras script hands model.fit a tf.distribute one.
 struct TrainStrategy {
-  SyncStrategySetup setup;
+  std::unique_ptr<distribute::Strategy> strategy;
+  MultiWorkerRing* ring = nullptr;  // multi_worker_mirrored; owned by `strategy`
   bool serving = false;  // the all-reduce service runs: peers may be waiting in it
   bool prints = true;    // only rank 0 of a multi-worker job writes epoch lines
 };
@@ -152,18 +154,25 @@ absl::Status SetUpStrategy(DaemonRuntime* runtime, int batch_size, TrainStrategy
       return served;
     };
   }
-  absl::Status created = CreateSyncStrategy(options, &out->setup);
+  SyncStrategySetup setup;
+  absl::Status created = CreateSyncStrategy(options, &setup);
+  // Owned by the public strategy from here, also after a failure: the ring may already
+  // serve on the daemon's server with peers waiting in it, and Fail exits before it is
+  // destroyed.
+  const std::vector<std::string> devices = setup.devices;  // mirrored's, as given
+  out->ring = setup.ring.get();
+  out->strategy = distribute::CreateStrategy(kind, std::move(setup), options.config.task);
   // The collective asked for cannot be had: the configuration's fault (exit 2).
   if (absl::IsFailedPrecondition(created)) return BadConfiguration("", created);
   PS_RETURN_IF_ERROR(created);
-  const Strategy& strategy = *out->setup.strategy;
+  const distribute::Strategy& strategy = *out->strategy;
   const int n = strategy.num_replicas_in_sync();
   std::string replicas;  // "(cpu:0, cpu:1)" / "(chief 0, worker 0)"
   if (kind == StrategyKind::kMirrored) {
-    replicas = absl::StrCat(" (", absl::StrJoin(out->setup.devices, ", "), ")");
+    replicas = absl::StrCat(" (", absl::StrJoin(devices, ", "), ")");
   } else if (kind == StrategyKind::kMultiWorkerMirrored) {
-    replicas = absl::StrCat(" (", absl::StrJoin(out->setup.ring->options().names, ", "), ")");
-    out->prints = out->setup.ring->rank() == 0;
+    replicas = absl::StrCat(" (", absl::StrJoin(out->ring->options().names, ", "), ")");
+    out->prints = out->ring->rank() == 0;
   }
   if (out->prints) {
     std::cout << "pstrain: " << strategy.name() << " strategy"
@@ -234,8 +243,6 @@ FitOptions MakeFitOptions(const TrainJob& train, TrainStrategy* ts, const Restor
                           ShutdownSignal* shutdown) {
   FitOptions options;
   options.epochs = absl::GetFlag(FLAGS_epochs);
-  SyncStrategySetup* setup = &ts->setup;
-  options.make_backend = [setup](int replica) { return setup->MakeBackend(replica); };
   const bool prints = ts->prints;
   options.on_batch = [watch](const BatchProgress& p) { watch->OnBatch(p); };
   // A signal stops training once the epoch in progress is done (and checkpointed).
@@ -258,8 +265,8 @@ FitOptions MakeFitOptions(const TrainJob& train, TrainStrategy* ts, const Restor
   };
   if (writer != nullptr) {
     const nlohmann::json metadata = {{"job_dir", AbsoluteJobDir(train.base_dir)},
-                                     {"strategy", ts->setup.strategy->name()},
-                                     {"num_replicas", ts->setup.strategy->num_replicas_in_sync()}};
+                                     {"strategy", ts->strategy->name()},
+                                     {"num_replicas", ts->strategy->num_replicas_in_sync()}};
     const JobSpec* job = &train.job;
     options.on_checkpoint = [writer, job, metadata,
                              watch](const TrainingState& state) -> absl::Status {
@@ -320,7 +327,7 @@ int RunTrainTask(DaemonRuntime* runtime) {
   if (absl::Status set_up = SetUpStrategy(runtime, train->job.batch_size, &ts); !set_up.ok()) {
     return Fail(ts, ExitCodeFor(set_up), set_up.message());
   }
-  Strategy* strategy = ts.setup.strategy.get();
+  distribute::Strategy* strategy = ts.strategy.get();
 
   // Checkpoints: written and read by one process, as TensorFlow's chief (here rank 0,
   // which is the chief when TF_CONFIG has one); Fit sends the restored state to the rest.
@@ -356,7 +363,7 @@ int RunTrainTask(DaemonRuntime* runtime) {
       MakeFitOptions(*train, &ts, *restored, writer.get(), monitoring->get(), shutdown);
   absl::StatusOr<FitResult> result = Fit(train->job, train->data, strategy, options);
   if (ts.serving) {
-    ts.setup.ring->Close();
+    ts.ring->Close();
     runtime->StopServing(absl::Seconds(1));
   }
   if (!result.ok()) {

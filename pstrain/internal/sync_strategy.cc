@@ -17,15 +17,15 @@ namespace pstrain::distribute::internal {
 
 absl::StatusOr<std::unique_ptr<SyncStrategy>> SyncStrategy::Create(
     const StrategyOptions& options) {
-  std::unique_ptr<SyncStrategy> s(new SyncStrategy());
-  s->kind_ = options.strategy;
+  SyncStrategySetup setup;
+  TaskId task;
   SyncStrategyOptions so;
   so.kind = options.strategy;
   so.device = options.device;
   so.devices = options.devices;
   if (options.strategy == StrategyKind::kMultiWorkerMirrored) {
     PS_ASSIGN_OR_RETURN(so.config, ReadTfConfig(options));
-    s->task_ = so.config.task;
+    task = so.config.task;
     PS_ASSIGN_OR_RETURN(so.collective, ParseCollectiveKind(options.collective));
     so.multi_worker.ring.timeout = options.collective_timeout;
     so.multi_worker.startup_timeout = options.startup_timeout;
@@ -43,12 +43,34 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> SyncStrategy::Create(
     };
     SetLogTag(absl::StrCat(RoleName(so.config.task.type), so.config.task.index));
   }
-  PS_RETURN_IF_ERROR(CreateSyncStrategy(so, &s->setup_));
+  PS_RETURN_IF_ERROR(CreateSyncStrategy(so, &setup));
   if (options.strategy == StrategyKind::kMirrored) {
-    LogInfo(absl::StrCat("mirrored strategy, num_replicas_in_sync=", s->setup_.devices.size(),
-                         " (", absl::StrJoin(s->setup_.devices, ", "), ")"));
+    LogInfo(absl::StrCat("mirrored strategy, num_replicas_in_sync=", setup.devices.size(), " (",
+                         absl::StrJoin(setup.devices, ", "), ")"));
   }
+  return FromSetup(options.strategy, std::move(setup), std::move(task));
+}
+
+std::unique_ptr<SyncStrategy> SyncStrategy::FromSetup(StrategyKind kind, SyncStrategySetup setup,
+                                                      TaskId task) {
+  std::unique_ptr<SyncStrategy> s(new SyncStrategy());
+  s->kind_ = kind;
+  s->setup_ = std::move(setup);
+  s->task_ = std::move(task);
   return s;
+}
+
+std::unique_ptr<SyncStrategy> SyncStrategy::Over(std::unique_ptr<::pstrain::Strategy> core) {
+  StrategyKind kind = StrategyKind::kDefault;
+  if (core->num_local_replicas() != core->num_replicas_in_sync()) {
+    kind = StrategyKind::kMultiWorkerMirrored;
+  } else if (core->num_replicas_in_sync() > 1) {
+    kind = StrategyKind::kMirrored;
+  }
+  SyncStrategySetup setup;
+  setup.strategy = std::move(core);
+  setup.device = "cpu";
+  return FromSetup(kind, std::move(setup), TaskId());
 }
 
 SyncStrategy::~SyncStrategy() {
@@ -65,6 +87,7 @@ absl::StatusOr<std::unique_ptr<DistributedModel>> SyncStrategy::CreateModel(
   ro.seed = options.seed;
   ro.initial_weights = options.initial_weights;
   ro.scale_learning_rate = options.scale_learning_rate;
+  ro.batch_size = options.batch_size;
   ro.make_backend = [this](int replica) { return setup_.MakeBackend(replica); };
   PS_ASSIGN_OR_RETURN(std::unique_ptr<ReplicatedModel> replicated,
                       ReplicatedModel::Create(core(), ro));
@@ -181,9 +204,17 @@ absl::Status SyncModel::FinishStep(bool ran_ok) {
     }
   }
   PS_ASSIGN_OR_RETURN(const bool taken, model_->ApplyGradients(rows_, global_rows_[0], steps_));
-  (void)taken;  // a skipped non-finite step still counts: the next step's dropout differs
-  ++steps_;
+  if (!taken) ++skipped_;
+  ++steps_;  // a skipped non-finite step still counts: the next step's dropout differs
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> SyncModel::RestoreState(const TrainingState* state, int* progress_epochs,
+                                             int64_t* progress_step) {
+  PS_ASSIGN_OR_RETURN(const bool restored,
+                      model_->Restore(state, progress_epochs, progress_step));
+  if (restored) steps_ = *progress_step;
+  return restored;
 }
 
 absl::StatusOr<EvaluationResult> SyncModel::Evaluate(const Dataset& data, int64_t batch_size) {

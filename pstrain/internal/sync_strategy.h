@@ -34,6 +34,16 @@ class SyncStrategy : public Strategy {
   // options.strategy is kDefault, kMirrored or kMultiWorkerMirrored.
   // Errors: as CreateStrategy.
   static absl::StatusOr<std::unique_ptr<SyncStrategy>> Create(const StrategyOptions& options);
+  // Over a core strategy already made (by CreateSyncStrategy, as `train` makes it to serve
+  // the all-reduce on its daemon's server; or by a test over an in-process ring).
+  // `setup.strategy` must be set; `task` is the process's task in TF_CONFIG (a default
+  // TaskId without a cluster).
+  static std::unique_ptr<SyncStrategy> FromSetup(StrategyKind kind, SyncStrategySetup setup,
+                                                 TaskId task);
+  // Over a core strategy made by hand (a test's: mirrored on threads, multi-worker over an
+  // in-process ring), its replicas on the CPU; its kind read from its replicas (some in
+  // other processes: multi_worker_mirrored; several here: mirrored; else default).
+  static std::unique_ptr<SyncStrategy> Over(std::unique_ptr<::pstrain::Strategy> core);
   ~SyncStrategy() override;
 
   StrategyKind kind() const override { return kind_; }
@@ -80,6 +90,13 @@ class SyncModel : public DistributedModel {
   absl::StatusOr<std::vector<Tensor>> GetWeights() override { return model_->weights(); }
   absl::StatusOr<EvaluationResult> Evaluate(const Dataset& data, int64_t batch_size) override;
   absl::Status CheckData(const Dataset& data, const std::string& what) const override;
+  absl::Status CheckInSync() override { return model_->CheckInSync(); }
+  absl::StatusOr<bool> RestoreState(const TrainingState* state, int* progress_epochs,
+                                    int64_t* progress_step) override;
+  absl::StatusOr<TrainingState> GetState(int epochs_done, int64_t global_step) const override {
+    return model_->State(epochs_done, global_step);
+  }
+  int64_t skipped_updates() const override { return skipped_; }
 
   // After every replica of a step ran (`ran_ok`: all of them succeeded): the one update
   // from the gradients they applied, if they did; nothing when none did (a step that
@@ -98,7 +115,8 @@ class SyncModel : public DistributedModel {
   std::vector<char> applied_;
   std::vector<int64_t> rows_;
   std::vector<int64_t> global_rows_;
-  int64_t steps_ = 0;  // updates taken or skipped; seeds dropout
+  int64_t steps_ = 0;    // updates taken or skipped (from a restored state's step); seeds dropout
+  int64_t skipped_ = 0;  // updates dropped for a non-finite gradient
 };
 
 }  // namespace pstrain::distribute::internal

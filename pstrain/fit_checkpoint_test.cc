@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,14 +11,21 @@
 #include "common/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
 #include "distribute/allreduce/in_process_ring.h"
-#include "distribute/fit.h"
 #include "distribute/fit_test_util.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/strategy.h"
 #include "nlohmann/json.hpp"
+#include "pstrain/fit.h"
+#include "pstrain/internal/sync_strategy.h"
 
 namespace pstrain {
 namespace {
+
+// Fit drives the public Strategy: the core strategies these tests were written with,
+// behind it.
+std::unique_ptr<distribute::Strategy> Public(std::unique_ptr<Strategy> core) {
+  return distribute::internal::SyncStrategy::Over(std::move(core));
+}
 
 std::string TempRoot(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -28,14 +36,14 @@ std::string TempRoot(const std::string& name) {
 FitResult TrainKeepingStates(const JobSpec& job, const FitData& data,
                              std::vector<TrainingState>* states,
                              const TrainingState* restore = nullptr) {
-  DefaultStrategy strategy;
+  std::unique_ptr<distribute::Strategy> strategy = Public(CreateDefaultStrategy());
   FitOptions options;
   options.restore = restore;
   options.on_checkpoint = [states](const TrainingState& s) {
     states->push_back(s);
     return absl::OkStatus();
   };
-  absl::StatusOr<FitResult> result = Fit(job, data, &strategy, options);
+  absl::StatusOr<FitResult> result = Fit(job, data, strategy.get(), options);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : FitResult();
 }
@@ -141,7 +149,7 @@ TEST(FitCheckpointTest, AJobWithEveryEpochDoneTrainsNothing) {
   const FitResult done = TrainKeepingStates(job, data, &states);
   std::vector<TrainingState> again;
   int restored_epoch = -1;
-  DefaultStrategy strategy;
+  std::unique_ptr<distribute::Strategy> strategy = Public(CreateDefaultStrategy());
   FitOptions options;
   options.restore = &states.back();
   options.on_restored = [&](int epochs_done, int64_t) { restored_epoch = epochs_done; };
@@ -149,7 +157,7 @@ TEST(FitCheckpointTest, AJobWithEveryEpochDoneTrainsNothing) {
     again.push_back(s);
     return absl::OkStatus();
   };
-  absl::StatusOr<FitResult> result = Fit(job, data, &strategy, options);
+  absl::StatusOr<FitResult> result = Fit(job, data, strategy.get(), options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(restored_epoch, 2);
   EXPECT_TRUE(result->history.empty());
@@ -163,25 +171,25 @@ TEST(FitCheckpointTest, AStateThatDoesNotFitIsRefusedNamingTheVariable) {
   FitData data{Blobs(64, 1), nullptr};
   std::vector<TrainingState> states;
   TrainKeepingStates(job, data, &states);
-  DefaultStrategy strategy;
+  std::unique_ptr<distribute::Strategy> strategy = Public(CreateDefaultStrategy());
   FitOptions options;
   TrainingState wrong = states[0];
   wrong.variables[0].value = Tensor({2, 2});
   options.restore = &wrong;
-  absl::StatusOr<FitResult> result = Fit(job, data, &strategy, options);
+  absl::StatusOr<FitResult> result = Fit(job, data, strategy.get(), options);
   EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
   EXPECT_NE(result.status().message().find(wrong.variables[0].name), std::string::npos);
 
   TrainingState missing = states[0];
   missing.variables.pop_back();
   options.restore = &missing;
-  result = Fit(job, data, &strategy, options);
+  result = Fit(job, data, strategy.get(), options);
   EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
 
   TrainingState odd_slot = states[0];
   odd_slot.variables[0].slots.push_back({"accumulator", odd_slot.variables[0].value});
   options.restore = &odd_slot;
-  result = Fit(job, data, &strategy, options);
+  result = Fit(job, data, strategy.get(), options);
   EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
 }
 
@@ -199,7 +207,8 @@ std::vector<absl::StatusOr<FitResult>> TrainTwoWorkers(const JobSpec& job, const
       MultiWorkerMirroredOptions mo;
       mo.ring.timeout = absl::Seconds(20);
       mo.ring.chunk_bytes = 64;
-      MultiWorkerMirroredStrategy strategy(ring.transport(r), mo);
+      std::unique_ptr<distribute::Strategy> strategy =
+          Public(std::make_unique<MultiWorkerMirroredStrategy>(ring.transport(r), mo));
       FitOptions fo;
       fo.restore = r == 0 ? restore : nullptr;
       fo.on_restored = [&, r](int epochs_done, int64_t) { (*restored_epochs)[r] = epochs_done; };
@@ -210,7 +219,7 @@ std::vector<absl::StatusOr<FitResult>> TrainTwoWorkers(const JobSpec& job, const
         };
       }
       fo.sync_check_every = 1;
-      results[r] = Fit(job, data, &strategy, fo);
+      results[r] = Fit(job, data, strategy.get(), fo);
     });
   }
   for (auto& t : threads) t.join();

@@ -1,21 +1,23 @@
-#ifndef PSTRAIN_DISTRIBUTE_FIT_H_
-#define PSTRAIN_DISTRIBUTE_FIT_H_
+#ifndef PSTRAIN_PSTRAIN_FIT_H_
+#define PSTRAIN_PSTRAIN_FIT_H_
 
-// Keras's model.fit, written against the Strategy API
-// (distribute/strategy.h) so that it is one user of that API, as DESIGN.md asks, and a user's
-// own loop can do what it does.
+// Keras's model.fit, written against the public Strategy (pstrain/strategy.h) as Keras's
+// fit is against tf.distribute: one user of the API a custom loop uses (pstrain/pstrain.h),
+// so a loop of one's own can do all it does. `train` runs it.
 //
+// The model is made by strategy->CreateModel, the data by ExperimentalDistributeDataset.
 // Each step: the global batch (fit.batch_size) is split evenly across the strategy's
-// replicas; every replica runs Model::TrainStep on its slice (Strategy::Run); the
-// per-replica gradients of the slice mean loss, weighted by slice size, are summed with
-// Strategy::Reduce into the gradient of the global-batch mean loss; one Optimizer::Apply
-// per variable updates the host weights. With one replica the reduce is skipped (it would
-// be a copy). Under a multi-worker strategy (num_local_replicas() < num_replicas_in_sync())
-// every worker process builds the same global batch (same data, same seed) and runs only
-// its replicas' slices; the local gradient sums of all variables go through one
-// CrossWorkerSum (an all-reduce) per step, the epoch's loss/correct/sample sums through
-// one more per epoch, and the weights' fingerprints are compared with CheckInSync, so all
-// workers take the same update and report the same figures.
+// replicas; strategy->Run calls the step on every replica of this process with its slice:
+// DistributedModel::ComputeGradients (the gradient of the slice's mean loss) then
+// ApplyGradients, and when Run returns the synchronous strategy has weighted each
+// replica's gradients by its slice's share of the global batch, summed them (across
+// worker processes too, one float all-reduce for every variable) and applied one update
+// (see pstrain/distributed_model.h). Under a multi-worker strategy every worker process
+// builds the same global batch (same data, same seed) and runs only its replicas' slices.
+// The step's figures (loss sum, correct, samples) come back per replica and are added up
+// here in replica order; at the epoch's end strategy->Reduce adds the other workers' (one
+// more all-reduce per epoch), and DistributedModel::CheckInSync compares the weights'
+// fingerprints, so all workers take the same updates and report the same figures.
 //
 // Each epoch: a Batcher over the training data, reshuffled with a seed derived from
 // (job seed, epoch) when fit.shuffle, yields full passes (steps_per_epoch = 0) or exactly
@@ -37,6 +39,9 @@
 // a job continued from a TrainingState (FitOptions::restore) trains exactly as one that
 // never stopped.
 //
+// Strategies: default, mirrored and multi_worker_mirrored (under parameter_server the
+// chief schedules functions on the workers instead: pstrain/cluster_coordinator.h).
+//
 // Thread-safety: Fit() runs on the calling thread (plus the Batcher's prefetch thread and
 // whatever the strategy's Run uses); callbacks are called on the calling thread.
 
@@ -49,12 +54,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
-#include "common/math/backend.h"
 #include "common/model/job_spec.h"
 #include "common/tensor.h"
 #include "common/training/epoch_summary.h"
 #include "common/training/training_state.h"
-#include "distribute/strategy.h"
+#include "pstrain/strategy.h"
 
 namespace pstrain {
 
@@ -85,11 +89,9 @@ struct BatchProgress {
 };
 
 struct FitOptions {
-  // Overrides fit.epochs when > 0.
+  // Overrides fit.epochs when > 0. (The replicas' devices and backends are the
+  // strategy's: StrategyOptions::device and devices.)
   int epochs = 0;
-  // One backend per local replica (a Backend serves one thread), called with the local
-  // index 0..strategy->num_local_replicas()-1. Empty: the CPU backend.
-  std::function<absl::StatusOr<std::unique_ptr<Backend>>(int replica)> make_backend;
   // Called after each epoch, validation included. Return false to stop training (Keras's
   // model.stop_training = True); the epoch just finished stays in the history.
   std::function<bool(const EpochSummary&)> on_epoch;
@@ -101,8 +103,9 @@ struct FitOptions {
   // optimizer slots and iterations by variable name, the step count, and the next epoch
   // epochs_done + 1 (nothing trains when epochs_done >= epochs). A slot the state lacks
   // keeps its fresh value. Multi-worker strategies: only the process that runs replica 0
-  // reads it and sends it to the others through CrossWorkerSum, so only that process needs
-  // the checkpoint (the others' `restore` is ignored); every process takes part.
+  // reads it and sends it to the others (DistributedModel::RestoreState), so only that
+  // process needs the checkpoint (the others' `restore` is ignored); every process takes
+  // part.
   const TrainingState* restore = nullptr;
   // Called on every process once a restored state is in place, before the first step.
   std::function<void(int epochs_done, int64_t global_step)> on_restored;
@@ -124,8 +127,9 @@ struct FitResult {
   int64_t nonfinite_skipped = 0;
 };
 
-// Trains job.model on data.train under `strategy` (not owned).
-// Errors: INVALID_ARGUMENT for a strategy with < 1 replica, epochs < 1, a non-bool
+// Trains job.model on data.train under `strategy` (not owned), in a model of its own
+// (strategy->CreateModel: every process of a multi-worker job calls Fit alike).
+// Errors: INVALID_ARGUMENT for a missing strategy or a parameter_server one, epochs < 1, a non-bool
 // "scale_learning_rate", data whose feature count or label shape does not fit the model
 // and loss (with what would fix it), a batch smaller than the replica count, a restore
 // state that lacks one of the model's variables, has another shape, or a slot the
@@ -134,9 +138,9 @@ struct FitResult {
 // in nonfinite_skipped); FAILED_PRECONDITION (multi-worker) the process with
 // replica 0 could not apply its restore state; on_checkpoint's errors;
 // the errors of Model, Optimizer, Batcher, the backend factory and the strategy.
-absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
-                              const FitOptions& options);
+absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data,
+                              distribute::Strategy* strategy, const FitOptions& options);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_DISTRIBUTE_FIT_H_
+#endif  // PSTRAIN_PSTRAIN_FIT_H_

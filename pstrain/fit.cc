@@ -1,4 +1,4 @@
-#include "distribute/fit.h"
+#include "pstrain/fit.h"
 
 #include <algorithm>
 #include <utility>
@@ -8,9 +8,10 @@
 #include "common/data/data_spec.h"
 #include "common/status_macros.h"
 #include "common/training/evaluator.h"
-#include "distribute/distributed_dataset.h"
-#include "distribute/replicated_model.h"
+#include "common/training/strategy_kind.h"
 #include "nlohmann/json.hpp"
+#include "pstrain/distributed_model.h"
+#include "pstrain/replica.h"
 
 namespace pstrain {
 namespace {
@@ -40,20 +41,31 @@ absl::StatusOr<FitData> LoadFitData(const JobSpec& job, const std::string& base_
 
 namespace {
 
-// One call of Fit: its named steps and the state they share. Replicas
-// [local_begin_, local_begin_ + local_count_) run here; a multi-worker strategy runs the
-// rest in other processes and sums them in with CrossWorkerSum.
+using distribute::DistributedBatch;
+using distribute::DistributedDataset;
+using distribute::DistributedDatasetOptions;
+using distribute::DistributedIterator;
+using distribute::DistributedModel;
+using distribute::Gradients;
+using distribute::ModelOptions;
+using distribute::PerReplica;
+using distribute::ReduceOp;
+using distribute::ReplicaBatch;
+using distribute::ReplicaContext;
+
+// One call of Fit: its named steps and the state they share, all through the public
+// Strategy and the DistributedModel it makes.
 class FitRun {
  public:
-  FitRun(const JobSpec& job, const FitData& data, Strategy* strategy, const FitOptions& options)
+  FitRun(const JobSpec& job, const FitData& data, distribute::Strategy* strategy,
+         const FitOptions& options)
       : job_(job), data_(data), strategy_(strategy), options_(options) {}
 
   absl::StatusOr<FitResult> Run() {
     PS_RETURN_IF_ERROR(CheckArguments());
     PS_RETURN_IF_ERROR(BuildModel());
     PS_RETURN_IF_ERROR(RestoreState());
-    // Before the first step: every worker starts from the same weights (and this first
-    // collective is where the workers meet).
+    // Before the first step: every worker starts from the same weights.
     PS_RETURN_IF_ERROR(model_->CheckInSync());
     for (int epoch = first_epoch_; epoch < epochs_; ++epoch) {
       const absl::Time start = absl::Now();
@@ -64,46 +76,40 @@ class FitRun {
       const bool go_on = !options_.on_epoch || options_.on_epoch(summary);
       // After the epoch line, as the chief does; an epoch that stops training is kept too.
       if (options_.on_checkpoint) {
-        PS_RETURN_IF_ERROR(options_.on_checkpoint(model_->State(epoch + 1, result_.steps)));
+        PS_ASSIGN_OR_RETURN(const TrainingState state, model_->GetState(epoch + 1, result_.steps));
+        PS_RETURN_IF_ERROR(options_.on_checkpoint(state));
       }
       if (!go_on) break;
     }
-    result_.weights = model_->weights();
+    PS_ASSIGN_OR_RETURN(result_.weights, model_->GetWeights());
+    result_.nonfinite_skipped = model_->skipped_updates();
     return std::move(result_);
   }
 
  private:
-  bool multi_worker() const { return local_count_ != replicas_; }
-
-  // The strategy's replicas, the epochs and the data, before anything is built.
+  // The strategy and the epochs, before anything is built.
   absl::Status CheckArguments() {
     if (strategy_ == nullptr) return absl::InvalidArgumentError("Fit: no strategy");
-    replicas_ = strategy_->num_replicas_in_sync();
-    local_begin_ = strategy_->first_local_replica();
-    local_count_ = strategy_->num_local_replicas();
+    if (strategy_->kind() == StrategyKind::kParameterServer) {
+      return absl::InvalidArgumentError(
+          "Fit runs default, mirrored and multi_worker_mirrored; under parameter_server the "
+          "chief schedules steps with a ClusterCoordinator");
+    }
     epochs_ = options_.epochs > 0 ? options_.epochs : job_.epochs;
     if (epochs_ < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs_, " < 1"));
     if (data_.train == nullptr) return absl::InvalidArgumentError("Fit: no training data");
     return absl::OkStatus();
   }
 
-  // The replicated model (its replicas' models, weights and optimizer), then checks that
-  // the data fits it, and the distributed training data.
+  // The model in the strategy's scope (its replicas, weights and optimizer), then checks
+  // that the data fits it, and the distributed training data.
   absl::Status BuildModel() {
-    ReplicatedModelOptions mo;
-    mo.keras_model = job_.model;
-    mo.loss = job_.loss;
-    mo.optimizer = job_.optimizer;
-    mo.seed = job_.seed;
-    mo.initial_weights = job_.initial_weights;
+    ModelOptions mo = ModelOptions::FromJobSpec(job_);
     mo.batch_size = job_.batch_size;
-    mo.scale_learning_rate = job_.scale_learning_rate;
-    mo.make_backend = options_.make_backend;
-    PS_ASSIGN_OR_RETURN(model_, ReplicatedModel::Create(strategy_, mo));
-    PS_RETURN_IF_ERROR(CheckDataFitsModel(*data_.train, model_->model(), job_.loss, "data.train"));
+    PS_ASSIGN_OR_RETURN(model_, strategy_->CreateModel(mo));
+    PS_RETURN_IF_ERROR(model_->CheckData(*data_.train, "data.train"));
     if (data_.validation != nullptr) {
-      PS_RETURN_IF_ERROR(
-          CheckDataFitsModel(*data_.validation, model_->model(), job_.loss, "data.validation"));
+      PS_RETURN_IF_ERROR(model_->CheckData(*data_.validation, "data.validation"));
     }
     DistributedDatasetOptions dd;
     dd.global_batch_size = job_.batch_size;
@@ -112,9 +118,7 @@ class FitRun {
     // With steps_per_epoch the data repeats, as Keras does with a repeated tf.data dataset.
     dd.repeat = job_.steps_per_epoch > 0 ? -1 : 1;
     dd.prefetch = options_.prefetch;
-    PS_ASSIGN_OR_RETURN(train_, DistributedDataset::Create(data_.train, dd, replicas_,
-                                                           local_begin_, local_count_));
-    slice_rows_.resize(local_count_);
+    PS_ASSIGN_OR_RETURN(train_, strategy_->ExperimentalDistributeDataset(data_.train, dd));
     return absl::OkStatus();
   }
 
@@ -122,7 +126,7 @@ class FitRun {
   // with the epoch after the last one it finished.
   absl::Status RestoreState() {
     PS_ASSIGN_OR_RETURN(const bool restored,
-                        model_->Restore(options_.restore, &first_epoch_, &result_.steps));
+                        model_->RestoreState(options_.restore, &first_epoch_, &result_.steps));
     if (restored && options_.on_restored) options_.on_restored(first_epoch_, result_.steps);
     return absl::OkStatus();
   }
@@ -136,12 +140,14 @@ class FitRun {
     const int64_t steps =
         job_.steps_per_epoch > 0 ? job_.steps_per_epoch : batches->batches_per_epoch();
     StepResult totals;
+    int first_replica = 0;
     int64_t steps_taken = 0;
     for (int64_t step = 0; step < steps; ++step) {
       const StepResult before = totals;
       absl::StatusOr<DistributedBatch> batch = batches->Next();
       if (absl::IsOutOfRange(batch.status())) break;
       if (!batch.ok()) return batch.status();
+      first_replica = batch->first_replica;
       PS_RETURN_IF_ERROR(TrainStep(*batch, &totals));
       ++steps_taken;
       if (options_.sync_check_every > 0 && result_.steps % options_.sync_check_every == 0) {
@@ -149,10 +155,14 @@ class FitRun {
       }
       if (options_.on_batch) ReportProgress(epoch, step, steps, before, totals, start);
     }
-    if (multi_worker()) {
-      PS_RETURN_IF_ERROR(SumAcrossWorkers(&totals));
-      PS_RETURN_IF_ERROR(model_->CheckInSync());
-    }
+    // This process's figures (its replicas', added step by step in replica order) as one
+    // value, to which Reduce adds every other worker's: one all-reduce per epoch, not one
+    // per step. One process: Reduce gives them back unchanged.
+    PerReplica<StepResult> local;
+    local.first_replica = first_replica;
+    local.values.push_back(totals);
+    PS_ASSIGN_OR_RETURN(totals, strategy_->Reduce(ReduceOp::kSum, local));
+    PS_RETURN_IF_ERROR(model_->CheckInSync());
     EpochSummary summary;
     summary.epoch = epoch + 1;
     summary.epochs = epochs_;
@@ -164,46 +174,27 @@ class FitRun {
     return summary;
   }
 
-  // One optimizer step on the global batch `batch`: every local replica computes the
-  // gradient of its slice (Strategy::Run), then one update from all of them
-  // (ReplicatedModel::ApplyGradients); the local replicas' figures are added to `totals`.
+  // One optimizer step on the global batch `batch` (strategy->Run): every local replica
+  // computes the gradient of its slice and hands it to ApplyGradients; the strategy takes
+  // the one update from all of them when Run returns. The local replicas' figures are
+  // added to `totals`.
   absl::Status TrainStep(const DistributedBatch& batch, StepResult* totals) {
-    step_results_.assign(local_count_, StepResult());
-    const int64_t global_step = result_.steps;
-    PS_RETURN_IF_ERROR(strategy_->Run([&](int r) -> absl::Status {
-      if (r < local_begin_ || r >= local_begin_ + local_count_) {
-        return absl::InternalError(absl::StrCat("strategy ran replica ", r));
-      }
-      const ReplicaBatch& slice = batch.replicas[r - local_begin_];
-      PS_ASSIGN_OR_RETURN(step_results_[r - local_begin_],
-                          model_->ComputeGradients(r, slice.x, slice.y,
-                                                   ReplicaDropoutSeed(job_.seed, global_step, r)));
-      return absl::OkStatus();
-    }));
-    for (int i = 0; i < local_count_; ++i) {
-      totals->loss_sum += step_results_[i].loss_sum;
-      totals->correct += step_results_[i].correct;
-      totals->samples += step_results_[i].samples;
-      slice_rows_[i] = batch.replicas[i].rows();
+    PS_ASSIGN_OR_RETURN(
+        const PerReplica<StepResult> figures,
+        strategy_->Run(
+            [this](const ReplicaContext& ctx, const ReplicaBatch& slice) -> absl::StatusOr<StepResult> {
+              PS_ASSIGN_OR_RETURN(Gradients gradients, model_->ComputeGradients(ctx, slice));
+              const StepResult metrics = gradients.metrics;
+              PS_RETURN_IF_ERROR(model_->ApplyGradients(ctx, std::move(gradients)));
+              return metrics;
+            },
+            batch));
+    for (const StepResult& r : figures.values) {
+      totals->loss_sum += r.loss_sum;
+      totals->correct += r.correct;
+      totals->samples += r.samples;
     }
-    PS_ASSIGN_OR_RETURN(const bool applied,
-                        model_->ApplyGradients(slice_rows_, batch.global_batch_size, global_step));
-    if (!applied) ++result_.nonfinite_skipped;
     ++result_.steps;
-    return absl::OkStatus();
-  }
-
-  // The epoch's figures over every replica of every worker. Floats hold the counts exactly
-  // (below 2^24 samples an epoch) and the loss sum to far better than the 4 digits printed.
-  absl::Status SumAcrossWorkers(StepResult* totals) {
-    std::vector<float> sums = {static_cast<float>(totals->loss_sum),
-                               static_cast<float>(totals->correct),
-                               static_cast<float>(totals->samples)};
-    std::vector<absl::Span<float>> spans = {absl::MakeSpan(sums)};
-    PS_RETURN_IF_ERROR(strategy_->CrossWorkerSum(spans));
-    totals->loss_sum = sums[0];
-    totals->correct = static_cast<int64_t>(sums[1]);
-    totals->samples = static_cast<int64_t>(sums[2]);
     return absl::OkStatus();
   }
 
@@ -240,25 +231,19 @@ class FitRun {
 
   const JobSpec& job_;
   const FitData& data_;
-  Strategy* const strategy_;  // Not owned.
+  distribute::Strategy* const strategy_;  // Not owned.
   const FitOptions& options_;
-  int replicas_ = 0;
-  int local_begin_ = 0;
-  int local_count_ = 0;
   int epochs_ = 0;
   int first_epoch_ = 0;
-  std::unique_ptr<ReplicatedModel> model_;
+  std::unique_ptr<DistributedModel> model_;
   std::unique_ptr<DistributedDataset> train_;
   FitResult result_;
-  // Per-step buffers, by local replica.
-  std::vector<StepResult> step_results_;
-  std::vector<int64_t> slice_rows_;
 };
 
 }  // namespace
 
-absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data, Strategy* strategy,
-                              const FitOptions& options) {
+absl::StatusOr<FitResult> Fit(const JobSpec& job, const FitData& data,
+                              distribute::Strategy* strategy, const FitOptions& options) {
   return FitRun(job, data, strategy, options).Run();
 }
 
