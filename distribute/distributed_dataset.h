@@ -3,8 +3,8 @@
 
 // tf.distribute's experimental_distribute_dataset: global batches of a Dataset, each split
 // evenly across the replicas that step together, so that every replica gets its slice of
-// the same global batch. Fit (distribute/fit.h) and the public custom-loop API
-// (pstrain/pstrain.h) iterate their data through it.
+// the same global batch. The public API's ExperimentalDistributeDataset
+// (pstrain/strategy.h) makes it, for a custom loop and for Fit (pstrain/fit.h) alike.
 //
 // A strategy whose replicas live in several processes (multi_worker_mirrored) builds the
 // same global batch in every process (same data, same seed) and keeps only its own

@@ -11,8 +11,9 @@
 // CrossWorkerSum for all variables), and applies one optimizer update, so all replicas
 // everywhere take the same update of the global batch's mean loss.
 //
-// Fit (distribute/fit.h) and the public custom-loop API (pstrain/pstrain.h) both train
-// through this class: there is one synchronous training step in pstrain.
+// The public API's synchronous models (pstrain/internal/sync_strategy.h) train through
+// this class, for a custom loop (pstrain/pstrain.h) and for Fit (pstrain/fit.h) alike:
+// there is one synchronous training step in pstrain.
 //
 // Thread-safety: ComputeGradients(r) may run on replica r's thread while other replicas
 // run theirs (each touches only its own Model and gradient buffer); every other method is

@@ -16,6 +16,7 @@
 //   tape.gradient(loss, model.trainable_variables)    model->ComputeGradients(ctx, slice)
 //   optimizer.apply_gradients(zip(grads, vars))       model->ApplyGradients(ctx, grads)
 //   strategy.reduce(SUM, per_replica, axis=None)      strategy->Reduce(ReduceOp::kSum, pr)
+//   model.fit(x, epochs=..., callbacks=[...])         Fit(job, data, strategy.get(), options)
 //   ClusterCoordinator(strategy)                      ClusterCoordinator::Create(strategy)
 //   coordinator.create_per_worker_dataset(fn)         coordinator->CreatePerWorkerIterator(fn)
 //   coordinator.schedule(fn, args=(it,))              coordinator->Schedule(fn, it)

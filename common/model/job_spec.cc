@@ -331,7 +331,7 @@ std::string SerializeJobSpec(const JobSpec& spec) {
 }
 
 std::string DescribeGlobalBatch(int batch_size, int replicas) {
-  // Replica r takes rows [b*r/R, b*(r+1)/R) of each global batch (distribute/fit.cc).
+  // Replica r takes rows [b*r/R, b*(r+1)/R) of each global batch (distribute/distributed_dataset.cc).
   const int smallest = batch_size / replicas;
   const int largest = (batch_size + replicas - 1) / replicas;
   return absl::StrCat("global batch ", batch_size, " (",

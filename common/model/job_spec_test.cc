@@ -224,7 +224,7 @@ TEST(JobSpecTest, WireDtypeIsTyped) {
                 "wire_dtype must be a string");
 }
 
-// The global batch is split across the replicas (as distribute/fit.cc slices it); the
+// The global batch is split across the replicas (as distribute/distributed_dataset.cc slices it); the
 // parameter-server batch is each worker's.
 TEST(JobSpecTest, BatchDescriptionsFollowKeras) {
   EXPECT_EQ(DescribeGlobalBatch(64, 1), "global batch 64 (64 per replica x 1)");

@@ -3,7 +3,7 @@
 
 // The figures of one finished epoch and the Keras-style line they are printed as. Every
 // trainer reports through it: the parameter-server chief (chief/coordinator.h), the
-// one-process and mirrored trainers (distribute/fit.h) and the benchmarks, so a user sees the
+// one-process and mirrored trainers (pstrain/fit.h) and the benchmarks, so a user sees the
 // same line whichever strategy trains.
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 
 // What a training run reports as it goes, to whatever watches it: Prometheus metrics,
 // TensorBoard event files, a terminal progress bar, the dashboard. The parameter-server
-// chief (chief/coordinator.h) and the one-process trainers (distribute/fit.h through train)
+// chief (chief/coordinator.h) and the one-process trainers (pstrain/fit.h through train)
 // report the same events, so every strategy is watched the same way.
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // A job's training state (variables, optimizer slots and counts) and the one layout in
 // which every trainer writes it as a checkpoint (common/checkpoint): the parameter-server
 // chief and custom loop (ps_server/client/checkpointer.h) and the one-process and mirrored
-// trainer (distribute/fit.h, `train`). So a mirrored job's checkpoint restores into a parameter-server job and the
+// trainer (pstrain/fit.h, `train`). So a mirrored job's checkpoint restores into a parameter-server job and the
 // other way round, and tools/evaluate and tools/export_safetensors read both:
 //   tensors:  "<variable>" (the model's name) and "<variable>/optimizer/<slot>"
 //   metadata: "variables": {"<variable>": {"shape", "iterations", "version", "slots",

@@ -2,9 +2,10 @@
 #define PSTRAIN_PSTRAIN_INTERNAL_SYNC_STRATEGY_H_
 
 // The synchronous strategies behind the public Strategy (pstrain/strategy.h): default,
-// mirrored and multi_worker_mirrored, over the core strategies Fit uses, made by the one
-// factory `train` uses too (distribute/create_sync_strategy.h), and their models over
-// distribute/replicated_model.h, so a custom loop and Fit take the same synchronous step.
+// mirrored and multi_worker_mirrored, over the core strategies made by the one factory
+// (distribute/create_sync_strategy.h; `train` makes its own setup with it and hands it to
+// FromSetup), and their models over distribute/replicated_model.h. Fit (pstrain/fit.h) is
+// a user of these like any custom loop, so both take the same synchronous step.
 //
 // Thread-safety: as Strategy. SyncModel::ComputeGradients and ApplyGradients run on the
 // replicas' threads, each touching only its replica's slots.
