@@ -46,8 +46,8 @@ using PushPullServerStream = ServerStream<PushPullChunkOut, PushPullChunkIn>;
 // PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
 // (ps_server/rpc/push_pull_stream.h) instead of the generated protobuf handler.
 // The calls of every training step (Pull, Push, PushPull, PullRows, PushRows) are served
-// with gRPC's callback API: the handler runs on the gRPC thread that read the request,
-// without the synchronous server's thread pool (7% less CPU for a seed-model cluster,
+// with gRPC's callback API: the handler runs on gRPC's callback threads, without the
+// synchronous server's thread pool (7% less CPU for a seed-model cluster,
 // bench/README.md). A push that may wait for other workers' pushes
 // (sync and bounded staleness, or before the mode is set) runs on a thread of its own
 // (HandoffThreads) instead, so that gRPC's threads never block. The synchronous overrides
