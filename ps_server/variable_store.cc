@@ -892,6 +892,11 @@ ConsistencyMode VariableStore::consistency_mode() const {
   return consistency_set_ ? consistency_config_.mode() : CONSISTENCY_ASYNC;
 }
 
+bool VariableStore::pushes_never_wait() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return consistency_set_ && consistency_config_.mode() == CONSISTENCY_ASYNC;
+}
+
 OptimizerConfig VariableStore::optimizer_config() const {
   absl::ReaderMutexLock lock(&mu_);
   return optimizer_config_;

@@ -226,6 +226,10 @@ class VariableStore {
   // The optimizer settings the first CreateVariables set (empty before).
   OptimizerConfig optimizer_config() const;
   ConsistencyMode consistency_mode() const;
+  // True once the first CreateVariables set the async mode: a push then never waits for
+  // another worker's (it may still wait, briefly, for a retry of itself that another call
+  // is applying). False before, when a push's mode is not known yet.
+  bool pushes_never_wait() const;
 
  private:
   struct Variable {

@@ -272,7 +272,7 @@ ReplyProofInterceptorFactory(const std::shared_ptr<grpc::ServerCredentials>& cre
   return std::make_unique<ReplyProofFactory>(authorizing->authorizer());
 }
 
-absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context) {
+absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContextBase& context) {
   if (std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {
     const std::vector<grpc::string_ref> names =
         auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);

@@ -135,7 +135,7 @@ ReplyProofInterceptorFactory(const std::shared_ptr<grpc::ServerCredentials>& cre
 // common name, else the identity it claims in its metadata. nullopt: neither (a server
 // run with --insecure and a client that claims nothing).
 // Errors: UNAUTHENTICATED a name that does not parse.
-absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext& context);
+absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContextBase& context);
 
 // OK when the caller of `context` is task (`type`, `index`) ("ps", "worker", "chief";
 // "master" is "chief"), or when the call carries no identity or "admin" (authorization is

@@ -119,7 +119,7 @@ absl::Status CheckNames(absl::string_view what, const Names& names) {
 // it, "worker 1", as workers name themselves, and must be one of the job's num_workers
 // workers; the name the request carries counts only from a caller with no worker
 // identity (a server without authorization).
-absl::StatusOr<std::string> PusherName(const grpc::ServerContext* context,
+absl::StatusOr<std::string> PusherName(const grpc::ServerContextBase* context,
                                        const std::string& claimed, int num_workers) {
   PS_RETURN_IF_ERROR(CheckLength("worker name", claimed));
   if (context == nullptr) return claimed;  // called in-process, not over gRPC
@@ -216,7 +216,42 @@ absl::StatusOr<std::vector<SparseGradient>> UnpackRowGradients(
   return gradients;
 }
 
+// ParameterServer's methods by position (proto/ps.proto), for the handlers registered by
+// index; ps_service_test and ps_service_hostile_test call each over gRPC (a wrong index
+// fails its calls).
+constexpr int kPullMethodIndex = 1;
+constexpr int kPushMethodIndex = 2;
+constexpr int kPushPullMethodIndex = 3;
+constexpr int kPullRowsMethodIndex = 9;
+constexpr int kPushRowsMethodIndex = 10;
+
 }  // namespace
+
+template <class Request, class Response>
+void PsServiceImpl::ServeByCallback(
+    int method_index,
+    grpc::Status (PsServiceImpl::*serve)(const grpc::ServerContextBase*, const Request*,
+                                         Response*),
+    bool pushes) {
+  // The server's interceptors (the reply proof, the authorizer's) and its auth metadata
+  // processor run for callback methods as for synchronous ones.
+  MarkMethodCallback(
+      method_index,
+      new grpc::internal::CallbackUnaryHandler<Request, Response>(
+          [this, serve, pushes](grpc::CallbackServerContext* context, const Request* request,
+                                Response* response) {
+            grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+            if (pushes && !store_->pushes_never_wait()) {
+              // The context, request and response live until Finish.
+              handoff_.Run([this, serve, context, request, response, reactor] {
+                reactor->Finish((this->*serve)(context, request, response));
+              });
+            } else {
+              reactor->Finish((this->*serve)(context, request, response));
+            }
+            return reactor;
+          }));
+}
 
 PsServiceImpl::PsServiceImpl(VariableStore* store,
                              std::function<void(const std::string&)> on_shutdown,
@@ -239,9 +274,14 @@ PsServiceImpl::PsServiceImpl(VariableStore* store,
                          [this](grpc::ServerContext* context, PushPullServerStream* stream) {
                            return PushPullChunks(context, stream);
                          }));
+  ServeByCallback(kPullMethodIndex, &PsServiceImpl::ServePull, /*pushes=*/false);
+  ServeByCallback(kPushMethodIndex, &PsServiceImpl::ServePush, /*pushes=*/true);
+  ServeByCallback(kPushPullMethodIndex, &PsServiceImpl::ServePushPull, /*pushes=*/true);
+  ServeByCallback(kPullRowsMethodIndex, &PsServiceImpl::ServePullRows, /*pushes=*/false);
+  ServeByCallback(kPushRowsMethodIndex, &PsServiceImpl::ServePushRows, /*pushes=*/true);
 }
 
-absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContext* caller,
+absl::StatusOr<PushContext> PsServiceImpl::ContextOf(const grpc::ServerContextBase* caller,
                                                      const PushRequest& request) const {
   PushContext context;
   PS_ASSIGN_OR_RETURN(context.worker,
@@ -308,8 +348,13 @@ grpc::Status PsServiceImpl::CreateVariables(grpc::ServerContext*,
                                         request->optimizer(), request->consistency()));
 }
 
-grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* request,
+grpc::Status PsServiceImpl::Pull(grpc::ServerContext* context, const PullRequest* request,
                                  PullResponse* response) {
+  return ServePull(context, request, response);
+}
+
+grpc::Status PsServiceImpl::ServePull(const grpc::ServerContextBase*, const PullRequest* request,
+                                      PullResponse* response) {
   if (absl::Status names = CheckNames("variable name", request->names()); !names.ok()) {
     return Answer("Pull", names);
   }
@@ -322,8 +367,13 @@ grpc::Status PsServiceImpl::Pull(grpc::ServerContext*, const PullRequest* reques
   return Answer("Pull", pulled);
 }
 
-grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest* request,
-                                 PushResponse*) {
+grpc::Status PsServiceImpl::Push(grpc::ServerContext* context, const PushRequest* request,
+                                 PushResponse* response) {
+  return ServePush(context, request, response);
+}
+
+grpc::Status PsServiceImpl::ServePush(const grpc::ServerContextBase* caller,
+                                      const PushRequest* request, PushResponse*) {
   absl::StatusOr<PushContext> context = ContextOf(caller, *request);
   if (!context.ok()) return Answer("Push", context.status());
   int64_t wire_bytes = 0;
@@ -332,9 +382,14 @@ grpc::Status PsServiceImpl::Push(grpc::ServerContext* caller, const PushRequest*
   return Answer("Push", Push(*gradients, *context, wire_bytes));
 }
 
-grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* caller,
-                                     const PushPullRequest* request,
+grpc::Status PsServiceImpl::PushPull(grpc::ServerContext* context, const PushPullRequest* request,
                                      PushPullResponse* response) {
+  return ServePushPull(context, request, response);
+}
+
+grpc::Status PsServiceImpl::ServePushPull(const grpc::ServerContextBase* caller,
+                                          const PushPullRequest* request,
+                                          PushPullResponse* response) {
   absl::StatusOr<PushContext> context = ContextOf(caller, request->push());
   if (!context.ok()) return Answer("PushPull", context.status());
   absl::StatusOr<WirePrecision> precision = AnswerPrecision(request->push().pull_dtype());
@@ -589,8 +644,14 @@ absl::Status PsServiceImpl::WriteValues(PushPullServerStream* stream,
   return absl::OkStatus();
 }
 
-grpc::Status PsServiceImpl::PullRows(grpc::ServerContext*, const PullRowsRequest* request,
+grpc::Status PsServiceImpl::PullRows(grpc::ServerContext* context, const PullRowsRequest* request,
                                      PullRowsResponse* response) {
+  return ServePullRows(context, request, response);
+}
+
+grpc::Status PsServiceImpl::ServePullRows(const grpc::ServerContextBase*,
+                                          const PullRowsRequest* request,
+                                          PullRowsResponse* response) {
   auto answer = [&](absl::Status status) {
     if (!status.ok()) response->Clear();
     if (absl::IsResourceExhausted(status)) ++pulls_refused_;
@@ -635,9 +696,13 @@ grpc::Status PsServiceImpl::PullRows(grpc::ServerContext*, const PullRowsRequest
   return answer(absl::OkStatus());
 }
 
-grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* caller,
-                                     const PushRowsRequest* request,
-                                     PushRowsResponse*) {
+grpc::Status PsServiceImpl::PushRows(grpc::ServerContext* context, const PushRowsRequest* request,
+                                     PushRowsResponse* response) {
+  return ServePushRows(context, request, response);
+}
+
+grpc::Status PsServiceImpl::ServePushRows(const grpc::ServerContextBase* caller,
+                                          const PushRowsRequest* request, PushRowsResponse*) {
   int64_t payload_bytes = 0;
   absl::StatusOr<std::vector<SparseGradient>> gradients =
       UnpackRowGradients(*request, &payload_bytes);

@@ -12,6 +12,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "ps_server/checkpoint_shards.h"
 #include "ps_server/ps_metrics.h"
+#include "ps_server/rpc/handoff_threads.h"
 #include "ps_server/rpc/push_pull_stream.h"
 #include "ps_server/rpc/server_stream.h"
 #include "ps_server/rpc/stream_limiter.h"
@@ -44,6 +45,13 @@ using PushPullServerStream = ServerStream<PushPullChunkOut, PushPullChunkIn>;
 // gRPC adapter over a VariableStore: unpacks requests, calls the store, converts status.
 // PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
 // (ps_server/rpc/push_pull_stream.h) instead of the generated protobuf handler.
+// The calls of every training step (Pull, Push, PushPull, PullRows, PushRows) are served
+// with gRPC's callback API: the handler runs on gRPC's callback threads, without the
+// synchronous server's thread pool (7% less CPU for a seed-model cluster,
+// bench/README.md). A push that may wait for other workers' pushes
+// (sync and bounded staleness, or before the mode is set) runs on a thread of its own
+// (HandoffThreads) instead, so that gRPC's threads never block. The synchronous overrides
+// of those five stay for in-process callers (the fuzzer); gRPC does not call them.
 class PsServiceImpl final : public ParameterServer::Service {
  public:
   // `store` is not owned. `on_shutdown` runs when a Shutdown RPC arrives, with its reason.
@@ -122,6 +130,26 @@ class PsServiceImpl final : public ParameterServer::Service {
   void set_metrics(PsMetrics* metrics) { metrics_ = metrics; }
 
  private:
+  // The bodies of the five methods served by callback (their overrides call them too).
+  grpc::Status ServePull(const grpc::ServerContextBase* context, const PullRequest* request,
+                         PullResponse* response);
+  grpc::Status ServePush(const grpc::ServerContextBase* context, const PushRequest* request,
+                         PushResponse* response);
+  grpc::Status ServePushPull(const grpc::ServerContextBase* context,
+                             const PushPullRequest* request, PushPullResponse* response);
+  grpc::Status ServePullRows(const grpc::ServerContextBase* context,
+                             const PullRowsRequest* request, PullRowsResponse* response);
+  grpc::Status ServePushRows(const grpc::ServerContextBase* context,
+                             const PushRowsRequest* request, PushRowsResponse* response);
+  // Has gRPC serve method `method_index` of ParameterServer by callback with `serve`:
+  // inline, or on handoff_ when the method `pushes` and a push may wait
+  // (VariableStore::pushes_never_wait).
+  template <class Request, class Response>
+  void ServeByCallback(int method_index,
+                       grpc::Status (PsServiceImpl::*serve)(const grpc::ServerContextBase*,
+                                                            const Request*, Response*),
+                       bool pushes);
+
   // PushPullChunks' steps: reads the whole push into `assembler`, or says why not.
   // `push_context` gets whom the push counts under (ContextOf, checked at its header),
   // `charge` the push's bytes charged to request_memory_.
@@ -134,7 +162,7 @@ class PsServiceImpl final : public ParameterServer::Service {
   absl::StatusOr<int64_t> CheckStreamHeader(const PushRequest& push) const;
   // The push context of `request` from `caller` (null: an in-process call): its worker is
   // the caller's identity when it has one (PusherName in ps_service.cc).
-  absl::StatusOr<PushContext> ContextOf(const grpc::ServerContext* caller,
+  absl::StatusOr<PushContext> ContextOf(const grpc::ServerContextBase* caller,
                                         const PushRequest& request) const;
   // Streams `values` back: a header with versions, then the bytes in chunks.
   struct PulledValues;
@@ -163,6 +191,8 @@ class PsServiceImpl final : public ParameterServer::Service {
   // request memory (RESOURCE_EXHAUSTED), for GetStatus.
   std::atomic<int64_t> pulls_refused_{0};
   std::atomic<int64_t> streams_over_memory_{0};
+  // Last: destroyed first, it finishes the pushes handed to it while the rest is alive.
+  HandoffThreads handoff_;
 };
 
 }  // namespace pstrain
