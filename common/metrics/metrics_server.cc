@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,12 +24,25 @@ std::map<int, std::shared_ptr<MetricsServer::PageHandler>>& Handlers()
   return *handlers;
 }
 
+// The ports whose exposer has its /metrics handler. civetweb accepts connections from
+// inside the exposer's constructor, but the exposer adds the handler only in
+// RegisterCollectable: a scrape in between found no handler, and civetweb's own 404 page
+// crashed the daemon (SIGSEGV in mg_send_http_error, seen when a scraper polled a
+// starting evaluator). Until then /metrics is answered 503 here.
+std::set<int>& ReadyPorts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handlers_mu) {
+  static auto* ready = new std::set<int>();
+  return *ready;
+}
+
 // Writes a whole response: status line, headers and body. (civetweb's own error pages
 // were seen to crash it when a browser asks for a path it has no handler for, such as
 // /favicon.ico, so every answer but /metrics is written here.)
 void Respond(mg_connection* connection, int status, const std::string& content_type,
              const std::string& body) {
-  const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found" : "Method Not Allowed";
+  const char* reason = status == 200   ? "OK"
+                       : status == 404 ? "Not Found"
+                       : status == 503 ? "Service Unavailable"
+                                       : "Method Not Allowed";
   const std::string head = absl::StrCat(
       "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
       "\r\nContent-Length: ", body.size(),
@@ -43,12 +57,18 @@ int BeginRequest(mg_connection* connection) {
   const mg_request_info* request = mg_get_request_info(connection);
   if (request == nullptr || request->local_uri == nullptr) return 0;
   const std::string path = request->local_uri;
-  if (path == "/metrics") return 0;
   std::shared_ptr<MetricsServer::PageHandler> handler;
+  bool ready = false;
   {
     absl::MutexLock lock(&handlers_mu);
     auto found = Handlers().find(request->server_port);
     if (found != Handlers().end()) handler = found->second;
+    ready = ReadyPorts().count(request->server_port) > 0;
+  }
+  if (path == "/metrics") {
+    if (ready) return 0;
+    Respond(connection, 503, "text/plain", "starting; /metrics is served in a moment\n");
+    return 503;
   }
   if (request->request_method == nullptr || std::string(request->request_method) != "GET") {
     Respond(connection, 405, "text/plain", "only GET is served here\n");
@@ -95,11 +115,19 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   }
   server->port_ = ports[0];
   server->exposer_->RegisterCollectable(server->registry_);
+  {
+    absl::MutexLock lock(&handlers_mu);
+    ReadyPorts().insert(server->port_);
+  }
   return server;
 }
 
 MetricsServer::~MetricsServer() {
   SetPageHandler(nullptr);
+  {
+    absl::MutexLock lock(&handlers_mu);
+    ReadyPorts().erase(port_);
+  }
   exposer_.reset();  // stops the threads that may call a collector
 }
 
