@@ -216,15 +216,6 @@ absl::StatusOr<std::vector<SparseGradient>> UnpackRowGradients(
   return gradients;
 }
 
-// ParameterServer's methods by position (proto/ps.proto), for the handlers registered by
-// index; ps_service_test and ps_service_hostile_test call each over gRPC (a wrong index
-// fails its calls).
-constexpr int kPullMethodIndex = 1;
-constexpr int kPushMethodIndex = 2;
-constexpr int kPushPullMethodIndex = 3;
-constexpr int kPullRowsMethodIndex = 9;
-constexpr int kPushRowsMethodIndex = 10;
-
 }  // namespace
 
 template <class Request, class Response>

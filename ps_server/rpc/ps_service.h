@@ -42,6 +42,16 @@ struct PsServiceOptions {
 
 using PushPullServerStream = ServerStream<PushPullChunkOut, PushPullChunkIn>;
 
+
+// ParameterServer's methods by position in proto/ps.proto, for the handlers registered by
+// index (the callback methods below; kPushPullStreamMethodIndex in push_pull_stream.h).
+// ps_service_test checks each against the service's descriptor.
+inline constexpr int kPullMethodIndex = 1;
+inline constexpr int kPushMethodIndex = 2;
+inline constexpr int kPushPullMethodIndex = 3;
+inline constexpr int kPullRowsMethodIndex = 9;
+inline constexpr int kPushRowsMethodIndex = 10;
+
 // gRPC adapter over a VariableStore: unpacks requests, calls the store, converts status.
 // PushPullStream is served by PushPullChunks, with the tensor bytes as gRPC slices
 // (ps_server/rpc/push_pull_stream.h) instead of the generated protobuf handler.

@@ -14,9 +14,11 @@
 #include "gtest/gtest.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/wire_precision.h"
+#include "google/protobuf/descriptor.h"
 #include "proto/ps.grpc.pb.h"
 #include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/grpc_ps_client.h"
+#include "ps_server/rpc/push_pull_stream.h"
 
 namespace pstrain {
 namespace {
@@ -55,6 +57,22 @@ class PsServiceTest : public ::testing::Test {
   std::string address_;
   std::unique_ptr<PsClient> client_;
 };
+
+TEST(PsServiceMethodIndexTest, EachIndexNamesItsMethodInTheServiceDescriptor) {
+  // The handlers registered by index serve whatever method stands at that position: a
+  // reordered proto/ps.proto would route calls to the wrong handler.
+  const google::protobuf::ServiceDescriptor* service =
+      PullRequest::descriptor()->file()->FindServiceByName("ParameterServer");
+  ASSERT_NE(service, nullptr);
+  const std::pair<int, const char*> expected[] = {
+      {kPullMethodIndex, "Pull"},         {kPushMethodIndex, "Push"},
+      {kPushPullMethodIndex, "PushPull"}, {kPullRowsMethodIndex, "PullRows"},
+      {kPushRowsMethodIndex, "PushRows"}, {kPushPullStreamMethodIndex, "PushPullStream"}};
+  for (const auto& [index, name] : expected) {
+    ASSERT_LT(index, service->method_count()) << name;
+    EXPECT_EQ(service->method(index)->name(), name) << "method index " << index;
+  }
+}
 
 TEST_F(PsServiceTest, PushPullAppliesAndReturnsNewValue) {
   auto values = client_->PushPull({{"w", Tensor({2, 2}, {1, 1, 1, 1})}}, 0);
