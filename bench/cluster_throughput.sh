@@ -60,10 +60,14 @@ launcher=bazel-bin/deploy/local/launcher
 
 work=$(mktemp -d /tmp/pstrain-bench-XXXXXX)
 cleanup() {
+  if [[ "$keep" == true ]]; then
+    echo "kept $work"
+    return
+  fi
   # Folders the launcher made itself (it prints them) though this script names its own.
   grep -ho '/tmp/pstrain-\(logs\|checkpoints\|tensorboard\)-[A-Za-z0-9]*' \
     "$work"/*/out 2>/dev/null | sort -u | while read -r d; do rm -rf -- "$d"; done || true
-  if [[ "$keep" == true ]]; then echo "kept $work"; else rm -rf -- "$work"; fi
+  rm -rf -- "$work"
 }
 trap cleanup EXIT
 
