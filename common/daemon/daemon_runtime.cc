@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/daemon/command_line.h"
 #include "common/daemon/daemon_security.h"
 #include "common/daemon/exit_codes.h"
@@ -165,6 +166,14 @@ int RunDaemon(int argc, char** argv, const DaemonSpec& spec) {
   ParseCommandLineWithUsage(argc, argv, spec.usage);
   // Tensors travel in messages of hundreds of KiB to MiBs, allocated per request.
   KeepLargeBlocksInHeap();
+#ifdef NDEBUG
+  // Debian's Abseil is built with its lock-order check on: every Mutex acquisition walks
+  // a graph of which locks were held together, 2-3% of a training cluster's CPU by perf
+  // (bench/README.md, "Abseil's deadlock detection"). An optimized daemon skips it, as a
+  // release build of Abseil does; the unit tests, which exercise the same classes without
+  // RunDaemon, keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   absl::StatusOr<DaemonOptions> options = DaemonOptionsFromFlags(spec.tasks);
   if (!options.ok()) {
     std::fprintf(stderr, "%s: %s\n", spec.binary.c_str(),
