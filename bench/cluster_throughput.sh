@@ -8,8 +8,10 @@
 # samples/s (60000 / the median epoch period of epochs 2..N), CPU per sample (user + sys
 # of the launcher and every process under it, /usr/bin/time; for epochs 2..N alone, the
 # N-epoch run's CPU minus that of a 1-epoch run of the same configuration) and each
-# configuration's ratio to the one process of the same model. Asserts nothing about time
-# (bench/README.md).
+# configuration's ratio to the one process of the same model; then, for each parameter-
+# server configuration, its ceiling on this machine's cores: the CPU one exchange per ps
+# per step costs (bench/ps_throughput at each ps's bytes, in the same run) added to one
+# process's work. Asserts nothing about time (bench/README.md).
 #
 # Epoch period: the time between consecutive "checkpoint ... written (epoch N" log lines of
 # the process that trains or coordinates (the trainer, the chief, worker 0), which carry
@@ -50,13 +52,14 @@ command -v python3 >/dev/null || { echo "cluster_throughput: needs python3" >&2;
 
 cd "$(dirname "$0")/.."
 log=$(mktemp /tmp/pstrain-bench-build-XXXXXX.log)
-if ! bazel build //deploy/local:launcher >"$log" 2>&1; then
+if ! bazel build //deploy/local:launcher //bench:ps_throughput >"$log" 2>&1; then
   tail -20 "$log" >&2
   echo "cluster_throughput: build failed; log in $log" >&2
   exit 1
 fi
 rm -f "$log"
 launcher=bazel-bin/deploy/local/launcher
+ps_throughput=bazel-bin/bench/ps_throughput
 
 work=$(mktemp -d /tmp/pstrain-bench-XXXXXX)
 cleanup() {
@@ -148,6 +151,50 @@ EOF
   done
 done
 
+# The ceiling of each parameter-server configuration on this machine's cores, measured in
+# the same run: what one exchange with each ps costs in CPU (bench/ps_throughput, a real ps
+# over gRPC with authorization on, as the daemons run, Adam on the ps, one client), at the
+# bytes that ps holds (its shard file in the N-epoch run's newest checkpoint, optimizer
+# slots left out). A cluster that spent nothing beyond one process's work would still
+# spend those exchanges on every step: the report prints what that allows.
+ceiling="$work/ceiling.jsonl"
+: >"$ceiling"
+for model in "${model_list[@]}"; do
+  for config in "${config_list[@]}"; do
+    [[ "$config" == ps* ]] || continue
+    ckpt=$(ls -d "$work/$model-$config-$epochs"/ckpt/ckpt-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+    [[ -n "$ckpt" && -f "$ckpt/manifest.json" ]] || continue
+    sizes=$(python3 - "$ckpt/manifest.json" <<'EOF'
+import collections, json, sys
+m = json.load(open(sys.argv[1]))
+per_file = collections.Counter()
+for t in m["tensors"]:
+    if "/optimizer/" in t["name"]:
+        continue
+    for piece in t["pieces"]:
+        for block in piece["blocks"]:
+            per_file[piece["file"]] += block["length"]
+print(",".join(str(per_file[f]) for f in sorted(per_file)))
+EOF
+)
+    out="$work/$model-$config-ceiling.out"
+    timeout -k 10 "$run_timeout" "$ps_throughput" --sizes="$sizes" --workers=1 --optimizer=adam \
+      --authorization=on --seconds=2 >"$out" 2>&1 || true
+    python3 - "$model" "$config" "$sizes" "$out" >>"$ceiling" <<'EOF'
+import json, sys
+model, config, sizes, path = sys.argv[1:5]
+cells = {}
+for line in open(path, errors="replace"):
+    f = line.split()
+    if len(f) == 12 and f[0].isdigit() and f[1] == "1":
+        cells[int(f[0])] = {"store_push_per_s": float(f[9]), "cpu_us_per_call": float(f[10])}
+wanted = [int(b) for b in sizes.split(",")]
+ps = [dict(bytes=b, **cells[b]) for b in wanted if b in cells]
+print(json.dumps({"model": model, "config": config, "ps": ps, "complete": len(ps) == len(wanted)}))
+EOF
+  done
+done
+
 # The PyTorch peers of every configuration, where python3-torch is installed
 # (bench/torch_cluster_peers.py: one process, a torch.distributed.rpc parameter server,
 # DDP over gloo; the same models, data, batch sizes and epochs, one thread a process).
@@ -180,7 +227,7 @@ elif /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 
 echo "load average at end:   $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$results" "$torch_results" <<'EOF'
+python3 - "$results" "$torch_results" "$ceiling" "$(nproc)" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 labels = {"one": "one process (--strategy=default)", "ps2w2": "ps cluster, 2 ps + 2 workers",
@@ -213,6 +260,40 @@ print()
 print("samples/s: 60000 / the median period between the epoch-end checkpoint log lines of epochs 2..N.")
 print("CPU us/sample, epochs 2..N: user+sys of every process of the N-epoch run minus that of a")
 print("1-epoch run of the same configuration, / (60000 x (N-1)). Whole run: / (60000 x N).")
+ceilings = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+cores = int(sys.argv[4])
+if ceilings:
+    print()
+    print("| model | configuration | bytes per ps | CPU us per exchange, each ps | of it Adam on the ps "
+          "| floor CPU us/sample | x one process | ceiling samples/s on " + str(cores) + " cores "
+          "| x one process on one busy core | measured CPU us/sample, epochs 2..N | of it the exchanges |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    by = {(r["model"], r["config"]): r for r in full}
+    batch = 64  # per worker, in every job of this bench
+    for c in ceilings:
+        b = base.get(c["model"])
+        if not c["complete"] or not b or b.get("cpu_us_steady") is None:
+            print(f"| {c['model']} | {labels[c['config']]} | not measured | | | | | | | | |")
+            continue
+        exchange = sum(p["cpu_us_per_call"] for p in c["ps"])
+        adam = sum(1e6 / p["store_push_per_s"] for p in c["ps"])
+        floor = b["cpu_us_steady"] + (exchange - adam) / batch
+        ceiling = cores * 1e6 / floor
+        measured = (by.get((c["model"], c["config"])) or {}).get("cpu_us_steady")
+        sizes = " + ".join(str(p["bytes"]) for p in c["ps"])
+        calls = " + ".join(f"{p['cpu_us_per_call']:.0f}" for p in c["ps"])
+        measured_text = f"{measured:.2f}" if measured else "n/a"
+        share = f"{100 * (exchange - adam) / batch / measured:.0f}%" if measured else ""
+        print(f"| {c['model']} | {labels[c['config']]} | {sizes} | {calls} | {adam:.0f} | {floor:.2f} "
+              f"| {floor / b['cpu_us_steady']:.2f}x | {ceiling:.0f} | {cores * b['cpu_us_steady'] / floor:.2f}x "
+              f"| {measured_text} | {share} |")
+    print()
+    print("Ceiling: one exchange per ps per step, each costing the CPU bench/ps_throughput measured for")
+    print("that ps's bytes (one client, Adam, authorization on; client and ps together), on top of the")
+    print("one process's CPU per sample (whose Adam the ps runs instead): the floor CPU per sample, and")
+    print(f"what {cores} fully busy cores give at that floor, next to one process keeping one core busy")
+    print("(CPU figures only, so the ratio does not move with the machine's other load; the one process")
+    print("keeps about 1.1 cores busy). A goal above that ratio needs cheaper exchanges.")
 torch = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 if torch:
     peers = {"one": "PyTorch one process", "ps2w2": "torch.distributed.rpc ps, 2 ps + 2 workers",
