@@ -19,8 +19,4 @@ absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyOptions& 
   return std::unique_ptr<Strategy>(std::move(sync));
 }
 
-std::unique_ptr<Strategy> CreateStrategy(StrategyKind kind, SyncStrategySetup setup, TaskId task) {
-  return internal::SyncStrategy::FromSetup(kind, std::move(setup), std::move(task));
-}
-
 }  // namespace pstrain::distribute

@@ -4,9 +4,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_spec.h"
 #include "common/training/strategy_kind.h"
-#include "distribute/create_sync_strategy.h"
 #include "pstrain/strategy.h"
 
 namespace pstrain::distribute {
@@ -21,14 +19,6 @@ namespace pstrain::distribute {
 // UNAVAILABLE a port that cannot be bound; FAILED_PRECONDITION the collective asked for is
 // not possible.
 absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyOptions& options);
-
-// The public Strategy over a synchronous strategy (default, mirrored,
-// multi_worker_mirrored; `kind`) that its program made itself with the one factory both
-// use (distribute/create_sync_strategy.h): `train`, whose multi_worker_mirrored ring serves
-// the all-reduce on its daemon's server beside health and metrics. `setup.strategy` must be
-// set; `task` is this process's TF_CONFIG task (a default TaskId without a cluster). The
-// strategy owns the setup (its ring and backends) from then on.
-std::unique_ptr<Strategy> CreateStrategy(StrategyKind kind, SyncStrategySetup setup, TaskId task);
 
 }  // namespace pstrain::distribute
 

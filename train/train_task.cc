@@ -28,8 +28,8 @@
 #include "distribute/allreduce/ring_allreduce.h"
 #include "distribute/create_sync_strategy.h"
 #include "nlohmann/json.hpp"
-#include "pstrain/create_strategy.h"
 #include "pstrain/fit.h"
+#include "pstrain/strategy_from_setup.h"
 #include "train/train_monitoring.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (JSON) to train.");
@@ -113,7 +113,7 @@ absl::StatusOr<TrainJob> LoadTrainJob() {
 // The strategy --strategy names, made by the one factory the library uses too
 // (distribute/create_sync_strategy.h; for multi_worker_mirrored its ring serves the
 // all-reduce through this daemon's server) and handed to Fit as the public Strategy
-// (pstrain/create_strategy.h), as a Keras script hands model.fit a tf.distribute one.
+// (pstrain/strategy_from_setup.h), as a Keras script hands model.fit a tf.distribute one.
 struct TrainStrategy {
   std::unique_ptr<distribute::Strategy> strategy;
   MultiWorkerRing* ring = nullptr;  // multi_worker_mirrored; owned by `strategy`
@@ -161,7 +161,7 @@ absl::Status SetUpStrategy(DaemonRuntime* runtime, int batch_size, TrainStrategy
   // destroyed.
   const std::vector<std::string> devices = setup.devices;  // mirrored's, as given
   out->ring = setup.ring.get();
-  out->strategy = distribute::CreateStrategy(kind, std::move(setup), options.config.task);
+  out->strategy = distribute::StrategyFromSetup(kind, std::move(setup), options.config.task);
   // The collective asked for cannot be had: the configuration's fault (exit 2).
   if (absl::IsFailedPrecondition(created)) return BadConfiguration("", created);
   PS_RETURN_IF_ERROR(created);
