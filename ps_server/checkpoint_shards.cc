@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/finite.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -154,9 +155,9 @@ absl::Status CheckpointShards::Restore(const std::string& checkpoint,
       header["metadata"].contains("variables") && header["metadata"]["variables"].is_object()) {
     variables = &header["metadata"]["variables"];
   }
-  // The rows of one tensor read into a fresh value of the shard's shape, checked first.
-  const auto read_rows = [&](const std::string& tensor_name,
-                             const ShardSlice& slice) -> absl::StatusOr<Tensor> {
+  // The checkpoint's tensor `tensor_name`, of the slice's variable's shape.
+  const auto stored_tensor = [&](const std::string& tensor_name,
+                                 const ShardSlice& slice) -> absl::StatusOr<const StoredTensor*> {
     auto it = manifest.index.find(tensor_name);
     if (it == manifest.index.end()) {
       return absl::NotFoundError(absl::StrCat("checkpoint ", folder, " has no tensor \"",
@@ -169,12 +170,11 @@ absl::Status CheckpointShards::Restore(const std::string& checkpoint,
           ShapeToString(stored.shape), ", the variable here ",
           ShapeToString(slice.variable_shape)));
     }
-    Tensor value(ShardShape(slice));
-    PS_RETURN_IF_ERROR(
-        ReadTensorRows(folder, manifest, stored, slice.row_begin, slice.row_end, value.data()));
-    return value;
+    return &stored;
   };
-  std::vector<VariableSnapshot> snapshots;
+  // What each shard restores: its counts, and the tensors (value, then slots) it reads.
+  std::vector<VariableStore::InPlaceRestore> restores;
+  std::vector<std::vector<const StoredTensor*>> sources;
   for (const ShardSlice& slice : slices) {
     const nlohmann::json empty = nlohmann::json::object();
     const nlohmann::json& entry =
@@ -182,11 +182,12 @@ absl::Status CheckpointShards::Restore(const std::string& checkpoint,
                 (*variables)[slice.variable].is_object()
             ? (*variables)[slice.variable]
             : empty;
-    VariableSnapshot s;
-    s.name = slice.shard;
-    PS_ASSIGN_OR_RETURN(s.value, read_rows(slice.variable, slice));
-    PS_ASSIGN_OR_RETURN(s.iterations, CountOf(entry, "iterations", folder, slice.variable));
-    PS_ASSIGN_OR_RETURN(s.version, CountOf(entry, "version", folder, slice.variable));
+    VariableStore::InPlaceRestore r;
+    r.name = slice.shard;
+    PS_ASSIGN_OR_RETURN(r.iterations, CountOf(entry, "iterations", folder, slice.variable));
+    PS_ASSIGN_OR_RETURN(r.version, CountOf(entry, "version", folder, slice.variable));
+    std::vector<const StoredTensor*> tensors;
+    PS_ASSIGN_OR_RETURN(tensors.emplace_back(), stored_tensor(slice.variable, slice));
     if (entry.contains("slots")) {
       if (!entry["slots"].is_array() || entry["slots"].size() > 16) {
         return absl::DataLossError(absl::StrCat("checkpoint ", folder, ": slots of ",
@@ -197,16 +198,49 @@ absl::Status CheckpointShards::Restore(const std::string& checkpoint,
           return absl::DataLossError(absl::StrCat("checkpoint ", folder, ": a slot name of ",
                                                   slice.variable, " is not a string"));
         }
-        const std::string slot_name = slot.get<std::string>();
-        PS_ASSIGN_OR_RETURN(Tensor t,
-                            read_rows(absl::StrCat(slice.variable, kSlotInfix, slot_name), slice));
-        s.slots.push_back({slot_name, std::move(t)});
+        r.slots.push_back(slot.get<std::string>());
+        PS_ASSIGN_OR_RETURN(
+            tensors.emplace_back(),
+            stored_tensor(absl::StrCat(slice.variable, kSlotInfix, r.slots.back()), slice));
       }
     }
-    snapshots.push_back(std::move(s));
+    restores.push_back(std::move(r));
+    sources.push_back(std::move(tensors));
   }
-  // Everything read and verified: now the store changes, all or nothing.
-  return store_->RestoreState(std::move(snapshots));
+  // Every block this restore will read, read once first: its checksum and every value
+  // finite, one block held at a time. Only then does the store change, each variable
+  // written in place (a second copy of a shard could be most of this ps's memory).
+  for (size_t i = 0; i < slices.size(); ++i) {
+    for (size_t k = 0; k < sources[i].size(); ++k) {
+      const std::string what = k == 0 ? absl::StrCat("restored value of \"", restores[i].name, "\"")
+                                      : absl::StrCat("slot \"", restores[i].slots[k - 1],
+                                                     "\" of \"", restores[i].name, "\"");
+      PS_RETURN_IF_ERROR(VisitTensorRows(
+          folder, manifest, *sources[i][k], slices[i].row_begin, slices[i].row_end,
+          [&](int64_t first_row, absl::Span<const float> rows) -> absl::Status {
+            const int64_t at = FirstNonFinite(rows);
+            if (at < 0) return absl::OkStatus();
+            return absl::InvalidArgumentError(absl::StrCat(
+                what, " in checkpoint ", folder, " holds a non-finite value (",
+                DescribeFloat(rows[at]), ") at element ", at, " of its rows from ", first_row));
+          }));
+    }
+  }
+  for (size_t i = 0; i < slices.size(); ++i) {
+    restores[i].fill = [&, i](absl::Span<const absl::Span<float>> targets) -> absl::Status {
+      for (size_t k = 0; k < targets.size(); ++k) {
+        if (static_cast<int64_t>(targets[k].size()) != NumElements(ShardShape(slices[i]))) {
+          return absl::InternalError(absl::StrCat(restores[i].name, " holds ", targets[k].size(),
+                                                  " values, its slice ",
+                                                  NumElements(ShardShape(slices[i]))));
+        }
+        PS_RETURN_IF_ERROR(ReadTensorRows(folder, manifest, *sources[i][k], slices[i].row_begin,
+                                          slices[i].row_end, targets[k].data()));
+      }
+      return absl::OkStatus();
+    };
+  }
+  return store_->RestoreInPlace(restores);
 }
 
 }  // namespace pstrain

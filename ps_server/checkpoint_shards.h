@@ -22,8 +22,10 @@ namespace pstrain {
 // chief's) and named by the caller only by a folder name that must match the checkpoint
 // patterns (shard_files.h: no '/', no ".."), so a caller cannot make the ps write or read
 // anywhere else. Everything read from the folder is untrusted: sizes and shapes are
-// checked against this ps's variables and every block's CRC-32C verified before anything
-// changes; a restore is all-or-nothing.
+// checked against this ps's variables, and a restore reads every block it needs twice:
+// first to verify its CRC-32C and that every value is finite, then (nothing has changed
+// until then) straight into the variables, so that it never holds a second copy of a
+// shard that may fill most of the ps's memory.
 //
 // Thread-safety: calls may come from any thread; a Write and a Restore of the same
 // folder at once are the caller's (the chief's) mistake, not a crash.
@@ -52,12 +54,15 @@ class CheckpointShards {
                                   const std::vector<ShardSlice>& slices) const;
 
   // Replaces the value, slots, iterations and version of each shard `slices` names with
-  // what committed checkpoint <root>/<checkpoint> holds for its rows, all-or-nothing.
+  // what committed checkpoint <root>/<checkpoint> holds for its rows, in place: nothing
+  // changes unless every block verifies (VariableStore::RestoreInPlace; only a file
+  // changed between the two reads can leave a restore part-way, and then it says so).
   // Errors: INVALID_ARGUMENT a bad folder name or slice, or the checkpoint's tensor of
   //         another shape than the slice's variable; FAILED_PRECONDITION no such folder
   //         here; NOT_FOUND an unknown shard, or the checkpoint lacks a tensor;
-  //         DATA_LOSS a malformed manifest, a missing or corrupt shard file; and
-  //         VariableStore::RestoreState's.
+  //         DATA_LOSS a malformed manifest, a missing or corrupt shard file;
+  //         INVALID_ARGUMENT a value or slot that is not finite; and
+  //         VariableStore::RestoreInPlace's.
   absl::Status Restore(const std::string& checkpoint, const std::vector<ShardSlice>& slices) const;
 
  private:

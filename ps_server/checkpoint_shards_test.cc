@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/crc32c.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -31,6 +34,16 @@ std::string FreshRoot(const std::string& name) {
 }
 
 std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+// A "Key:   N kB" line of /proc/self/status, in KiB (-1 when missing).
+int64_t StatusKib(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  }
+  return -1;
+}
 
 OptimizerConfig Adam() {
   OptimizerConfig config;
@@ -199,6 +212,79 @@ TEST_F(CheckpointShardsTest, ALyingManifestIsRefused) {
   EXPECT_NE(reader.status().message().find("unsupported checkpoint format version 3"),
             absl::string_view::npos);
   ExpectUnchanged();
+}
+
+TEST_F(CheckpointShardsTest, ANonFiniteValueWithAValidChecksumChangesNothing) {
+  // A checkpoint whose bytes match their CRC-32C but hold a NaN (a hostile or buggy
+  // writer): the value's second block gets one, and the manifest the block's new CRC.
+  const std::string shard = absl::StrCat(dir_, "/shard-00000");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.write(reinterpret_cast<const char*>(&nan), sizeof(nan));
+  }
+  std::string block(16, '\0');
+  {
+    std::ifstream f(shard, std::ios::binary);
+    f.seekg(16);
+    f.read(block.data(), 16);
+  }
+  const std::string manifest_path = absl::StrCat(dir_, "/manifest.json");
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest_path));
+  m["tensors"][0]["pieces"][0]["blocks"][1]["crc32c"] = Crc32c(block);
+  std::ofstream(manifest_path, std::ios::trunc) << m.dump();
+
+  absl::Status restored = shards_->Restore("ckpt-5", slices_);
+  EXPECT_EQ(restored.code(), absl::StatusCode::kInvalidArgument) << restored;
+  EXPECT_NE(restored.message().find("non-finite value (nan)"), absl::string_view::npos) << restored;
+  EXPECT_EQ(std::string(restored.message()).find('\n'), std::string::npos);
+  ExpectUnchanged();
+}
+
+// The ps's peak resident memory (VmHWM, reset just before) while it restores a 64 MiB
+// shard: the rows go straight into the variable, so the restore adds about one block
+// read at a time, not a second copy of the shard (which doubled a ps's memory before).
+TEST(CheckpointShardsMemoryTest, ARestoreHoldsNoSecondCopyOfTheShard) {
+  const std::string root = FreshRoot("checkpoint_shards_memory");
+  constexpr int64_t kRows = 65536, kCols = 256;  // 64 MiB of floats
+  VariableStore store;
+  OptimizerConfig sgd;
+  sgd.set_name("sgd");
+  {
+    std::vector<float> values(kRows * kCols);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) / 1000;
+    ASSERT_TRUE(
+        store.CreateVariables({{"table", Tensor({kRows, kCols}, std::move(values))}}, sgd).ok());
+  }
+  CheckpointShards::Options options;
+  options.block_bytes = 1 << 20;
+  CheckpointShards shards(&store, root, options);
+  const std::vector<ShardSlice> slices = {{"table", "table", {kRows, kCols}, 0, kRows}};
+  CheckpointWriter writer(root, CheckpointWriter::Options());
+  auto temp = writer.BeginSharded(1);
+  ASSERT_TRUE(temp.ok());
+  auto file = shards.Write(*temp, 0, slices);
+  ASSERT_TRUE(file.ok()) << file.status();
+  CheckpointContents header;
+  header.step = 1;
+  *header.metadata = {{"variables", {{"table", {{"shape", {kRows, kCols}}, {"version", 7}}}}}};
+  ASSERT_TRUE(writer.CommitSharded(*temp, header, {*file}).ok());
+  ASSERT_TRUE(
+      store.Push({{"table", Tensor({kRows, kCols}, std::vector<float>(kRows * kCols, 1))}}).ok());
+
+  // Linux: writing 5 to clear_refs resets the peak to the current resident size.
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const int64_t before_kib = StatusKib("VmHWM");
+  ASSERT_TRUE(shards.Restore("ckpt-1", slices).ok());
+  const int64_t growth_kib = StatusKib("VmHWM") - before_kib;
+  EXPECT_LT(growth_kib, 16 * 1024)
+      << "a 64 MiB restore raised the peak by " << growth_kib << " KiB";
+  auto restored = store.ReadState({"table"});
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ((*restored)[0].version, 7);
+  EXPECT_EQ((*restored)[0].value.values()[kCols + 3], static_cast<float>(kCols + 3) / 1000);
+  fs::remove_all(root);
 }
 
 TEST_F(CheckpointShardsTest, SlicesThatDoNotFitAreRefused) {

@@ -746,6 +746,67 @@ absl::Status VariableStore::VisitState(
   return visit(view);
 }
 
+absl::Status VariableStore::RestoreInPlace(const std::vector<InPlaceRestore>& restores) {
+  std::string optimizer_name;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (update_rules_ == nullptr) {
+      return absl::FailedPreconditionError("no variables have been created on this ps yet");
+    }
+    // Read now: mu_ is never taken while a variable's lock is held.
+    optimizer_name = update_rules_->optimizer().name();
+  }
+  std::vector<Variable*> found;
+  found.reserve(restores.size());
+  absl::flat_hash_set<std::string> seen;
+  for (const InPlaceRestore& r : restores) {
+    if (!seen.insert(r.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state for \"", r.name, "\" given twice in one restore"));
+    }
+    if (r.version < 0 || r.iterations < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state for \"", r.name, "\" has a negative version or iterations"));
+    }
+    PS_ASSIGN_OR_RETURN(Variable * v, Find(r.name));
+    absl::MutexLock lock(&v->mu);
+    absl::flat_hash_set<std::string> seen_slots;
+    for (const std::string& slot : r.slots) {
+      if (!seen_slots.insert(slot).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("slot \"", slot, "\" of \"", r.name, "\" given twice"));
+      }
+      if (v->state->slot(slot) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("variable \"", r.name,
+                                                       "\" has no optimizer slot \"", slot,
+                                                       "\" (this ps runs ", optimizer_name, ")"));
+      }
+    }
+    found.push_back(v);
+  }
+  // Names and slot sets never change after creation, so the checks above still hold.
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    const InPlaceRestore& r = restores[i];
+    absl::MutexLock lock(&v->mu);
+    std::vector<absl::Span<float>> targets;
+    targets.reserve(1 + r.slots.size());
+    targets.push_back(v->value.values());
+    for (const std::string& slot : r.slots)
+      targets.push_back(absl::MakeSpan(*v->state->slot(slot)));
+    if (absl::Status filled = r.fill(targets); !filled.ok()) {
+      return absl::Status(
+          filled.code(), absl::StrCat("restore stopped part-way (", i, " of ", found.size(),
+                                      " variables restored, the next partly): ", filled.message()));
+    }
+    v->version = r.version;
+    v->state->set_iterations(r.iterations);
+    // Gradients aggregated against the old value mean nothing for the restored one.
+    v->pending.Clear();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
   std::string optimizer_name;
   {

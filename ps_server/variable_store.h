@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,20 +14,20 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/model/optimizer.h"
 #include "common/model/row_initializer.h"
 #include "common/tensor.h"
+#include "common/variable_snapshot.h"
+#include "proto/ps.pb.h"
 #include "ps_server/consistency.h"
 #include "ps_server/request_log.h"
 #include "ps_server/sparse_rows.h"
 #include "ps_server/staleness_gate.h"
 #include "ps_server/sync_aggregator.h"
-#include "common/variable_snapshot.h"
-#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -180,6 +181,28 @@ class VariableStore {
   //         differs from the variable's, a slot the optimizer does not keep, a negative
   //         version or iterations, a value or slot holding a NaN or an infinity.
   absl::Status RestoreState(std::vector<Snapshot> snapshots);
+
+  // RestoreState for a source that writes straight into the variables, so that no second
+  // copy of any variable exists at any moment (a ps restoring shards that fill most of its
+  // memory; CheckpointShards). Every name, version, iterations and slot name is checked
+  // against the store first, and nothing changes if one fails; then each variable in turn,
+  // under its lock, takes its version and iterations, drops any half-aggregated sync
+  // gradients, and `fill` writes its value and the slots named, in that order, into
+  // `targets` (each of the variable's shape). Not all-or-nothing past the checks: the
+  // caller verifies its source first (every checksum, every value finite), so that `fill`
+  // fails only when the source changed since; the variables before it then keep their
+  // new state, and the error (fill's code) says the restore is partial.
+  // Errors: RestoreState's, but for what `fill` writes; `fill`'s, after "restore stopped
+  //         part-way (N of M variables restored): ".
+  struct InPlaceRestore {
+    std::string name;
+    int64_t version = 0;
+    int64_t iterations = 0;
+    std::vector<std::string> slots;
+    // targets[0] is the value, targets[1 + k] slot k.
+    std::function<absl::Status(absl::Span<const absl::Span<float>> targets)> fill;
+  };
+  absl::Status RestoreInPlace(const std::vector<InPlaceRestore>& restores);
 
   // The shape of variable `name` (it never changes once created).
   // Errors: NOT_FOUND an unknown name.

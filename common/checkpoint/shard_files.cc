@@ -388,9 +388,10 @@ absl::StatusOr<ShardedManifest> ReadShardedManifest(const std::string& dir, nloh
   return manifest;
 }
 
-absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manifest,
-                            const StoredTensor& tensor, int64_t row_begin, int64_t row_end,
-                            float* out) {
+absl::Status VisitTensorRows(
+    const std::string& dir, const ShardedManifest& manifest, const StoredTensor& tensor,
+    int64_t row_begin, int64_t row_end,
+    absl::FunctionRef<absl::Status(int64_t first_row, absl::Span<const float> rows)> visit) {
   if (row_begin < 0 || row_end < row_begin || row_end > RowsOf(tensor.shape)) {
     return absl::InvalidArgumentError(absl::StrCat("rows [", row_begin, ", ", row_end,
                                                    ") of tensor \"", tensor.name, "\" ",
@@ -428,13 +429,28 @@ absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manif
       const int64_t first = std::max(row_begin, block.row_begin);
       const int64_t last = std::min(row_end, block.row_end);
       if (last > first && row_bytes > 0) {
-        std::memcpy(reinterpret_cast<char*>(out) + (first - row_begin) * row_bytes,
-                    buffer.data() + (first - block.row_begin) * row_bytes,
-                    static_cast<size_t>((last - first) * row_bytes));
+        // The buffer is operator new's, aligned for floats, and rows start at multiples
+        // of a whole row's bytes.
+        const float* rows = reinterpret_cast<const float*>(buffer.data()) +
+                            (first - block.row_begin) * row_elements;
+        PS_RETURN_IF_ERROR(
+            visit(first, absl::Span<const float>(rows, (last - first) * row_elements)));
       }
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manifest,
+                            const StoredTensor& tensor, int64_t row_begin, int64_t row_end,
+                            float* out) {
+  const int64_t row_elements = RowElements(tensor.shape);
+  return VisitTensorRows(dir, manifest, tensor, row_begin, row_end,
+                         [&](int64_t first_row, absl::Span<const float> rows) {
+                           std::memcpy(out + (first_row - row_begin) * row_elements, rows.data(),
+                                       rows.size() * sizeof(float));
+                           return absl::OkStatus();
+                         });
 }
 
 absl::StatusOr<std::unique_ptr<ShardRowReader>> ShardRowReader::Open(

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -180,6 +181,15 @@ absl::StatusOr<ShardedManifest> ReadShardedManifest(const std::string& dir,
 absl::Status ReadTensorRows(const std::string& dir, const ShardedManifest& manifest,
                             const StoredTensor& tensor, int64_t row_begin, int64_t row_end,
                             float* out);
+
+// The same reads and checks, handing each verified block's rows within [row_begin,
+// row_end) to `visit` (the index of the first, and their floats) instead of copying them:
+// a caller can check rows without holding them (a restore that verifies every block
+// before it writes anything). Errors: ReadTensorRows's, or `visit`'s (the walk stops).
+absl::Status VisitTensorRows(
+    const std::string& dir, const ShardedManifest& manifest, const StoredTensor& tensor,
+    int64_t row_begin, int64_t row_end,
+    absl::FunctionRef<absl::Status(int64_t first_row, absl::Span<const float> rows)> visit);
 
 // Single rows of one tensor of a committed version-2 checkpoint, read from its shard files
 // a few at a time: an Embedding table's rows for one validation batch (the evaluator task,
