@@ -746,7 +746,8 @@ absl::Status VariableStore::VisitState(
   return visit(view);
 }
 
-absl::Status VariableStore::RestoreInPlace(const std::vector<InPlaceRestore>& restores) {
+absl::StatusOr<std::vector<VariableStore::Variable*>> VariableStore::FindRestoreTargets(
+    absl::Span<const RestoreTarget> targets) const {
   std::string optimizer_name;
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -757,33 +758,42 @@ absl::Status VariableStore::RestoreInPlace(const std::vector<InPlaceRestore>& re
     optimizer_name = update_rules_->optimizer().name();
   }
   std::vector<Variable*> found;
-  found.reserve(restores.size());
+  found.reserve(targets.size());
   absl::flat_hash_set<std::string> seen;
-  for (const InPlaceRestore& r : restores) {
-    if (!seen.insert(r.name).second) {
+  for (const RestoreTarget& t : targets) {
+    if (!seen.insert(t.name).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("state for \"", r.name, "\" given twice in one restore"));
+          absl::StrCat("state for \"", t.name, "\" given twice in one restore"));
     }
-    if (r.version < 0 || r.iterations < 0) {
+    if (t.version < 0 || t.iterations < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("state for \"", r.name, "\" has a negative version or iterations"));
+          absl::StrCat("state for \"", t.name, "\" has a negative version or iterations"));
     }
-    PS_ASSIGN_OR_RETURN(Variable * v, Find(r.name));
+    PS_ASSIGN_OR_RETURN(Variable * v, Find(t.name));
     absl::MutexLock lock(&v->mu);
     absl::flat_hash_set<std::string> seen_slots;
-    for (const std::string& slot : r.slots) {
+    for (const std::string& slot : t.slots) {
       if (!seen_slots.insert(slot).second) {
         return absl::InvalidArgumentError(
-            absl::StrCat("slot \"", slot, "\" of \"", r.name, "\" given twice"));
+            absl::StrCat("slot \"", slot, "\" of \"", t.name, "\" given twice"));
       }
       if (v->state->slot(slot) == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("variable \"", r.name,
+        return absl::InvalidArgumentError(absl::StrCat("variable \"", t.name,
                                                        "\" has no optimizer slot \"", slot,
                                                        "\" (this ps runs ", optimizer_name, ")"));
       }
     }
     found.push_back(v);
   }
+  return found;
+}
+
+absl::Status VariableStore::RestoreInPlace(const std::vector<InPlaceRestore>& restores) {
+  std::vector<RestoreTarget> targets;
+  for (const InPlaceRestore& r : restores) {
+    targets.push_back({r.name, r.version, r.iterations, r.slots});
+  }
+  PS_ASSIGN_OR_RETURN(const std::vector<Variable*> found, FindRestoreTargets(targets));
   // Names and slot sets never change after creation, so the checks above still hold.
   for (size_t i = 0; i < found.size(); ++i) {
     Variable* v = found[i];
@@ -808,28 +818,19 @@ absl::Status VariableStore::RestoreInPlace(const std::vector<InPlaceRestore>& re
 }
 
 absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
-  std::string optimizer_name;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    if (update_rules_ == nullptr) {
-      return absl::FailedPreconditionError("no variables have been created on this ps yet");
-    }
-    // Read now: mu_ is never taken while a variable's lock is held.
-    optimizer_name = update_rules_->optimizer().name();
-  }
-  std::vector<Variable*> found;
-  found.reserve(snapshots.size());
-  absl::flat_hash_set<std::string> seen;
+  std::vector<RestoreTarget> targets;
   for (const Snapshot& s : snapshots) {
-    if (!seen.insert(s.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state for \"", s.name, "\" given twice in one restore"));
-    }
-    if (s.version < 0 || s.iterations < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state for \"", s.name, "\" has a negative version or iterations"));
-    }
-    PS_ASSIGN_OR_RETURN(Variable * v, Find(s.name));
+    RestoreTarget& t = targets.emplace_back();
+    t.name = s.name;
+    t.version = s.version;
+    t.iterations = s.iterations;
+    for (const NamedTensor& slot : s.slots) t.slots.push_back(slot.name);
+  }
+  PS_ASSIGN_OR_RETURN(const std::vector<Variable*> found, FindRestoreTargets(targets));
+  // What the snapshots carry: shapes that fit, finite values.
+  for (size_t i = 0; i < found.size(); ++i) {
+    Variable* v = found[i];
+    const Snapshot& s = snapshots[i];
     absl::MutexLock lock(&v->mu);
     if (v->value.shape() != s.value.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -841,17 +842,7 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
         !finite.ok()) {
       return RefuseNonFinite(std::move(finite));
     }
-    absl::flat_hash_set<std::string> seen_slots;
     for (const NamedTensor& slot : s.slots) {
-      if (!seen_slots.insert(slot.name).second) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "slot \"", slot.name, "\" of \"", s.name, "\" given twice"));
-      }
-      if (v->state->slot(slot.name) == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "variable \"", s.name, "\" has no optimizer slot \"", slot.name,
-            "\" (this ps runs ", optimizer_name, ")"));
-      }
       if (slot.tensor.shape() != v->value.shape()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "slot \"", slot.name, "\" of \"", s.name, "\" has shape ",
@@ -863,7 +854,6 @@ absl::Status VariableStore::RestoreState(std::vector<Snapshot> snapshots) {
         return RefuseNonFinite(std::move(finite));
       }
     }
-    found.push_back(v);
   }
   // Shapes and slot sets never change after creation, so the checks above still hold.
   for (size_t i = 0; i < found.size(); ++i) {

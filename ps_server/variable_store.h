@@ -304,6 +304,17 @@ class VariableStore {
   void CountPush(const PushContext& context) ABSL_LOCKS_EXCLUDED(pushers_mu_);
 
   absl::StatusOr<Variable*> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+  // What a restore names for one variable, checked before anything changes.
+  struct RestoreTarget {
+    std::string name;
+    int64_t version = 0;
+    int64_t iterations = 0;
+    std::vector<std::string> slots;
+  };
+  // The variables `targets` name, in order, once each, with counts >= 0 and slots their
+  // optimizer keeps. Errors: as RestoreState's for those.
+  absl::StatusOr<std::vector<Variable*>> FindRestoreTargets(
+      absl::Span<const RestoreTarget> targets) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // A variable CreateVariables is asked for, as its checks see it (its value may not be
   // drawn yet).
