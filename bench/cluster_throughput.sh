@@ -45,7 +45,7 @@ for a in "$@"; do
     --no_peers) peers=false ;;
     --wire_dtype=*) wire_dtype="${a#--wire_dtype=}" ;;
     --overlap) overlap=true ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
   esac
 done
