@@ -86,6 +86,19 @@ class PsTrainerTest : public ::testing::Test {
     }
   }
 
+  // 200 steps of `trainer` on one batch of 64; the mean loss of the first and the last.
+  static void Train200Steps(PsTrainer* trainer, double* first, double* last) {
+    Tensor x, y;
+    MakeBatch(64, 3, &x, &y);
+    for (int step = 0; step < 200; ++step) {
+      auto result = trainer->Step(x, y);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->samples, 64);
+      if (step == 0) *first = result->loss_sum / 64;
+      *last = result->loss_sum / 64;
+    }
+  }
+
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::vector<VariableShape> shapes_;
@@ -97,16 +110,8 @@ class PsTrainerTest : public ::testing::Test {
 TEST_F(PsTrainerTest, StepsPushToEveryPsAndLowerTheLoss) {
   auto trainer = PsTrainer::Create(model_.get(), Clients(), placement_, 1);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  Tensor x, y;
-  MakeBatch(64, 3, &x, &y);
   double first = 0, last = 0;
-  for (int step = 0; step < 200; ++step) {
-    auto result = (*trainer)->Step(x, y);
-    ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->samples, 64);
-    if (step == 0) first = result->loss_sum / 64;
-    last = result->loss_sum / 64;
-  }
+  ASSERT_NO_FATAL_FAILURE(Train200Steps(trainer->get(), &first, &last));
   EXPECT_LT(last, 0.5 * first);
   // Every variable on both ps tasks was updated once per step.
   for (int p = 0; p < 2; ++p) {
@@ -266,15 +271,8 @@ TEST_F(PsTrainerTest, OverlappedPushesLagByOneAndStillTrain) {
   (*trainer)->SetConsistency("worker 0", /*send_versions=*/false);
   (*trainer)->SetOverlap(true);
   EXPECT_TRUE((*trainer)->overlap());
-  Tensor x, y;
-  MakeBatch(64, 3, &x, &y);
   double first = 0, last = 0;
-  for (int step = 0; step < 200; ++step) {
-    auto result = (*trainer)->Step(x, y);
-    ASSERT_TRUE(result.ok()) << result.status();
-    if (step == 0) first = result->loss_sum / 64;
-    last = result->loss_sum / 64;
-  }
+  ASSERT_NO_FATAL_FAILURE(Train200Steps(trainer->get(), &first, &last));
   EXPECT_EQ((*trainer)->steps_done(), 199);  // the last one is in flight
   ASSERT_TRUE((*trainer)->Flush().ok());
   EXPECT_EQ((*trainer)->steps_done(), 200);
