@@ -19,8 +19,11 @@
 #
 #   bench/cluster_throughput.sh [--epochs=3] [--timeout=600] [--models=seed,wide]
 #                               [--configs=one,ps2w2,ps1w1,mwm2] [--keep]
-#                               [--wire_dtype=float32|bfloat16|float16] [--no_peers]
+#                               [--wire_dtype=float32|bfloat16|float16] [--overlap]
+#                               [--no_peers]
 # --wire_dtype sets the jobs' "wire_dtype" (the parameter-server exchange in 16 bits).
+# --overlap sets the jobs' "overlap": true (a parameter-server worker computes a step while
+# the previous one's exchange is in flight; the other strategies ignore it).
 # --no_peers leaves out the PyTorch peers (for before/after runs of pstrain alone).
 set -euo pipefail
 
@@ -31,6 +34,7 @@ configs=one,ps2w2,ps1w1,mwm2
 keep=false
 peers=true
 wire_dtype=float32
+overlap=false
 for a in "$@"; do
   case "$a" in
     --epochs=*) epochs="${a#--epochs=}" ;;
@@ -40,7 +44,8 @@ for a in "$@"; do
     --keep) keep=true ;;
     --no_peers) peers=false ;;
     --wire_dtype=*) wire_dtype="${a#--wire_dtype=}" ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --overlap) overlap=true ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "cluster_throughput: unknown flag $a" >&2; exit 2 ;;
   esac
 done
@@ -83,7 +88,7 @@ declare -A args_of=(
 )
 
 echo "cluster_throughput: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores," \
-  "$epochs epochs per run, wire_dtype $wire_dtype, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  "$epochs epochs per run, wire_dtype $wire_dtype, overlap $overlap, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 results="$work/results.jsonl"
@@ -95,8 +100,8 @@ for model in "${model_list[@]}"; do
   job="$work/$model.json"
   # Training only: without validation data the epoch period is the training epoch and
   # its checkpoint, in every configuration alike.
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data"].pop("validation",None); j["wire_dtype"]=sys.argv[3]; json.dump(j,open(sys.argv[2],"w"))' \
-    "${job_of[$model]}" "$job" "$wire_dtype"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data"].pop("validation",None); j["wire_dtype"]=sys.argv[3]; j["overlap"]=sys.argv[4]=="true"; json.dump(j,open(sys.argv[2],"w"))' \
+    "${job_of[$model]}" "$job" "$wire_dtype" "$overlap"
   for config in "${config_list[@]}"; do
     [[ -n "${args_of[$config]:-}" ]] || { echo "unknown config $config" >&2; exit 2; }
     # A 1-epoch run first: what the N-epoch run's CPU has beyond it is epochs 2..N alone

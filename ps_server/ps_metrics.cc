@@ -57,6 +57,20 @@ PsMetrics::PsMetrics(MetricsRegistry* registry, const VariableStore* store)
                         MetricType::Counter)
         .Add(static_cast<double>(store->duplicate_pushes()))
         .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_push_lag_pushes_total",
+                        "Pushes that carried the versions they were computed at",
+                        MetricType::Counter)
+        .Add(static_cast<double>(store->push_lag_pushes()))
+        .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_push_lag_sum_total",
+                        "Sum of those pushes' lags (version applied at minus computed at)",
+                        MetricType::Counter)
+        .Add(static_cast<double>(store->push_lag_sum()))
+        .AppendTo(families);
+    MetricFamilyBuilder("pstrain_ps_push_lag_max",
+                        "Largest lag of a push that carried its versions", MetricType::Gauge)
+        .Add(static_cast<double>(store->push_lag_max()))
+        .AppendTo(families);
     const std::vector<VariableStore::VariableInfo> variables = store->List();
     MetricFamilyBuilder versions("pstrain_ps_variable_version",
                                  "Updates applied to each variable held", MetricType::Gauge);

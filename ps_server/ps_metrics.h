@@ -13,7 +13,8 @@ namespace pstrain {
 // A ps task's Prometheus metrics (pstrain_ps_*):
 //   pushes_total, pulls_total, stale_gradients_total, consistency_waits_total,
 //   consistency_timeouts_total, nonfinite_refused_total, nonfinite_skipped_total,
-//   duplicate_pushes_total, variables, variable_bytes, variable_version{variable}
+//   duplicate_pushes_total, push_lag_pushes_total, push_lag_sum_total, push_lag_max,
+//   variables, variable_bytes, variable_version{variable}
 //     read from the VariableStore at scrape time (its own atomics: nothing more on the
 //     push path);
 //   received_bytes_total, sent_bytes_total (tensor payload of pushes and pulls),

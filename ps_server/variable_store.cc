@@ -537,6 +537,10 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
     return absl::OkStatus();
   }
   if (settings.mode == Mode::kBoundedStaleness) settings.gate->Wait(context);
+  // The versions a push carries are information only here: its lag is read under the
+  // variables' locks, as the update applies, and counted once it did (CountPushLag).
+  const bool has_versions = context.versions.size() == gradients.size();
+  int64_t lag = has_versions ? 0 : -1;
   // A finite gradient can still overflow its update (Adam squares it, SGD scales it by the
   // learning rate), and a non-finite value or slot is never repaired: every update is
   // computed aside and checked, then all are swapped in, under the locks of every
@@ -545,6 +549,12 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
       found,
       [&](size_t i, Variable& v) {
         v.mu.AssertHeld();
+        if (has_versions && lag >= 0) {
+          // A hostile or stale-ps version (negative, or ahead of the variable's after a
+          // restart) is not a lag: the push is left out of the count, never refused.
+          const int64_t pushed = context.versions[i];
+          lag = pushed < 0 || pushed > v.version ? -1 : std::max(lag, v.version - pushed);
+        }
         return PrepareDenseUpdate(v, gradients[i].tensor.values());
       },
       [&](size_t, Variable& v) {
@@ -554,9 +564,19 @@ absl::Status VariableStore::PushOnce(absl::Span<const NamedTensor> gradients,
   if (overflowing >= 0) {
     return DropNonFinitePush(UpdateOverflows(gradients[overflowing].name), *settings.optimizer);
   }
+  CountPushLag(lag);
   CountPush(context);
   ++pushes_;
   return absl::OkStatus();
+}
+
+void VariableStore::CountPushLag(int64_t lag) {
+  if (lag < 0) return;
+  ++push_lag_pushes_;
+  push_lag_sum_ += lag;
+  int64_t max = push_lag_max_.load();
+  while (lag > max && !push_lag_max_.compare_exchange_weak(max, lag)) {
+  }
 }
 
 absl::Status VariableStore::PushRowsOnce(absl::Span<const SparseGradient> gradients,
@@ -981,6 +1001,9 @@ PsStatusResponse DescribeStore(const VariableStore& store) {
   response.set_sync_aggregated_gradients(store.sync_aggregated_gradients());
   response.set_consistency_waits(store.consistency_waits());
   response.set_max_staleness_applied(store.max_staleness_applied());
+  response.set_push_lag_pushes(store.push_lag_pushes());
+  response.set_push_lag_sum(store.push_lag_sum());
+  response.set_push_lag_max(store.push_lag_max());
   for (const VariableStore::WorkerPushes& w : store.pushes_by_worker()) {
     WorkerPushes* out = response.add_workers();
     out->set_worker(w.worker);

@@ -236,6 +236,16 @@ class VariableStore {
   // Bounded staleness: the largest lead (in steps, over the slowest live worker of the
   // same epoch) any push was applied with.
   int64_t max_staleness_applied() const;
+  // Async and bounded staleness: the dense pushes applied that carried the versions their
+  // gradients were computed at (PushContext.versions, one per gradient; the versions are
+  // information only there), the sum of their lags and the largest lag. A push's lag is
+  // the largest, over its variables, of the version when it was applied minus the version
+  // it was computed at: 0 for a worker that pulls before each push, 1 for one that
+  // overlaps its exchange with the next step (PsTrainer::SetOverlap) and pushes alone.
+  // A version pushed that is negative or ahead of the variable's is not counted.
+  int64_t push_lag_pushes() const { return push_lag_pushes_.load(); }
+  int64_t push_lag_sum() const { return push_lag_sum_.load(); }
+  int64_t push_lag_max() const { return push_lag_max_.load(); }
   // Pushes so far by the name each push carries, with the (epoch, step) of its latest;
   // after 1024 names, further ones are counted together as "(other workers)".
   struct WorkerPushes {
@@ -300,6 +310,8 @@ class VariableStore {
 
   enum class Mode { kAsync, kBoundedStaleness, kSync };
 
+  // Records an applied push's lag (push_lag_*); lag < 0: it carried no versions to count.
+  void CountPushLag(int64_t lag);
   // Records an applied push under its worker's name, for pushes_by_worker().
   void CountPush(const PushContext& context) ABSL_LOCKS_EXCLUDED(pushers_mu_);
 
@@ -449,6 +461,9 @@ class VariableStore {
   std::atomic<int64_t> nonfinite_refused_{0};
   std::atomic<int64_t> nonfinite_skipped_{0};
   std::atomic<int64_t> duplicate_pushes_{0};
+  std::atomic<int64_t> push_lag_pushes_{0};
+  std::atomic<int64_t> push_lag_sum_{0};
+  std::atomic<int64_t> push_lag_max_{0};
   std::atomic<bool> logged_nonfinite_{false};
 
   RequestLog requests_;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,40 @@ TEST(VariableStoreTest, PushAppliesSgdAndBumpsVersion) {
   EXPECT_EQ(Values((*values)[0]), (std::vector<float>{0, 4}));
   EXPECT_EQ(versions[0], 1);
   EXPECT_EQ(store.num_pushes(), 1);
+}
+
+// Async: the versions a push carries are information only. Each push that carries one
+// per gradient counts its lag (version applied at minus computed at, the largest over its
+// variables); one without them, or with a version that cannot be a lag (negative, ahead
+// of the variable's, or not one per gradient), is applied and left out of the count.
+TEST(VariableStoreTest, AsyncPushesCountTheLagTheirVersionsShow) {
+  VariableStore store;
+  ASSERT_TRUE(store
+                  .CreateVariables({{"w", Tensor({2}, {1, 2})}, {"b", Tensor({1}, {0})}},
+                                   Sgd(0.5))
+                  .ok());
+  auto push = [&store](std::vector<int64_t> versions) {
+    PushContext context;
+    context.worker = "worker 0";
+    context.versions = std::move(versions);
+    return store.Push({{"w", Tensor({2}, {1, 1})}, {"b", Tensor({1}, {1})}}, context);
+  };
+  ASSERT_TRUE(push({0, 0}).ok());  // computed at the current versions: lag 0
+  ASSERT_TRUE(push({0, 0}).ok());  // misses one update: lag 1
+  ASSERT_TRUE(push({0, 2}).ok());  // w misses two (the largest counts), b none
+  EXPECT_EQ(store.push_lag_pushes(), 3);
+  EXPECT_EQ(store.push_lag_sum(), 3);
+  EXPECT_EQ(store.push_lag_max(), 2);
+  ASSERT_TRUE(push({}).ok());
+  ASSERT_TRUE(push({3}).ok());
+  ASSERT_TRUE(push({-1, 3}).ok());
+  ASSERT_TRUE(push({std::numeric_limits<int64_t>::min(), 0}).ok());
+  ASSERT_TRUE(push({0, 1000}).ok());
+  EXPECT_EQ(store.num_pushes(), 8);  // every push applied
+  EXPECT_EQ(store.push_lag_pushes(), 3);
+  EXPECT_EQ(store.push_lag_sum(), 3);
+  EXPECT_EQ(store.push_lag_max(), 2);
+  EXPECT_EQ(DescribeStore(store).push_lag_max(), 2);
 }
 
 TEST(VariableStoreTest, WrongShapePushIsInvalidArgumentAndChangesNothing) {

@@ -284,5 +284,29 @@ TEST(ConsistencyClusterTest, BoundedStalenessHoldsTheFastWorkerWithinKSteps) {
   }
 }
 
+// Overlap (the job's "overlap": true), asynchronous: each worker computes a step while
+// its previous push is in flight, yet every step a chunk reported was applied exactly
+// once (RunSteps waits for its last exchange), and every push carried the versions it was
+// computed at: the ps counts each one's lag, which overlap makes at least 1 (the worker's
+// own previous push) after the first.
+TEST(ConsistencyClusterTest, AsyncOverlapAppliesEveryStepOnceAndShowsItsLag) {
+  const int epochs = 3;
+  ClusterRun run = RunTinyCluster(WriteTinyJob("overlap", {{"overlap", true}}), epochs,
+                                  absl::ZeroDuration());
+  ASSERT_EQ(run.ps.size(), 2u);
+  for (const auto& [index, ps] : run.ps) {
+    SCOPED_TRACE(absl::StrCat("ps ", index));
+    EXPECT_EQ(ps.consistency_mode(), CONSISTENCY_ASYNC);
+    EXPECT_EQ(ps.pushes(), 2 * kStepsPerShard * epochs);
+    for (const VariableInfo& v : ps.variables()) EXPECT_EQ(v.version(), ps.pushes()) << v.name();
+    EXPECT_EQ(ps.push_lag_pushes(), ps.pushes());
+    EXPECT_GE(ps.push_lag_max(), 1);
+    // A chunk's second step (--steps_per_call=2) lags by its first at least: each worker
+    // runs several such chunks an epoch.
+    EXPECT_GE(ps.push_lag_sum(), 2 * epochs);
+    ExpectPushesNamedByWorker(ps, epochs);
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -6,17 +6,21 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/cluster_test_util.h"
 
 namespace pstrain {
 namespace {
 
-// The consistency modes ./demo.sh offers: async (default), --staleness=2, --sync.
+// The consistency modes ./demo.sh offers: async (default), --staleness=2, --sync; and
+// async with the job's "overlap": true.
 class FashionMnistClusterTest : public ::testing::TestWithParam<std::vector<std::string>> {};
 
 TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
@@ -26,8 +30,22 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
   }
   LocalClusterOptions options;
   options.bin_dir = ".";
-  options.chief_args = {"--job=examples/fashion_mnist.json", "--epochs=4"};
-  for (const std::string& arg : GetParam()) options.chief_args.push_back(arg);
+  std::string job = "examples/fashion_mnist.json";
+  const bool overlap = GetParam() == std::vector<std::string>{"overlap"};
+  if (overlap) {
+    // The demo's job with "overlap": true (async): a step computes while the previous
+    // one's push is in flight, one of the worker's own pushes behind.
+    std::ifstream in(job);
+    nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_FALSE(spec.is_discarded());
+    spec["overlap"] = true;
+    job = FreshTestDir("fashion_mnist_overlap") + "/job.json";
+    std::ofstream(job) << spec.dump(1);
+  }
+  options.chief_args = {"--job=" + job, "--epochs=4"};
+  if (!overlap) {
+    for (const std::string& arg : GetParam()) options.chief_args.push_back(arg);
+  }
   options.worker_args = {"--device=cpu"};
   ProcessGroup group;
   ASSERT_TRUE(StartLocalCluster(options, &group).ok());
@@ -46,7 +64,7 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
   EXPECT_LT(losses.back(), losses.front()) << chief_out;
   ExpectReachesValAccuracy(chief_out, 0.85);
   // The mode asked for is the mode the ps tasks ran.
-  if (!GetParam().empty()) {
+  if (!GetParam().empty() && !overlap) {
     const std::string mode = GetParam()[0].substr(GetParam()[0].find('=') + 1);
     EXPECT_NE(chief_log.find("consistency: " + mode), std::string::npos) << chief_log;
   }
@@ -56,11 +74,12 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, FashionMnistClusterTest,
     ::testing::Values(std::vector<std::string>{},
                       std::vector<std::string>{"--consistency=bounded_staleness", "--staleness=2"},
-                      std::vector<std::string>{"--consistency=sync"}),
+                      std::vector<std::string>{"--consistency=sync"},
+                      std::vector<std::string>{"overlap"}),
     [](const ::testing::TestParamInfo<std::vector<std::string>>& info) {
-      return info.param.empty() ? std::string("Async")
-                                : info.param.size() == 2 ? std::string("BoundedStaleness2")
-                                                         : std::string("Sync");
+      if (info.param.empty()) return std::string("Async");
+      if (info.param.size() == 2) return std::string("BoundedStaleness2");
+      return info.param[0] == "overlap" ? std::string("AsyncOverlap") : std::string("Sync");
     });
 
 }  // namespace

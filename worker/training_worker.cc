@@ -30,6 +30,11 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   ModelMemoryUse use;
   use.copies_per_variable = 3;
   use.copies_are = "pulled values, gradients and their copy on the wire";
+  if (job.overlap) {
+    // The exchange in flight has its own gradients and values beside the step's.
+    use.copies_per_variable = 5;
+    use.copies_are = "pulled values and gradients twice (overlap), their copy on the wire";
+  }
   use.batch = job.batch_size;
   if (HasRowSparseEmbedding(*model)) {
     use.first_layer_rows_held = SaturatingMul(job.batch_size, model->input_size());
@@ -96,6 +101,7 @@ absl::Status TrainingWorker::PrepareTrainer(const RunStepsRequest& request) {
                                   EmbeddingTraffic::kRowSparse));
   trainer_->SetConsistency(absl::StrCat("worker ", worker_index_), sync_);
   trainer_->SetWirePrecision(job_.wire_precision);
+  trainer_->SetOverlap(job_.overlap);
   trainer_->SetMetrics(metrics_);
   placement_key_ = key;
   return absl::OkStatus();
@@ -185,7 +191,10 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
         response.set_end_of_data(true);
         break;
       }
-      if (!batch.ok()) return batch.status();
+      if (!batch.ok()) {
+        (void)trainer_->Flush();  // the chunk fails anyway; no exchange left in flight
+        return batch.status();
+      }
       trainer_->SetPosition(request.epoch(), batcher_position_);
       ++batcher_position_;
       absl::StatusOr<StepResult> step = trainer_->Step(batch->x, batch->y);
@@ -197,6 +206,9 @@ absl::StatusOr<RunStepsResponse> TrainingWorker::RunSteps(const RunStepsRequest&
       ++steps_done_;
       if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     }
+    // Exactly once: with overlap the last step's exchange is still in flight, and every
+    // step this chunk reports must have been applied (or the chunk fails, as a step would).
+    if (absl::Status flushed = trainer_->Flush(); !flushed.ok()) return AsPsFailure(flushed);
     return response;
   }();
   busy_ = false;

@@ -211,7 +211,7 @@ absl::Status ReadFitSection(const json& root, JobSpec* spec) {
   return absl::OkStatus();
 }
 
-// seed, strategy, nonfinite, wire_dtype, one_hot_labels and scale_learning_rate.
+// seed, strategy, nonfinite, wire_dtype, one_hot_labels, scale_learning_rate and overlap.
 absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
   auto seed = root.find("seed");
   if (seed != root.end() && !seed->is_null()) {
@@ -256,7 +256,8 @@ absl::Status ReadJobOptions(const json& root, JobSpec* spec) {
   }
   for (auto [key, field] :
        {std::pair<const char*, bool*>{"one_hot_labels", &spec->one_hot_labels},
-        {"scale_learning_rate", &spec->scale_learning_rate}}) {
+        {"scale_learning_rate", &spec->scale_learning_rate},
+        {"overlap", &spec->overlap}}) {
     auto it = root.find(key);
     if (it == root.end() || it->is_null()) continue;
     if (!it->is_boolean()) return Bad(absl::StrCat(key, " must be true or false, got ", it->dump()));
@@ -271,6 +272,18 @@ absl::Status ReadParameterServerSettings(const json& root, JobSpec* spec) {
   auto consistency = ConsistencyConfigFromJson(it == root.end() ? json() : *it);
   if (!consistency.ok()) return Bad(std::string(consistency.status().message()));
   spec->consistency = *std::move(consistency);
+  // An overlapped step is computed on values one of the worker's own pushes behind.
+  if (spec->overlap && spec->consistency.mode() == CONSISTENCY_SYNC) {
+    return Bad("overlap is refused with \"sync\" consistency, which must stay exact "
+               "(each step computed at the versions it aggregates)");
+  }
+  if (spec->overlap && spec->consistency.mode() == CONSISTENCY_BOUNDED_STALENESS &&
+      spec->consistency.staleness() < 1) {
+    return Bad(absl::StrCat("overlap needs staleness >= 1 (an overlapped step is one of the "
+                            "worker's own pushes behind), got bounded_staleness with "
+                            "staleness ",
+                            spec->consistency.staleness()));
+  }
   it = root.find("placement");
   auto placement = PlacementPolicyFromJson(it == root.end() ? json() : *it);
   if (!placement.ok()) return Bad(std::string(placement.status().message()));

@@ -16,6 +16,8 @@
 //     "consistency": {...common/training/consistency_config.h...},
 //     "placement": {...common/sharding/placement_policy.h...},
 //     "nonfinite": "error" | "skip",
+//     "wire_dtype": "float32" | "bfloat16" | "float16",
+//     "overlap": false | true,
 //     "seed": 42
 //   }
 //
@@ -84,6 +86,12 @@ struct JobSpec {
   // travel to and from the ps tasks ("float32", the default; "bfloat16" or "float16":
   // half the bytes, error feedback on the pushes; common/wire_precision.h).
   WirePrecision wire_precision = WirePrecision::kFloat32;
+  // "overlap": a parameter-server worker pushes a step's gradients and, while that
+  // exchange is in flight, computes the next step's on the values the previous exchange
+  // brought back (PsTrainer::SetOverlap): bounded staleness 1 from its own pushes. Refused
+  // with "sync" consistency (which must stay exact) and with bounded_staleness of
+  // staleness 0. Default false.
+  bool overlap = false;
   JsonValue raw;  // the whole job as given, with "model" inlined
 };
 

@@ -224,6 +224,42 @@ TEST(JobSpecTest, WireDtypeIsTyped) {
                 "wire_dtype must be a string");
 }
 
+// "overlap" is a bool, off by default, travels with the job, and is refused where it
+// would bend the consistency mode: sync, or bounded staleness 0.
+TEST(JobSpecTest, OverlapIsABoolRefusedWhereConsistencyMustStayExact) {
+  auto spec = ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"overlap":true)"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->overlap);
+  auto back = ParseJobSpec(SerializeJobSpec(*spec), "");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->overlap);
+  auto defaults = ParseJobSpec(Job(kModel, R"({"loss":"mse"})"), "");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_FALSE(defaults->overlap);
+  auto bounded = ParseJobSpec(
+      Job(kModel, R"({"loss":"mse"})",
+          R"(,"overlap":true,"consistency":{"mode":"bounded_staleness","staleness":1})"),
+      "");
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_TRUE(bounded->overlap);
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})", R"(,"overlap":"yes")"), ""),
+                "overlap must be true or false");
+  ExpectInvalid(ParseJobSpec(Job(kModel, R"({"loss":"mse"})",
+                                 R"(,"overlap":true,"consistency":{"mode":"sync"})"),
+                             ""),
+                "overlap is refused with \"sync\"");
+  ExpectInvalid(
+      ParseJobSpec(Job(kModel, R"({"loss":"mse"})",
+                       R"(,"overlap":true,"consistency":{"mode":"bounded_staleness","staleness":0})"),
+                   ""),
+      "overlap needs staleness >= 1");
+  // Off, it goes with any mode.
+  EXPECT_TRUE(ParseJobSpec(Job(kModel, R"({"loss":"mse"})",
+                               R"(,"overlap":false,"consistency":{"mode":"sync"})"),
+                           "")
+                  .ok());
+}
+
 // The global batch is split across the replicas (as distribute/distributed_dataset.cc slices it); the
 // parameter-server batch is each worker's.
 TEST(JobSpecTest, BatchDescriptionsFollowKeras) {

@@ -14,6 +14,7 @@
 #include "common/sharding/shard_layout.h"
 #include "common/sharding/shards_by_ps.h"
 #include "ps_server/ps_client.h"
+#include "ps_server/client/exchange_threads.h"
 #include "ps_server/client/ps_trainer_metrics.h"
 #include "ps_server/client/sparse_embedding.h"
 
@@ -23,9 +24,21 @@ namespace pstrain {
 // TrainingWorker and a custom loop's workers, pstrain/internal/parameter_server_strategy.cc,
 // share it): computes gradients on a batch with the weights it last pulled, and pushes them
 // to the ps tasks that own each variable, getting the updated weights back in the same
-// round trip (PushPull), one RPC per ps, all in flight at once. Asynchronous: other
-// workers push in between, as in TensorFlow's ParameterServerStrategy. Not thread-safe:
-// one trainer per worker thread.
+// round trip (PushPull), one RPC per ps, all in flight at once, each on a long-lived
+// thread of the trainer's own (ExchangeThreads: none is started per step). Asynchronous:
+// other workers push in between, as in TensorFlow's ParameterServerStrategy. Not
+// thread-safe: one trainer per worker thread.
+//
+// Overlap (SetOverlap, the job's "overlap": true): PushGradients starts the exchange and
+// returns at once; the next step computes its gradients on the weights the previous
+// exchange brought back while this one is in flight, and its PushGradients waits for this
+// one first. The pulled values go to a second buffer, swapped in when the exchange ends.
+// That is bounded staleness 1 from the worker's own pushes: each gradient (after the
+// first) is computed on weights that miss the worker's own previous push, and each push
+// carries the versions it was computed at, so the ps reports that lag
+// (VariableStore::push_lag_max, pstrain_ps_push_lag). Off by default; never with sync
+// consistency (the job spec refuses it: sync must stay exact). A row-sparse trainer
+// ignores it (logged once): its batch's rows are pulled as the step computes.
 //
 // Partitioned variables (common/sharding/shard_layout.h): the gradient of a variable split into
 // shards is sliced by rows, each shard's slice pushed to the ps that holds the shard
@@ -60,7 +73,8 @@ class PsTrainer {
   // Whether this trainer moves an Embedding table by rows.
   bool row_sparse() const { return sparse_ != nullptr; }
 
-  // Pulls every variable from its ps. Errors: those of PsClient::Pull.
+  // Pulls every variable from its ps (after the exchange in flight, if any, ends).
+  // Errors: those of PsClient::Pull, or of the exchange in flight (see Flush).
   absl::Status PullAll();
 
   // One training step on (x, y): ComputeGradients, then PushGradients.
@@ -73,10 +87,23 @@ class PsTrainer {
   // PushGradients pushes gradients() to the ps tasks and takes the new weights back, and
   // the step counts. Errors: ComputeGradients as Step; PushGradients INVALID_ARGUMENT
   // gradients missing or of other shapes than the variables, PsClient errors (the next
-  // step then pulls afresh).
+  // step then pulls afresh). With overlap, PushGradients first waits for the previous
+  // step's exchange, and its errors are that exchange's; this step's goes in flight.
   absl::StatusOr<StepResult> ComputeGradients(const Tensor& x, const Tensor& y);
   std::vector<Tensor>& gradients() { return gradients_; }
   absl::Status PushGradients();
+
+  // Waits for the exchange in flight (overlap), so that every step PushGradients accepted
+  // has been applied by the ps tasks or failed: a worker calls it before it reports the
+  // steps it ran. OK at once without overlap or with nothing in flight.
+  // Errors: the exchange's (PsClient errors; the next step then pulls afresh).
+  absl::Status Flush();
+
+  // Whether PushGradients overlaps the exchange with the next step's computation (see the
+  // class comment). Ignored, with a warning logged once, by a row-sparse trainer. Call
+  // before the first Step.
+  void SetOverlap(bool overlap);
+  bool overlap() const { return overlap_; }
 
   // The weights as last pulled, full tensors in variables() order.
   const std::vector<Tensor>& weights() const { return weights_; }
@@ -84,7 +111,8 @@ class PsTrainer {
   int64_t steps_done() const { return steps_done_; }
 
   // Who pushes and whether each push carries the versions its gradients were computed at
-  // (sync mode needs them; the ps ignores them otherwise). A row-sparse table then moves
+  // (sync mode needs them; the others only record the lag, as with overlap, which sends
+  // them whatever this says). A row-sparse table then moves
   // as sync mode needs it (SparseEmbedding::SetSyncMode). Call before the first Step.
   void SetConsistency(std::string worker, bool send_versions) {
     worker_ = std::move(worker);
@@ -118,14 +146,25 @@ class PsTrainer {
  private:
   PsTrainer(Model* model, std::vector<PsClient*> ps, std::vector<VariableLayout> layout,
             uint64_t dropout_seed, std::unique_ptr<SparseEmbedding> sparse);
-  // One ps's part of PushGradients: the PushPull of its dense shards, and the PushRows of
-  // the table rows it owns.
-  absl::Status ExchangeWith(size_t p, int64_t step);
+  // One ps's part of PushGradients: the PushPull of its dense shards (exchange_gradients_,
+  // with exchange_context_), the values into exchange_weights_ and exchange_versions_, and
+  // the PushRows of the table rows it owns.
+  absl::Status ExchangeWith(size_t p);
 
-  // Puts the values pulled from ps `p` (in by_ps_[p] order) into weights_. Called from
-  // one thread per ps at once: whole variables are owned by one ps, and split ones are
-  // preallocated, so each thread writes only its own tensors or rows.
-  absl::Status StorePulled(size_t p, std::vector<Tensor> values, std::vector<int64_t> versions);
+  // Puts the values pulled from ps `p` (in by_ps_[p] order) into `weights` and `versions`.
+  // Called from one thread per ps at once: whole variables are owned by one ps, and split
+  // ones are preallocated, so each thread writes only its own tensors or rows.
+  absl::Status StorePulled(size_t p, std::vector<Tensor> values, std::vector<int64_t> versions,
+                           std::vector<Tensor>* weights,
+                           std::vector<std::vector<int64_t>>* versions_by_ps);
+
+  // Ends the exchange in flight: on success its values become weights_ and the step
+  // counts; on error the next step pulls afresh. OK with nothing in flight.
+  absl::Status FinishExchange();
+  // The same, with the exchange's status already known (it ran on this thread's watch).
+  absl::Status FinishExchange(absl::Status exchanged);
+  // Sizes `weights` for the model and preallocates its split variables' full tensors.
+  void AllocateSplit(std::vector<Tensor>* weights) const;
 
   PsTrainerMetrics* metrics_ = nullptr;  // Not owned; may be null.
 
@@ -160,6 +199,30 @@ class PsTrainer {
   int64_t compute_start_ = 0;
   int64_t compute_end_ = 0;
   int64_t computed_samples_ = 0;
+  // versions_by_ps_ as the last ComputeGradients found them (what its push carries: with
+  // overlap, the exchange that ends before that push replaces versions_by_ps_).
+  std::vector<std::vector<int64_t>> computed_versions_by_ps_;
+
+  bool overlap_ = false;
+  // What the exchange (in flight, with overlap) works on, touched by its threads only
+  // while it runs, by this trainer's thread otherwise: the gradients it pushes, the
+  // context (the versions sent to each ps aside), and where the pulled values and
+  // versions go: weights_ and versions_by_ps_ without overlap; with it, the second
+  // buffers, swapped with those when it ends (empty until SetOverlap(true)).
+  std::vector<Tensor> exchange_gradients_;
+  PushContext exchange_context_;
+  std::vector<std::vector<int64_t>> exchange_sent_versions_;
+  std::vector<Tensor> exchange_weights_;
+  std::vector<std::vector<int64_t>> exchange_versions_;
+  std::vector<Tensor>* exchange_weights_into_ = &weights_;
+  std::vector<std::vector<int64_t>>* exchange_versions_into_ = &versions_by_ps_;
+  bool exchange_in_flight_ = false;
+  // The step in flight's figures, for the metrics when it ends.
+  int64_t exchange_start_ = 0;
+  int64_t exchange_compute_ns_ = 0;
+  int64_t exchange_samples_ = 0;
+  // Last: destroyed first, so an exchange in flight ends before the buffers it writes go.
+  std::unique_ptr<ExchangeThreads> threads_;
 };
 
 }  // namespace pstrain

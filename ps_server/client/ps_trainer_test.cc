@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/math/cpu_backend.h"
 #include "common/sharding/shard_layout.h"
@@ -85,6 +86,19 @@ class PsTrainerTest : public ::testing::Test {
     }
   }
 
+  // 200 steps of `trainer` on one batch of 64; the mean loss of the first and the last.
+  static void Train200Steps(PsTrainer* trainer, double* first, double* last) {
+    Tensor x, y;
+    MakeBatch(64, 3, &x, &y);
+    for (int step = 0; step < 200; ++step) {
+      auto result = trainer->Step(x, y);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->samples, 64);
+      if (step == 0) *first = result->loss_sum / 64;
+      *last = result->loss_sum / 64;
+    }
+  }
+
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::vector<VariableShape> shapes_;
@@ -96,16 +110,8 @@ class PsTrainerTest : public ::testing::Test {
 TEST_F(PsTrainerTest, StepsPushToEveryPsAndLowerTheLoss) {
   auto trainer = PsTrainer::Create(model_.get(), Clients(), placement_, 1);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  Tensor x, y;
-  MakeBatch(64, 3, &x, &y);
   double first = 0, last = 0;
-  for (int step = 0; step < 200; ++step) {
-    auto result = (*trainer)->Step(x, y);
-    ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->samples, 64);
-    if (step == 0) first = result->loss_sum / 64;
-    last = result->loss_sum / 64;
-  }
+  ASSERT_NO_FATAL_FAILURE(Train200Steps(trainer->get(), &first, &last));
   EXPECT_LT(last, 0.5 * first);
   // Every variable on both ps tasks was updated once per step.
   for (int p = 0; p < 2; ++p) {
@@ -253,6 +259,129 @@ TEST_F(PsTrainerTest, RecordsStepsPullsAndRetriesWhereItIsTold) {
   ASSERT_TRUE((*trainer)->Step(x, y).ok());
   EXPECT_EQ(metrics.steps, 4);
   EXPECT_EQ(metrics.pulls, 2);  // everything pulled afresh after the failed exchange
+}
+
+// Overlap: every push (after the first) is computed on weights that miss the worker's
+// own previous push, which the ps sees as a lag of exactly 1; it still trains, and Flush
+// leaves every step applied once. Without overlap a push carrying its versions has lag 0,
+// and one without them (the async default) is not counted.
+TEST_F(PsTrainerTest, OverlappedPushesLagByOneAndStillTrain) {
+  auto trainer = PsTrainer::Create(model_.get(), Clients(), placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  (*trainer)->SetConsistency("worker 0", /*send_versions=*/false);
+  (*trainer)->SetOverlap(true);
+  EXPECT_TRUE((*trainer)->overlap());
+  double first = 0, last = 0;
+  ASSERT_NO_FATAL_FAILURE(Train200Steps(trainer->get(), &first, &last));
+  EXPECT_EQ((*trainer)->steps_done(), 199);  // the last one is in flight
+  ASSERT_TRUE((*trainer)->Flush().ok());
+  EXPECT_EQ((*trainer)->steps_done(), 200);
+  EXPECT_LT(last, 0.5 * first);
+  for (int p = 0; p < 2; ++p) {
+    for (const auto& info : stores_[p].List()) EXPECT_EQ(info.version, 200) << info.name;
+    EXPECT_EQ(stores_[p].push_lag_pushes(), 200) << "ps " << p;
+    EXPECT_EQ(stores_[p].push_lag_sum(), 199) << "ps " << p;  // 0 for the first, 1 after
+    EXPECT_EQ(stores_[p].push_lag_max(), 1) << "ps " << p;
+  }
+}
+
+TEST_F(PsTrainerTest, PushesWithoutOverlapLagByNothing) {
+  Tensor x, y;
+  MakeBatch(16, 3, &x, &y);
+  auto silent = PsTrainer::Create(model_.get(), Clients(), placement_, 1);
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  for (int step = 0; step < 5; ++step) ASSERT_TRUE((*silent)->Step(x, y).ok());
+  EXPECT_EQ(stores_[0].push_lag_pushes(), 0);  // async sends no versions by default
+  auto trainer = PsTrainer::Create(model_.get(), Clients(), placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  (*trainer)->SetConsistency("worker 0", /*send_versions=*/true);
+  EXPECT_FALSE((*trainer)->overlap());
+  for (int step = 0; step < 20; ++step) ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  EXPECT_EQ((*trainer)->steps_done(), 20);  // each step applied before Step returned
+  ASSERT_TRUE((*trainer)->Flush().ok());
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(stores_[p].push_lag_pushes(), 20) << "ps " << p;
+    EXPECT_EQ(stores_[p].push_lag_max(), 0) << "ps " << p;
+  }
+}
+
+// Forwards every call, but a PushPull waits for `release` (when set) before going on.
+class GatedPsClient : public BarrierPsClient {
+ public:
+  GatedPsClient(PsClient* inner, PushBarrier* barrier) : BarrierPsClient(inner, barrier) {}
+  absl::StatusOr<std::vector<Tensor>> PushPull(absl::Span<const NamedTensor> gradients,
+                                               const PushContext& context,
+                                               std::vector<int64_t>* versions) override {
+    if (release != nullptr) release->WaitForNotification();
+    return BarrierPsClient::PushPull(gradients, context, versions);
+  }
+  absl::Notification* release = nullptr;
+};
+
+// The next step computes while the previous step's exchange is held at the ps: the
+// overlapped Step returns with its push still in flight.
+TEST_F(PsTrainerTest, OverlappedStepComputesWhileThePushIsInFlight) {
+  PushBarrier alone(1);
+  GatedPsClient ps0(clients_[0].get(), &alone);
+  auto trainer = PsTrainer::Create(model_.get(), {&ps0, clients_[1].get()}, placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  (*trainer)->SetOverlap(true);
+  Tensor x, y;
+  MakeBatch(16, 3, &x, &y);
+  absl::Notification release;
+  ps0.release = &release;
+  ASSERT_TRUE((*trainer)->Step(x, y).ok());  // returns with ps 0's push held
+  ASSERT_TRUE((*trainer)->ComputeGradients(x, y).ok());
+  EXPECT_EQ((*trainer)->steps_done(), 0);
+  EXPECT_EQ(stores_[0].num_pushes(), 0);
+  release.Notify();
+  ASSERT_TRUE((*trainer)->PushGradients().ok());  // waits for the first, starts the second
+  EXPECT_EQ((*trainer)->steps_done(), 1);
+  ASSERT_TRUE((*trainer)->Flush().ok());
+  EXPECT_EQ((*trainer)->steps_done(), 2);
+  EXPECT_EQ(stores_[0].num_pushes(), 2);
+  EXPECT_EQ(stores_[1].num_pushes(), 2);
+}
+
+// An overlapped exchange's error surfaces at the next PushGradients (that step is not
+// pushed) or at Flush, counts as a retry, and the next step pulls everything afresh.
+TEST_F(PsTrainerTest, OverlappedExchangeErrorSurfacesAtTheNextPushOrFlush) {
+  PushBarrier alone(1);
+  FailingPushPsClient ps0(clients_[0].get(), &alone);
+  auto trainer = PsTrainer::Create(model_.get(), {&ps0, clients_[1].get()}, placement_, 1);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  CountingMetrics metrics;
+  (*trainer)->SetMetrics(&metrics);
+  (*trainer)->SetOverlap(true);
+  Tensor x, y;
+  MakeBatch(16, 3, &x, &y);
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  ASSERT_TRUE((*trainer)->Flush().ok());
+  EXPECT_EQ(metrics.steps, 3);
+  EXPECT_EQ(metrics.pulls, 1);
+
+  ps0.fail = true;  // nothing in flight: the exchange threads read it only from here on
+  ASSERT_TRUE((*trainer)->Step(x, y).ok());  // its exchange fails in flight
+  absl::StatusOr<StepResult> next = (*trainer)->Step(x, y);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kUnavailable) << next.status();
+  EXPECT_EQ(metrics.retries, 1);
+  EXPECT_EQ(metrics.steps, 3);
+  ps0.fail = false;
+  ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  EXPECT_EQ(metrics.pulls, 2);  // everything pulled afresh after the failed exchange
+  ASSERT_TRUE((*trainer)->Flush().ok());
+  EXPECT_EQ(metrics.steps, 4);
+  EXPECT_EQ(stores_[1].num_pushes(), 5);  // ps 1 applied the failed round's push too
+
+  EXPECT_EQ(stores_[0].num_pushes(), 4);
+
+  ps0.fail = true;
+  ASSERT_TRUE((*trainer)->Step(x, y).ok());
+  absl::Status flushed = (*trainer)->Flush();
+  EXPECT_EQ(flushed.code(), absl::StatusCode::kUnavailable) << flushed;
+  EXPECT_EQ(metrics.retries, 2);
+  EXPECT_EQ(metrics.steps, 4);
+  EXPECT_TRUE((*trainer)->Flush().ok());  // reported once
 }
 
 TEST_F(PsTrainerTest, PlacementThatDoesNotFitTheModelIsRejected) {
