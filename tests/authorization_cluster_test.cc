@@ -337,6 +337,15 @@ TEST(AuthorizationClusterTest, OnlyTheLeftNeighbourSendsChunksAndOnlyAsItsOwnRan
     CollectiveChunkAck ack;
     const grpc::Status status = collective->PushChunk(Context().get(), chunk, &ack);
     EXPECT_EQ(status.error_code(), caller.expected) << caller.name << ": " << status.error_message();
+    // The same chunk on the stream the ring's workers keep open (ChunkStream).
+    std::unique_ptr<grpc::ClientContext> context = Context();
+    std::unique_ptr<grpc::ClientWriter<CollectiveChunk>> writer =
+        collective->ChunkStream(context.get(), &ack);
+    writer->Write(chunk);  // false once the server refused the stream
+    writer->WritesDone();
+    const grpc::Status streamed = writer->Finish();
+    EXPECT_EQ(streamed.error_code(), caller.expected)
+        << caller.name << " (stream): " << streamed.error_message();
   }
   SetClientSecurity({JobToken(), {Role::kAdmin, 0}});
   std::move(resume).Invoke();

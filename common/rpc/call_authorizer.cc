@@ -289,7 +289,7 @@ absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext
   return *identity;
 }
 
-grpc::Status CheckCallerIsTask(const grpc::ServerContext& context, absl::string_view type,
+grpc::Status CheckCallerIsTask(const grpc::ServerContextBase& context, absl::string_view type,
                                int index) {
   absl::StatusOr<std::optional<CallerIdentity>> caller = CallerOf(context);
   if (!caller.ok()) {
@@ -297,9 +297,9 @@ grpc::Status CheckCallerIsTask(const grpc::ServerContext& context, absl::string_
   }
   // No identity: the server does not authorize (--insecure). An operator's identity can
   // only reach a handler that checks a task the same way: the role table gives admin none
-  // of the methods that call this (RegisterTask, Heartbeat, Report, PushChunk), so it is
-  // seen here only where nothing authorizes, e.g. tasks run as threads of one process
-  // whose channels all send that process's default "admin" claim.
+  // of the methods that call this (RegisterTask, Heartbeat, Report, PushChunk,
+  // ChunkStream), so it is seen here only where nothing authorizes, e.g. tasks run as
+  // threads of one process whose channels all send that process's default "admin" claim.
   if (!caller->has_value() || (*caller)->role == Role::kAdmin) return grpc::Status::OK;
   absl::StatusOr<Role> role = RoleFromName(type);
   CallerIdentity task{role.ok() ? *role : Role::kAdmin, index};

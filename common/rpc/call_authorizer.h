@@ -142,7 +142,7 @@ absl::StatusOr<std::optional<CallerIdentity>> CallerOf(const grpc::ServerContext
 // off: the role table gives admin none of the methods that make this check);
 // PERMISSION_DENIED naming both otherwise: a worker cannot register, heartbeat or send
 // chunks as another task.
-grpc::Status CheckCallerIsTask(const grpc::ServerContext& context, absl::string_view type,
+grpc::Status CheckCallerIsTask(const grpc::ServerContextBase& context, absl::string_view type,
                                int index);
 
 }  // namespace pstrain

@@ -42,6 +42,7 @@ const absl::flat_hash_map<std::string, RoleSet>& RoleTable() {
       {"/pstrain.Chief/SaveCheckpoint", kChief | kAdmin},
       {"/pstrain.Chief/GetStatus", kAnyRole},
       {"/pstrain.Collective/PushChunk", kChief | kWorker},
+      {"/pstrain.Collective/ChunkStream", kChief | kWorker},
       {"/pstrain.FunctionWorker/RunFunction", kChief},
       // An operator may stop a worker, as it may a ps (the worker daemon's only service).
       {"/pstrain.FunctionWorker/Shutdown", kChief | kAdmin},

@@ -14,7 +14,7 @@
 //   Chief            RegisterTask, Heartbeat, Report    ps, worker (as the task it is:
 //                                                       chief/rpc/chief_service.cc)
 //                    SaveCheckpoint                     chief, admin
-//   Collective       PushChunk                          chief, worker (as the rank it is:
+//   Collective       PushChunk, ChunkStream             chief, worker (as the rank it is:
 //                                                       distribute/allreduce)
 //   FunctionWorker   RunFunction (the worker daemon's    chief
 //                    training chunk among the functions)

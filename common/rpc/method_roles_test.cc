@@ -76,7 +76,8 @@ TEST(MethodRolesTest, TheOperatorReadsStopsAndCheckpointsButDoesNotTrain) {
     EXPECT_TRUE(AuthorizeMethod(method, kAdmin).ok()) << method;
   }
   for (const char* method : {"/pstrain.Chief/RegisterTask", "/pstrain.Chief/Heartbeat",
-                             "/pstrain.Collective/PushChunk", "/pstrain.ParameterServer/PushPull"}) {
+                             "/pstrain.Collective/PushChunk", "/pstrain.Collective/ChunkStream",
+                             "/pstrain.ParameterServer/PushPull"}) {
     EXPECT_TRUE(absl::IsPermissionDenied(AuthorizeMethod(method, kAdmin))) << method;
   }
   EXPECT_TRUE(

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -56,7 +57,16 @@ absl::StatusOr<std::unique_ptr<MultiWorkerRing>> MultiWorkerRing::Start(
   return ring;
 }
 
-void MultiWorkerRing::Close() { mailbox_.Close(); }
+void MultiWorkerRing::Close() {
+  // Our chunks first: the next rank's reply to the half-close says it filed every one, so
+  // the process may exit; and its server then has no open stream from us to wait for.
+  if (transport_ != nullptr) {
+    if (absl::Status closed = transport_->Close(absl::Seconds(1)); !closed.ok()) {
+      LogWarning(absl::StrCat("closing the all-reduce ring: ", closed.message()));
+    }
+  }
+  mailbox_.Close();
+}
 
 MultiWorkerRing::~MultiWorkerRing() {
   Close();

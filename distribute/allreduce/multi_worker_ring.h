@@ -46,8 +46,9 @@ class MultiWorkerRing {
   // Close()s and stops the ring's own server.
   ~MultiWorkerRing();
 
-  // Closes the mailbox: sends waiting in the collective service return, so that the
-  // server serving it can stop. Idempotent.
+  // Closes the stream to the next rank (waiting up to a second for it to confirm it has
+  // every chunk: GrpcRingTransport::Close) and the mailbox, so that the server serving it
+  // can stop. Idempotent.
   void Close();
 
   RingTransport* transport() { return transport_.get(); }

@@ -268,5 +268,95 @@ TEST(RingAllReduceTest, ProtobufPeerInteroperatesAndBadChunksAreRefused) {
   EXPECT_EQ(ring.mailboxes[1]->pending(), 0u);
 }
 
+TEST(RingAllReduceTest, ChunkStreamFilesEachChunkAndEndsAtTheFirstBadOne) {
+  // The stream checks every message as PushChunk checks its one: a bad chunk ends the
+  // stream with PushChunk's error, after the good ones before it are filed and before
+  // anything after it is read.
+  GrpcRing ring(2);
+  auto stub = Collective::NewStub(CreateChannel(ring.addresses[1]));
+  auto stream = [&](const std::vector<std::pair<int, std::string>>& chunks) {
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(10));
+    CollectiveChunkAck ack;
+    std::unique_ptr<grpc::ClientWriter<CollectiveChunk>> writer =
+        stub->ChunkStream(&context, &ack);
+    int32_t index = 0;
+    for (const auto& [src, data] : chunks) {
+      CollectiveChunk chunk;
+      chunk.set_src_rank(src);
+      chunk.set_step(7);
+      chunk.set_chunk(index++);
+      chunk.set_data(data);
+      if (!writer->Write(chunk)) break;  // the server ended the stream
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  const std::vector<float> floats = {1.5f, -2, 3};
+  const std::string bytes(reinterpret_cast<const char*>(floats.data()), 12);
+  ASSERT_TRUE(stream({{0, bytes}, {0, bytes}}).ok());
+  // Both filed by the time the stream's reply came.
+  EXPECT_EQ(ring.mailboxes[1]->pending(), 2u);
+  for (int32_t c : {0, 1}) {
+    auto got = ring.mailboxes[1]->Take(ChunkKey{7, 0, 0, c}, absl::Seconds(5));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->ToVector(), floats);
+  }
+  const grpc::Status torn = stream({{0, bytes}, {0, "12345"}, {0, bytes}});
+  EXPECT_EQ(torn.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(torn.error_message().find("chunk of 5 bytes is not whole floats"), std::string::npos)
+      << torn.error_message();
+  EXPECT_TRUE(ring.mailboxes[1]->Take(ChunkKey{7, 0, 0, 0}, absl::Seconds(5)).ok());
+  EXPECT_EQ(ring.mailboxes[1]->pending(), 0u);
+  const grpc::Status stranger = stream({{1, bytes}});
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(stranger.error_message().find("left neighbour is 0"), std::string::npos)
+      << stranger.error_message();
+  EXPECT_EQ(ring.mailboxes[1]->pending(), 0u);
+}
+
+TEST(RingAllReduceTest, CloseReturnsOnceTheNextRankFiledEveryStreamedChunk) {
+  GrpcRing ring(2);
+  const std::vector<float> values(100, 2.5f);
+  for (int32_t c = 0; c < 50; ++c) {
+    ASSERT_TRUE(ring.transports[0]->SendToNext(ChunkKey{3, 0, 0, c}, values, absl::Seconds(10))
+                    .ok());
+  }
+  ASSERT_TRUE(ring.transports[0]->Close(absl::Seconds(10)).ok());
+  EXPECT_EQ(ring.mailboxes[1]->pending(), 50u);
+  auto last = ring.mailboxes[1]->Take(ChunkKey{3, 0, 0, 49}, absl::Seconds(1));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->ToVector(), values);
+  EXPECT_TRUE(absl::IsCancelled(
+      ring.transports[0]->SendToNext(ChunkKey{3, 0, 0, 50}, values, absl::Seconds(1))));
+  EXPECT_TRUE(ring.transports[0]->Close(absl::Seconds(1)).ok());  // idempotent
+}
+
+TEST(RingAllReduceTest, AStreamThePeerEndedIsReportedNamingItAndReopened) {
+  // A sender posing as rank 2 of 4 whose next rank is ring member 1, which takes chunks
+  // from rank 0 only: its stream is refused, and each send after that reports it.
+  GrpcRing ring(2);
+  GrpcRingOptions o;
+  o.rank = 2;
+  o.addresses = {ring.addresses[0], ring.addresses[0], ring.addresses[0], ring.addresses[1]};
+  o.names = {"worker 0", "worker 1", "worker 2", "worker 3"};
+  ChunkMailbox own;
+  auto sender = GrpcRingTransport::Create(o, &own);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  const std::vector<float> values(10, 1.0f);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // The first write of a stream may be taken before the receiver reads and refuses it.
+    absl::Status status;
+    for (int32_t c = 0; c < 100 && status.ok(); ++c) {
+      status = (*sender)->SendToNext(ChunkKey{0, 0, 0, c}, values, absl::Seconds(10));
+    }
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_NE(status.message().find("worker 3 (" + ring.addresses[1] + ")"), std::string::npos)
+        << status;
+    EXPECT_NE(status.message().find("left neighbour is 0"), std::string::npos) << status;
+  }
+  EXPECT_EQ(ring.mailboxes[1]->pending(), 0u);
+}
+
 }  // namespace
 }  // namespace pstrain
