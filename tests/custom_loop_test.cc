@@ -151,23 +151,24 @@ TEST(CustomLoopTest, MirroredAndMultiWorkerMirroredTakeTheSameStepsToRealAccurac
 TEST(CustomLoopTest, ParameterServerChiefSchedulesTheStepOnEveryWorker) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
   ProcessGroup group;
-  // Asynchronous runs of three epochs land either side of 0.85: four.
+  // Asynchronous runs of three epochs land either side of 0.85, and of four just below
+  // it now and then (0.8498 on a fresh clone's run): six.
   StartCluster(group, {{"chief", 1}, {"ps", 2}, {"worker", 2}},
-               {kJob, "--epochs=4", "--strategy=parameter_server"});
+               {kJob, "--epochs=6", "--strategy=parameter_server"});
   ProcessRun run = CollectRun(group, absl::Minutes(8), absl::Seconds(30));
   ExpectAllExitedCleanly(run);
   const std::string& out = run.stdout_of["chief"];
   EXPECT_NE(out.find("parameter_server strategy, num_replicas_in_sync=1"), std::string::npos)
       << out;
   const std::vector<double> losses = ParseEpochLosses(out);
-  ASSERT_EQ(losses.size(), 4u) << out;
+  ASSERT_EQ(losses.size(), 6u) << out;
   EXPECT_LT(losses.back(), losses.front()) << out;
   // Asynchronous: the best epoch reaches 0.85 and the last stays within 0.02 of it.
   ExpectReachesValAccuracy(out, 0.85);
   // 938 steps an epoch, every one answered once, and both workers took their share.
   const std::vector<int64_t> per_worker = FunctionsPerWorker(out);
   ASSERT_EQ(per_worker.size(), 2u) << out;
-  EXPECT_EQ(per_worker[0] + per_worker[1], 4 * 938) << out;
+  EXPECT_EQ(per_worker[0] + per_worker[1], 6 * 938) << out;
   EXPECT_GT(per_worker[0], 938) << out;
   EXPECT_GT(per_worker[1], 938) << out;
   EXPECT_TRUE(absl::StrContains(

@@ -1,14 +1,16 @@
 // The demo's job, as ./demo.sh runs it: 1 chief, 2 ps and 2 workers as separate processes
 // on loopback, training the seed's model on the real Fashion-MNIST, in each consistency
-// mode. Four epochs rather than the demo's ten, to keep CI short (asynchronous runs of
-// three land either side of 0.85); the accuracy it reaches is asserted (its best epoch,
-// the last within 0.02 of it: asynchronous training ends a little either side).
+// mode. Six epochs rather than the demo's ten, to keep CI short (asynchronous runs of
+// four land either side of 0.85: 0.8455 with overlap on a fresh clone's run); the accuracy
+// it reaches is asserted (its best epoch, the last within 0.02 of it: asynchronous
+// training ends a little either side).
 
 #include <sys/stat.h>
 
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/process_group.h"
@@ -22,6 +24,8 @@ namespace {
 // The consistency modes ./demo.sh offers: async (default), --staleness=2, --sync; and
 // async with the job's "overlap": true.
 class FashionMnistClusterTest : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+constexpr int kEpochs = 6;
 
 TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
   struct stat st;
@@ -42,7 +46,7 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
     job = FreshTestDir("fashion_mnist_overlap") + "/job.json";
     std::ofstream(job) << spec.dump(1);
   }
-  options.chief_args = {"--job=" + job, "--epochs=4"};
+  options.chief_args = {"--job=" + job, absl::StrCat("--epochs=", kEpochs)};
   if (!overlap) {
     for (const std::string& arg : GetParam()) options.chief_args.push_back(arg);
   }
@@ -60,7 +64,7 @@ TEST_P(FashionMnistClusterTest, ParameterServerTrainingReachesRealAccuracy) {
     EXPECT_EQ(exit.exit_code, 0) << exit.name << " " << DescribeExit(exit) << "\n" << errors;
   }
   const std::vector<double> losses = ParseEpochLosses(chief_out);
-  ASSERT_EQ(losses.size(), 4u) << chief_out;
+  ASSERT_EQ(losses.size(), static_cast<size_t>(kEpochs)) << chief_out;
   EXPECT_LT(losses.back(), losses.front()) << chief_out;
   ExpectReachesValAccuracy(chief_out, 0.85);
   // The mode asked for is the mode the ps tasks ran.
