@@ -487,7 +487,10 @@ int Main(const char* argv0) {
   }
   authorized->server->Shutdown();
   server->server->Shutdown();
-  if (absl::GetFlag(FLAGS_torch_peer)) {
+  if (absl::GetFlag(FLAGS_torch_peer) && optimizer.name() != "sgd") {
+    std::printf("torch.rpc: its ps applies SGD only: skipped with --optimizer=%s\n",
+                optimizer.name().c_str());
+  } else if (absl::GetFlag(FLAGS_torch_peer)) {
     const std::map<std::pair<size_t, int>, TorchCell> torch = RunTorchPeer(argv0);
     if (!torch.empty()) PrintTorchComparison(measured, torch);
   }
