@@ -184,6 +184,7 @@ EOF
 )
     out="$work/$model-$config-ceiling.out"
     timeout -k 10 "$run_timeout" "$ps_throughput" --sizes="$sizes" --workers=1 --optimizer=adam \
+      --torch_peer=false \
       --authorization=on --seconds=2 >"$out" 2>&1 || true
     python3 - "$model" "$config" "$sizes" "$out" >>"$ceiling" <<'EOF'
 import json, sys

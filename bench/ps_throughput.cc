@@ -7,7 +7,10 @@
 // PushPull moves the tensor twice (gradient up, value down), counted both ways. Two raw
 // TCP baselines on 127.0.0.1: one socket pair moving bytes in both directions at once
 // (the most loopback moves), and the push-and-pull's own exchange (send, then receive the
-// same size back) over bare sockets with as many connections as workers. Nothing here asserts a time: it prints a table.
+// same size back) over bare sockets with as many connections as workers. Then, where
+// Debian's python3-torch is installed, the same cells over torch.distributed.rpc
+// (bench/torch_rpc_pushpull.py: a ps process applying SGD, 1 or 2 client processes), and
+// pstrain's rate next to it. Nothing here asserts a time: it prints tables.
 
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -17,26 +20,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/python_peer.h"
 #include "common/daemon/command_line.h"
 #include "common/malloc_tuning.h"
+#include "common/metrics/metrics_registry.h"
 #include "common/rpc/call_authorizer.h"
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
+#include "ps_server/ps_metrics.h"
 #include "ps_server/rpc/grpc_ps_client.h"
 #include "ps_server/rpc/ps_service.h"
-#include "common/metrics/metrics_registry.h"
-#include "ps_server/ps_metrics.h"
 #include "ps_server/variable_store.h"
 
 ABSL_FLAG(std::string, sizes, "1024,1048576,67108864", "Tensor sizes in bytes");
@@ -65,6 +73,12 @@ ABSL_FLAG(int64_t, stream_threshold_bytes, pstrain::GrpcPsClientOptions().stream
 ABSL_FLAG(std::string, optimizer, "sgd",
           "The ps's optimizer (sgd, adam, adagrad, rmsprop): the cluster's jobs run adam, "
           "whose update costs several times sgd's");
+ABSL_FLAG(bool, torch_peer, true,
+          "After pstrain's table, measure the same cells over torch.distributed.rpc "
+          "(bench/torch_rpc_pushpull.py; skipped without python3-torch) and print the ratios");
+ABSL_FLAG(std::string, torch_script, "",
+          "bench/torch_rpc_pushpull.py (found in runfiles by default).");
+ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with Debian's python3-torch.");
 
 namespace pstrain {
 namespace {
@@ -285,7 +299,79 @@ double StorePushes(VariableStore* store, int64_t elements, double seconds) {
   return pushes / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
-int Main() {
+// One cell of the same push-and-pull over torch.distributed.rpc.
+struct TorchCell {
+  double round_trips = 0;      // push-and-pulls per second, all clients together
+  double cpu_us_per_call = 0;  // the ps's and every client's CPU time per call
+};
+
+// Runs bench/torch_rpc_pushpull.py for --sizes, --workers and --seconds: (bytes, workers)
+// -> its cell. Empty when it is skipped or fails (the reason is printed).
+std::map<std::pair<size_t, int>, TorchCell> RunTorchPeer(const char* argv0) {
+  std::map<std::pair<size_t, int>, TorchCell> out;
+  const std::string script =
+      FindPeerScript(absl::GetFlag(FLAGS_torch_script), "bench/torch_rpc_pushpull.py", argv0);
+  if (script.empty()) {
+    std::printf("torch.rpc: bench/torch_rpc_pushpull.py not found: skipped\n");
+    return out;
+  }
+  const std::string cmd = absl::StrCat(
+      absl::GetFlag(FLAGS_python), " ", script, " --sizes=", absl::GetFlag(FLAGS_sizes),
+      " --workers=", absl::GetFlag(FLAGS_workers), " --seconds=", absl::GetFlag(FLAGS_seconds));
+  std::printf("torch.rpc peer: %s\n", cmd.c_str());
+  std::fflush(stdout);
+  const bool ran = RunPeer(cmd, [&out](const char* line) {
+    int workers = 0;
+    unsigned long long bytes = 0;
+    TorchCell cell;
+    if (std::sscanf(line, "torch_rpc workers=%d bytes=%llu pushpull_per_s=%lf cpu_us_per_call=%lf",
+                    &workers, &bytes, &cell.round_trips, &cell.cpu_us_per_call) != 4) {
+      return false;
+    }
+    out[{static_cast<size_t>(bytes), workers}] = cell;
+    return true;
+  });
+  if (!ran) {
+    std::printf("torch.rpc: cannot run %s: skipped\n", cmd.c_str());
+  } else if (out.empty()) {
+    std::printf("torch.rpc: no figures from %s: skipped\n", cmd.c_str());
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// pstrain's cells (the median of --rounds) next to torch.rpc's, one row per auth mode.
+void PrintTorchComparison(const std::map<std::tuple<size_t, int, bool>, std::vector<Cell>>& ours,
+                          const std::map<std::pair<size_t, int>, TorchCell>& torch) {
+  std::printf(
+      "pstrain vs torch.distributed.rpc (TensorPipe), the same cells measured after\n"
+      "pstrain's; x torch: pstrain's pushpull/s over torch's; cpu us/call: pstrain's\n"
+      "process, torch's ps and client processes summed%s\n",
+      absl::GetFlag(FLAGS_rounds) > 1 ? "; pstrain: medians of --rounds" : "");
+  std::printf("%10s %8s %5s %14s %14s %8s %14s %14s\n", "bytes", "workers", "auth", "pushpull/s",
+              "torch pp/s", "x torch", "cpu us/call", "torch cpu us");
+  for (const auto& [key, cells] : ours) {
+    const auto& [bytes, workers, auth] = key;
+    const auto it = torch.find({bytes, workers});
+    if (it == torch.end()) continue;
+    std::vector<double> rates, cpus;
+    for (const Cell& c : cells) {
+      rates.push_back(c.round_trips);
+      cpus.push_back(c.cpu_us_per_call);
+    }
+    const double rate = Median(rates);
+    std::printf("%10zu %8d %5s %14.1f %14.1f %7.2fx %14.1f %14.1f\n", bytes, workers,
+                auth ? "on" : "off", rate, it->second.round_trips,
+                it->second.round_trips > 0 ? rate / it->second.round_trips : 0.0, Median(cpus),
+                it->second.cpu_us_per_call);
+  }
+}
+
+int Main(const char* argv0) {
   std::vector<size_t> sizes;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
     sizes.push_back(std::stoull(std::string(s)));
@@ -365,6 +451,8 @@ int Main() {
   std::printf("%10s %8s %5s %14s %12s %14s %8s %16s %9s %13s %12s %11s\n", "bytes", "workers",
               "auth", "pushpull/s", "GB/s", "raw TCP GB/s", "%raw", "raw exch. GB/s", "%exch.",
               "store push/s", "cpu us/call", "waits/call");
+  // (bytes, workers, auth) -> every round's cell, for the comparison with torch.rpc.
+  std::map<std::tuple<size_t, int, bool>, std::vector<Cell>> measured;
   for (size_t bytes : sizes) {
     const double raw = RawTcpLoopback(std::min<size_t>(bytes, 4 << 20), seconds / 2);
     const double store_pushes =
@@ -388,6 +476,7 @@ int Main() {
         }
         SetClientSecurity(security);
         const Cell cell = PushPull(auth ? authorized_address : address, bytes, workers, seconds);
+        measured[{bytes, workers, auth}].push_back(cell);
         std::printf("%10zu %8d %5s %14.1f %12.3f %14.3f %7.1f%% %16.3f %8.1f%% %13.1f %12.1f %11.2f\n",
                     bytes, workers, auth ? "on" : "off", cell.round_trips, cell.gbps, raw,
                     100.0 * cell.gbps / raw, exchange, 100.0 * cell.gbps / exchange,
@@ -398,6 +487,13 @@ int Main() {
   }
   authorized->server->Shutdown();
   server->server->Shutdown();
+  if (absl::GetFlag(FLAGS_torch_peer) && optimizer.name() != "sgd") {
+    std::printf("torch.rpc: its ps applies SGD only: skipped with --optimizer=%s\n",
+                optimizer.name().c_str());
+  } else if (absl::GetFlag(FLAGS_torch_peer)) {
+    const std::map<std::pair<size_t, int>, TorchCell> torch = RunTorchPeer(argv0);
+    if (!torch.empty()) PrintTorchComparison(measured, torch);
+  }
   return 0;
 }
 
@@ -407,8 +503,9 @@ int Main() {
 int main(int argc, char** argv) {
   pstrain::ParseCommandLineWithUsage(
       argc, argv,
-      "ps_throughput: push-and-pull throughput of the parameter server over gRPC on loopback, next to raw TCP.\n  bazel run //bench:ps_throughput -- [flags]");
+      "ps_throughput: push-and-pull throughput of the parameter server over gRPC on loopback, next "
+      "to raw TCP and torch.distributed.rpc.\n  bazel run //bench:ps_throughput -- [flags]");
   pstrain::KeepLargeBlocksInHeap();
   if (absl::GetFlag(FLAGS_one_malloc_arena)) mallopt(M_ARENA_MAX, 1);
-  return pstrain::Main();
+  return pstrain::Main(argv[0]);
 }
