@@ -31,8 +31,8 @@ struct PeakMemory {
   int64_t ps[2] = {0, 0};
 };
 
-// Runs the job with a `rows` x 64 table and reads every task's peak resident memory from
-// the chief's final status.
+// Runs the job with a `rows` x 64 table and reads the chief's peak resident memory from
+// its final status, each ps's from its exit.
 PeakMemory RunWithTable(int64_t rows) {
   PeakMemory peak;
   ZipfCheckpointSpec zipf;
@@ -70,9 +70,11 @@ PeakMemory RunWithTable(int64_t rows) {
   EXPECT_TRUE(status.ok()) << status.status() << "\n" << run.stderr_of["chief"];
   if (!status.ok()) return peak;
   peak.chief = status->chief_peak_resident_memory_bytes();
-  for (const TaskState& task : status->tasks()) {
-    if (task.task_type() == "ps" && task.task_index() >= 0 && task.task_index() < 2) {
-      peak.ps[task.task_index()] = task.peak_resident_memory_bytes();
+  // Each ps's peak from the kernel as it exited: its last heartbeat (what the chief's
+  // status shows) may come before the rows were drawn or the final checkpoint written.
+  for (const ProcessGroup::Exit& exit : run.exits) {
+    for (int p = 0; p < 2; ++p) {
+      if (exit.name == absl::StrCat("ps", p)) peak.ps[p] = exit.peak_resident_bytes;
     }
   }
   return peak;

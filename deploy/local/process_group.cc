@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -270,8 +271,10 @@ void ProcessGroup::ReapExited(absl::Duration grace, const LineCallback& on_line,
   for (Child& c : children_) {
     if (!c.running) continue;
     int status = 0;
-    if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+    struct rusage usage = {};
+    if (wait4(c.pid, &status, WNOHANG, &usage) != c.pid) continue;
     c.running = false;
+    c.exit.peak_resident_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB
     if (WIFEXITED(status)) {
       c.exit.exit_code = WEXITSTATUS(status);
     } else if (WIFSIGNALED(status)) {

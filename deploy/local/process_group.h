@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -31,6 +32,10 @@ class ProcessGroup {
     int exit_code = -1;   // when it exited normally
     int signal = 0;       // when a signal ended it
     int restarts = 0;     // times the restart policy started it again
+    // The most resident memory it held (the kernel's ru_maxrss from wait4, in bytes; the
+    // larger of its own and that of any child it reaped), 0 until it exited. Exact, where
+    // a task's own reports (heartbeats) may be older than its peak.
+    int64_t peak_resident_bytes = 0;
   };
   // Called for every line a child writes (without the newline).
   using LineCallback =

@@ -31,6 +31,30 @@ TEST(ProcessGroupTest, CollectsLinesEnvironmentAndExitCodes) {
   EXPECT_NE(std::find(lines.begin(), lines.end(), "b:out:done"), lines.end());
 }
 
+TEST(ProcessGroupTest, ReportsEachChildsPeakResidentMemory) {
+  ProcessGroup group;
+  // The shell holds 64 MB of output in a variable; the other holds next to nothing.
+  ASSERT_TRUE(group
+                  .Start({"big",
+                          "/bin/sh",
+                          {"-c", "x=$(head -c 64000000 /dev/zero | tr '\\0' a); echo ${#x}"},
+                          {}})
+                  .ok());
+  ASSERT_TRUE(group.Start({"small", "/bin/sh", {"-c", "exit 0"}, {}}).ok());
+  std::string big_out;
+  auto exits = group.Wait(
+      absl::Seconds(60), absl::Seconds(5),
+      [&](int, const std::string& name, bool is_stderr, const std::string& line) {
+        if (name == "big" && !is_stderr) big_out = line;
+      },
+      nullptr);
+  ASSERT_EQ(exits.size(), 2u);
+  ASSERT_EQ(big_out, "64000000");
+  EXPECT_GE(exits[0].peak_resident_bytes, 64000000);
+  EXPECT_GT(exits[1].peak_resident_bytes, 0);
+  EXPECT_LT(exits[1].peak_resident_bytes, 32 << 20);
+}
+
 TEST(ProcessGroupTest, AFailureStopsTheOthersAfterTheGracePeriod) {
   ProcessGroup group;
   ASSERT_TRUE(group.Start({"fails", "/bin/sh", {"-c", "exit 1"}, {}}).ok());
