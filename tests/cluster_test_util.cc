@@ -75,6 +75,13 @@ ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duratio
   return run;
 }
 
+int64_t PeakResidentBytesOf(const ProcessRun& run, const std::string& name) {
+  for (const ProcessGroup::Exit& exit : run.exits) {
+    if (exit.name == name) return exit.peak_resident_bytes;
+  }
+  return 0;
+}
+
 bool FlipByte(const std::string& path, int64_t offset, char mask) {
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
   if (!file.good()) return false;

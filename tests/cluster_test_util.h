@@ -4,6 +4,7 @@
 // What the cluster tests share: reading Keras-style epoch lines back, watching a group of
 // real processes, and daemon options with short timeouts.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -60,6 +61,10 @@ struct ProcessRun {
 // sending `fault` (may be null) when its line appears.
 ProcessRun CollectRun(ProcessGroup& group, absl::Duration timeout, absl::Duration grace,
                       const SignalOnLine* fault = nullptr);
+
+// The most resident memory the process `name` of `run` held, the kernel's count as it
+// exited (ProcessGroup::Exit::peak_resident_bytes); 0 when `run` has no such process.
+int64_t PeakResidentBytesOf(const ProcessRun& run, const std::string& name);
 
 // A fresh, empty folder `name` under the test's temp dir (TEST_TMPDIR, else /tmp).
 std::string FreshTestDir(const std::string& name);

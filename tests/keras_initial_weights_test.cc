@@ -83,11 +83,7 @@ TEST(KerasInitialWeightsTest, EachPsReadsItsRowsAndTheChiefHoldsNoTable) {
   // Each ps's peak from the kernel as it exited, not from its last heartbeat: the job is
   // short enough that a ps's last heartbeat may come before it had read its rows.
   int64_t ps_peak[2] = {0, 0};
-  for (const ProcessGroup::Exit& exit : run.exits) {
-    for (int p = 0; p < 2; ++p) {
-      if (exit.name == absl::StrCat("ps", p)) ps_peak[p] = exit.peak_resident_bytes;
-    }
-  }
+  for (int p = 0; p < 2; ++p) ps_peak[p] = PeakResidentBytesOf(run, absl::StrCat("ps", p));
   const std::string figures = absl::StrCat(
       "peak MiB for a ", table / kMiB, " MiB table: chief ",
       status->chief_peak_resident_memory_bytes() / kMiB, ", ps ", ps_peak[0] / kMiB, " and ",

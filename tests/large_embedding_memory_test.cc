@@ -72,11 +72,7 @@ PeakMemory RunWithTable(int64_t rows) {
   peak.chief = status->chief_peak_resident_memory_bytes();
   // Each ps's peak from the kernel as it exited: its last heartbeat (what the chief's
   // status shows) may come before the rows were drawn or the final checkpoint written.
-  for (const ProcessGroup::Exit& exit : run.exits) {
-    for (int p = 0; p < 2; ++p) {
-      if (exit.name == absl::StrCat("ps", p)) peak.ps[p] = exit.peak_resident_bytes;
-    }
-  }
+  for (int p = 0; p < 2; ++p) peak.ps[p] = PeakResidentBytesOf(run, absl::StrCat("ps", p));
   return peak;
 }
 
