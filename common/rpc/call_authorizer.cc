@@ -67,55 +67,54 @@ void ProcessCallMetadata(void* state, grpc_auth_context* context, const grpc_met
        message.c_str());
 }
 
-// Sends back, in the server's initial metadata (a client reading a stream learns it
-// first) and trailing metadata (gRPC may send an error with no initial metadata of its
-// own), the proof that this server holds the job's secret, over the nonce of the call's
-// MAC. A call reaches an interceptor only once the processor above accepted it, so for
-// every method but the open ones the MAC was good. (The processor cannot add metadata,
-// and gRPC 1.51 shares one auth context among a connection's calls, so the proof is made
-// here rather than handed over.)
+// The proof this server sends back for the call of `info` (CallAuthorizer::ReplyProofFor
+// over the nonce of its MAC); empty when the call carries no MAC. A call reaches an
+// interceptor factory only once the processor above accepted it, so for every method but
+// the open ones the MAC was good. (The processor cannot add metadata, and gRPC 1.51 shares
+// one auth context among a connection's calls, so the proof is made here rather than
+// handed over.) gRPC binds the client's metadata to the call's context before it asks
+// the factories for interceptors, whatever the API (sync, callback, async).
+std::string ProofOf(const CallAuthorizer& authorizer, grpc::experimental::ServerRpcInfo* info) {
+  const auto& metadata = info->server_context()->client_metadata();
+  const auto nonce = metadata.find(kNonceMetadataKey);
+  if (nonce == metadata.end() || metadata.find(kMacMetadataKey) == metadata.end() ||
+      info->method() == nullptr) {
+    return "";
+  }
+  return authorizer.ReplyProofFor(info->method(),
+                                  absl::string_view(nonce->second.data(), nonce->second.size()));
+}
+
+// Sends back a streaming call's proof, in the server's initial metadata (a client reading
+// a stream learns it first) and trailing metadata (gRPC may send an error with no initial
+// metadata of its own), at the moment each is sent: a stream's handler may send its
+// metadata from maps of its own rather than the call's context (ServerStream,
+// ps_server/rpc/server_stream.h).
 class ReplyProofInterceptor final : public grpc::experimental::Interceptor {
  public:
-  ReplyProofInterceptor(const CallAuthorizer* authorizer, grpc::experimental::ServerRpcInfo* info)
-      : authorizer_(authorizer), info_(info) {}
+  explicit ReplyProofInterceptor(std::string proof) : proof_(std::move(proof)) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using grpc::experimental::InterceptionHookPoints;
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      if (const std::string* proof = Proof()) {
-        methods->GetSendInitialMetadata()->emplace(kReplyProofMetadataKey, *proof);
-      }
+      methods->GetSendInitialMetadata()->emplace(kReplyProofMetadataKey, proof_);
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      if (const std::string* proof = Proof()) {
-        methods->GetSendTrailingMetadata()->emplace(kReplyProofMetadataKey, *proof);
-      }
+      methods->GetSendTrailingMetadata()->emplace(kReplyProofMetadataKey, proof_);
     }
     methods->Proceed();
   }
 
  private:
-  // The call's proof; null when it carries no MAC.
-  const std::string* Proof() {
-    if (!made_) {
-      made_ = true;
-      const auto& metadata = info_->server_context()->client_metadata();
-      const auto nonce = metadata.find(kNonceMetadataKey);
-      if (nonce != metadata.end() && metadata.find(kMacMetadataKey) != metadata.end() &&
-          info_->method() != nullptr) {
-        proof_ = authorizer_->ReplyProofFor(
-            info_->method(), absl::string_view(nonce->second.data(), nonce->second.size()));
-      }
-    }
-    return proof_.empty() ? nullptr : &proof_;
-  }
-
-  const CallAuthorizer* const authorizer_;  // Not owned: the server credentials'.
-  grpc::experimental::ServerRpcInfo* const info_;  // Not owned: the call's.
-  bool made_ = false;
-  std::string proof_;
+  const std::string proof_;
 };
 
+// A unary call's proof goes into its context's initial and trailing metadata, which every
+// unary handler's answer is sent with (sync, callback and async alike): no interceptor,
+// so the call does not pay gRPC 1.51's interception machinery, which costs every batch
+// of an intercepted call an extra empty batch through the core and the completion queue
+// (two per unary call on the server; bench/README.md, "1 KiB push-and-pulls"). A
+// streaming call gets the interceptor above; a call without a MAC gets neither.
 class ReplyProofFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit ReplyProofFactory(std::shared_ptr<const CallAuthorizer> authorizer)
@@ -123,7 +122,14 @@ class ReplyProofFactory final : public grpc::experimental::ServerInterceptorFact
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new ReplyProofInterceptor(authorizer_.get(), info);
+    std::string proof = ProofOf(*authorizer_, info);
+    if (proof.empty()) return nullptr;
+    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) {
+      return new ReplyProofInterceptor(std::move(proof));
+    }
+    info->server_context()->AddInitialMetadata(kReplyProofMetadataKey, proof);
+    info->server_context()->AddTrailingMetadata(kReplyProofMetadataKey, proof);
+    return nullptr;
   }
 
  private:

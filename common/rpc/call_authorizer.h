@@ -10,7 +10,7 @@
 //   address learns no more than one call's MAC; a call whose time is more than a minute
 //   from the server's clock, or whose nonce was seen before, is refused (ReplayCache).
 //   The server answers each call it accepted with its own proof of the secret
-//   (ReplyProof over the nonce, kReplyProofMetadataKey, added by the interceptor of
+//   (ReplyProof over the nonce, kReplyProofMetadataKey, added by the factory of
 //   ReplyProofInterceptorFactory), which a task's client checks before it obeys the
 //   answer (common/rpc/client_security.h). The MAC proves membership of the job; the claim
 //   keeps a task to its own role's methods (a misconfigured or confused task), but any
@@ -122,12 +122,16 @@ struct TlsMaterial {
 std::shared_ptr<grpc::ServerCredentials> AuthorizingServerCredentials(
     std::shared_ptr<CallAuthorizer> authorizer, const TlsMaterial* tls = nullptr);
 
-// Makes the server interceptor that sends back, in the initial and trailing metadata of
-// each call with a MAC, the server's proof over its nonce (CallAuthorizer::ReplyProofFor):
-// StartServer (common/rpc/grpc_util.h) puts it on every server whose `credentials` came
-// from AuthorizingServerCredentials; null for any other credentials (--insecure). A call
-// reaches it only once the authorizer accepted it; an open method's (health) gets a proof
-// for any nonce, which proves nothing but the health answer.
+// Makes the server interceptor factory that sends back, in the initial and trailing
+// metadata of each call with a MAC, the server's proof over its nonce
+// (CallAuthorizer::ReplyProofFor): for a unary call it adds the proof to the call's
+// context and makes no interceptor (gRPC 1.51's interception costs each intercepted batch
+// an extra trip through the core); a streaming call gets an interceptor that adds it as
+// the metadata is sent. StartServer (common/rpc/grpc_util.h) puts it on every server
+// whose `credentials` came from AuthorizingServerCredentials; null for any other
+// credentials (--insecure). A call reaches it only once the authorizer accepted it; an
+// open method's (health) gets a proof for any nonce, which proves nothing but the health
+// answer.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 ReplyProofInterceptorFactory(const std::shared_ptr<grpc::ServerCredentials>& credentials);
 

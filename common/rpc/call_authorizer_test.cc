@@ -1,6 +1,8 @@
 #include "common/rpc/call_authorizer.h"
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -10,8 +12,8 @@
 #include "common/rpc/client_security.h"
 #include "common/rpc/grpc_util.h"
 #include "gtest/gtest.h"
-#include "proto/health.grpc.pb.h"
 #include "proto/function.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
 
 namespace pstrain {
 namespace {
@@ -182,6 +184,70 @@ TEST_F(CallAuthorizerTest, AStaleOrAlteredCallIsRefused) {
                 .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(service_.shutdowns.load(), 0);
+}
+
+// The reply proofs in `metadata`, joined by commas.
+std::string ProofsIn(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) {
+  std::string proofs;
+  auto [begin, end] = metadata.equal_range(kReplyProofMetadataKey);
+  for (auto it = begin; it != end; ++it) {
+    if (!proofs.empty()) proofs += ",";
+    proofs.append(it->second.data(), it->second.size());
+  }
+  return proofs;
+}
+
+// Signs `context` for `method` as the chief with `nonce`, as the client interceptor would.
+void SignAsChief(absl::string_view method, const std::string& nonce, grpc::ClientContext* context) {
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  context->AddMetadata(kIdentityMetadataKey, "chief-0");
+  context->AddMetadata(kTimeMetadataKey, std::to_string(now));
+  context->AddMetadata(kNonceMetadataKey, nonce);
+  context->AddMetadata(kMacMetadataKey, CallMac(kToken, method, "chief-0", now, nonce));
+}
+
+// A unary answer carries the proof once in its initial and once in its trailing metadata
+// (the factory puts it in the call's context: no interceptor), a stream's at its start
+// (an interceptor adds it as the metadata goes out); a call without a MAC gets none.
+TEST_F(CallAuthorizerTest, TheProofComesOnceInEachMetadataOfUnaryAndStreamingAnswers) {
+  SetClientSecurity({});  // no token: this test signs its calls itself
+  std::shared_ptr<grpc::Channel> channel = CreateChannel(address_);
+  const std::string shutdown_method = "/pstrain.FunctionWorker/Shutdown";
+  const std::string nonce(32, 'a');
+  grpc::ClientContext context;
+  SetTimeout(&context, absl::Seconds(10));
+  SignAsChief(shutdown_method, nonce, &context);
+  ShutdownRequest request;
+  ShutdownResponse response;
+  const grpc::Status status =
+      FunctionWorker::NewStub(channel)->Shutdown(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const std::string proof = ReplyProof(kToken, shutdown_method, nonce);
+  EXPECT_EQ(ProofsIn(context.GetServerInitialMetadata()), proof);
+  EXPECT_EQ(ProofsIn(context.GetServerTrailingMetadata()), proof);
+
+  const std::string watch_method = "/grpc.health.v1.Health/Watch";
+  const std::string watch_nonce(32, 'b');
+  grpc::ClientContext watch_context;
+  SetTimeout(&watch_context, absl::Seconds(10));
+  SignAsChief(watch_method, watch_nonce, &watch_context);
+  grpc::health::v1::HealthCheckRequest health_request;
+  auto reader = grpc::health::v1::Health::NewStub(channel)->Watch(&watch_context, health_request);
+  grpc::health::v1::HealthCheckResponse health_response;
+  ASSERT_TRUE(reader->Read(&health_response));
+  EXPECT_EQ(ProofsIn(watch_context.GetServerInitialMetadata()),
+            ReplyProof(kToken, watch_method, watch_nonce));
+  watch_context.TryCancel();
+  reader->Finish().IgnoreError();
+
+  grpc::ClientContext unsigned_context;
+  SetTimeout(&unsigned_context, absl::Seconds(10));
+  grpc::health::v1::HealthCheckResponse check_response;
+  ASSERT_TRUE(grpc::health::v1::Health::NewStub(channel)
+                  ->Check(&unsigned_context, health_request, &check_response)
+                  .ok());
+  EXPECT_EQ(ProofsIn(unsigned_context.GetServerInitialMetadata()), "");
+  EXPECT_EQ(ProofsIn(unsigned_context.GetServerTrailingMetadata()), "");
 }
 
 // A server that does not hold the token (here: one with no authorizer) answers OK; the
