@@ -188,13 +188,16 @@ struct GrpcRing {
 
 TEST(RingAllReduceTest, RealGrpcOnFreePorts) {
   for (int n : {2, 3}) {
-    GrpcRing ring(n);
-    RingAllReduceOptions options;
-    options.bucket_bytes = 4 << 20;  // 3 buckets for the 2.5M elements below
-    options.chunk_bytes = 256 << 10;
-    options.timeout = absl::Seconds(20);
-    RunAndCheck(ring.raw(), {0, 7, 2'500'000, 3}, options);
-    RunAndCheck(ring.raw(), {1}, options, 1);
+    // Chunks on the stream (at most kMaxStreamedChunkBytes) and by PushChunk calls.
+    for (int64_t chunk_bytes : {int64_t{256} << 10, int64_t{2} << 20}) {
+      GrpcRing ring(n);
+      RingAllReduceOptions options;
+      options.bucket_bytes = 4 << 20;  // 3 buckets for the 2.5M elements below
+      options.chunk_bytes = chunk_bytes;
+      options.timeout = absl::Seconds(20);
+      RunAndCheck(ring.raw(), {0, 7, 2'500'000, 3}, options);
+      RunAndCheck(ring.raw(), {1}, options, 1);
+    }
   }
 }
 
